@@ -1,0 +1,258 @@
+//! How the controller's certificates are made and where they live.
+//!
+//! `init` makes a CA and a server certificate in `DATA_DIR/pki/`; `issue_agent` signs a
+//! client certificate for one agent. The CA key never leaves the controller's data dir,
+//! and no key is ever committed: local ones go under the data dir, which is ignored.
+//!
+//! An agent is known by the SHA-256 fingerprint of its certificate (see [`fingerprint`]):
+//! the controller stores it when the certificate is issued and refuses any certificate it
+//! does not know or whose agent was removed.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
+    IsCa, Issuer, KeyPair, KeyUsagePurpose,
+};
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use sha2::{Digest, Sha256};
+use time::{Duration, OffsetDateTime};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("certificate generation failed: {0}")]
+    Generate(#[from] rcgen::Error),
+    #[error("{0} already exists; refusing to overwrite a CA")]
+    AlreadyExists(PathBuf),
+    #[error("{path}: not a PEM certificate")]
+    NotPem { path: PathBuf },
+}
+
+/// The files of the controller's PKI inside its data dir.
+#[derive(Debug, Clone)]
+pub struct ControllerPki {
+    pub dir: PathBuf,
+}
+
+impl ControllerPki {
+    pub fn in_data_dir(data_dir: &Path) -> ControllerPki {
+        ControllerPki {
+            dir: data_dir.join("pki"),
+        }
+    }
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+    pub fn ca_key(&self) -> PathBuf {
+        self.dir.join("ca.key")
+    }
+    pub fn server_cert(&self) -> PathBuf {
+        self.dir.join("server.pem")
+    }
+    pub fn server_key(&self) -> PathBuf {
+        self.dir.join("server.key")
+    }
+    pub fn exists(&self) -> bool {
+        self.ca_cert().exists() && self.ca_key().exists()
+    }
+}
+
+/// The files an agent needs: its key, its certificate and the controller's CA.
+#[derive(Debug, Clone)]
+pub struct AgentIdentityFiles {
+    pub dir: PathBuf,
+}
+
+impl AgentIdentityFiles {
+    pub fn in_dir(dir: &Path) -> AgentIdentityFiles {
+        AgentIdentityFiles {
+            dir: dir.to_path_buf(),
+        }
+    }
+    pub fn cert(&self) -> PathBuf {
+        self.dir.join("agent.pem")
+    }
+    pub fn key(&self) -> PathBuf {
+        self.dir.join("agent.key")
+    }
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+}
+
+/// The CA's subject. The issuer is rebuilt from it and the stored key, so signing an
+/// agent's certificate later needs no certificate parser.
+fn ca_params(valid_days: i64) -> Result<CertificateParams, CertError> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::OrganizationName, "iohr reliability");
+    dn.push(DnType::CommonName, "iohr reliability controller CA");
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let now = OffsetDateTime::now_utc();
+    params.not_before = now - Duration::hours(1);
+    params.not_after = now + Duration::days(valid_days);
+    Ok(params)
+}
+
+const CA_VALID_DAYS: i64 = 3650;
+const SERVER_VALID_DAYS: i64 = 825;
+pub const AGENT_VALID_DAYS: i64 = 365;
+
+/// Creates the CA and the server certificate. `server_names` are DNS names or IP
+/// addresses the agents dial; loopback names are always included.
+pub fn init(pki: &ControllerPki, server_names: &[String]) -> Result<(), CertError> {
+    if pki.ca_key().exists() {
+        return Err(CertError::AlreadyExists(pki.ca_key()));
+    }
+    create_dir(&pki.dir)?;
+    let ca_key = KeyPair::generate()?;
+    let ca_cert = ca_params(CA_VALID_DAYS)?.self_signed(&ca_key)?;
+    write_private(&pki.ca_key(), &ca_key.serialize_pem())?;
+    write_public(&pki.ca_cert(), &ca_cert.pem())?;
+
+    let mut names = vec![
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+        "localhost".to_string(),
+    ];
+    names.extend(server_names.iter().cloned());
+    let mut params = CertificateParams::new(names)?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "iohr reliability controller");
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let now = OffsetDateTime::now_utc();
+    params.not_before = now - Duration::hours(1);
+    params.not_after = now + Duration::days(SERVER_VALID_DAYS);
+    let server_key = KeyPair::generate()?;
+    let issuer = Issuer::new(ca_params(CA_VALID_DAYS)?, &ca_key);
+    let server_cert = params.signed_by(&server_key, &issuer)?;
+    write_private(&pki.server_key(), &server_key.serialize_pem())?;
+    write_public(&pki.server_cert(), &server_cert.pem())?;
+    Ok(())
+}
+
+/// What `issue_agent` made.
+#[derive(Debug, Clone)]
+pub struct IssuedAgent {
+    pub fingerprint: String,
+    pub files: AgentIdentityFiles,
+}
+
+/// Validity of an agent certificate, relative to now (negative values make expired
+/// certificates, which tests use).
+#[derive(Debug, Clone, Copy)]
+pub struct Validity {
+    pub not_before_days: i64,
+    pub not_after_days: i64,
+}
+
+impl Default for Validity {
+    fn default() -> Self {
+        Validity {
+            not_before_days: 0,
+            not_after_days: AGENT_VALID_DAYS,
+        }
+    }
+}
+
+/// Signs a client certificate for `agent` of `account` and writes it, its key and the CA
+/// certificate into `out`.
+pub fn issue_agent(
+    pki: &ControllerPki,
+    account: &str,
+    agent: &str,
+    out: &Path,
+    validity: Validity,
+) -> Result<IssuedAgent, CertError> {
+    let ca_key_pem = read(&pki.ca_key())?;
+    let ca_key = KeyPair::from_pem(&ca_key_pem)?;
+    let ca_pem = read(&pki.ca_cert())?;
+
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, account);
+    params.distinguished_name.push(DnType::CommonName, agent);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let now = OffsetDateTime::now_utc();
+    params.not_before = now + Duration::days(validity.not_before_days) - Duration::hours(1);
+    params.not_after = now + Duration::days(validity.not_after_days);
+    let key = KeyPair::generate()?;
+    let issuer = Issuer::new(ca_params(CA_VALID_DAYS)?, &ca_key);
+    let cert = params.signed_by(&key, &issuer)?;
+
+    let files = AgentIdentityFiles::in_dir(out);
+    create_dir(out)?;
+    write_private(&files.key(), &key.serialize_pem())?;
+    write_public(&files.cert(), &cert.pem())?;
+    write_public(&files.ca_cert(), &ca_pem)?;
+    Ok(IssuedAgent {
+        fingerprint: fingerprint(cert.der()),
+        files,
+    })
+}
+
+/// The SHA-256 of a certificate's DER, in hex: how the controller knows an agent.
+pub fn fingerprint(der: &[u8]) -> String {
+    hex::encode(Sha256::digest(der))
+}
+
+/// The fingerprint of the first certificate in a PEM file.
+pub fn fingerprint_pem_file(path: &Path) -> Result<String, CertError> {
+    let der = CertificateDer::from_pem_file(path).map_err(|_| CertError::NotPem {
+        path: path.to_path_buf(),
+    })?;
+    Ok(fingerprint(&der))
+}
+
+fn create_dir(dir: &Path) -> Result<(), CertError> {
+    fs::create_dir_all(dir).map_err(|source| CertError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
+fn read(path: &Path) -> Result<String, CertError> {
+    fs::read_to_string(path).map_err(|source| CertError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn write_public(path: &Path, text: &str) -> Result<(), CertError> {
+    fs::write(path, text).map_err(|source| CertError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Keys are created readable by their owner only.
+fn write_private(path: &Path, text: &str) -> Result<(), CertError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source| CertError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io)?;
+    file.write_all(text.as_bytes()).map_err(io)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,247 @@
+//! `iohr`: the command line for reliability runs, a client of the controller's REST API.
+//!
+//! Exit statuses: 0 done (or the awaited run passed), 1 the awaited run failed,
+//! 2 usage, API or transport error, 3 the awaited run ended without a verdict
+//! (error, cancelled, refused) or the wait timed out.
+
+mod agents;
+mod client;
+mod error;
+mod follow;
+mod output;
+mod run;
+mod runs;
+mod scenarios;
+mod sse;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::client::Api;
+use crate::error::{Failure, Result};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "iohr",
+    version,
+    about = "Reliability runs from the command line"
+)]
+pub struct Cli {
+    /// The controller's URL (plain http:// only), e.g. http://127.0.0.1:8080.
+    #[arg(
+        long,
+        env = "IOHR_SERVER",
+        value_name = "URL",
+        global = true,
+        help_heading = "Global options"
+    )]
+    server: Option<String>,
+    /// The API token, sent as `Authorization: Bearer`.
+    #[arg(
+        long,
+        env = "IOHR_TOKEN",
+        value_name = "T",
+        global = true,
+        hide_env_values = true,
+        help_heading = "Global options"
+    )]
+    token: Option<String>,
+    /// Machine output: exactly one JSON value on stdout (`runs events`: one per line).
+    #[arg(long, global = true, help_heading = "Global options")]
+    json: bool,
+    #[command(subcommand)]
+    command: Top,
+}
+
+#[derive(Subcommand, Debug)]
+enum Top {
+    /// Runs, agents and scenarios of the reliability service.
+    #[command(subcommand)]
+    Reliability(Reliability),
+}
+
+#[derive(Subcommand, Debug)]
+enum Reliability {
+    /// Start a run; with --wait, follow it and exit with its verdict.
+    Run(run::RunArgs),
+    /// Read, list, cancel and follow runs.
+    #[command(subcommand)]
+    Runs(runs::RunsCommand),
+    /// The account's agents: online, environments, running jobs.
+    Agents,
+    /// Store scenarios.
+    #[command(subcommand)]
+    Scenarios(scenarios::ScenariosCommand),
+}
+
+/// What every command needs.
+pub struct Ctx {
+    pub api: Api,
+    pub json: bool,
+}
+
+fn main() -> ExitCode {
+    // Clap prints its own usage errors and exits 2 (0 for --help and --version).
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&Failure::usage(format!("cannot start the runtime: {e}"))),
+    };
+    match runtime.block_on(execute(cli)) {
+        Ok(status) => ExitCode::from(status),
+        Err(failure) => fail(&failure),
+    }
+}
+
+fn fail(failure: &Failure) -> ExitCode {
+    output::note(&format!("error: {failure}"));
+    ExitCode::from(2)
+}
+
+async fn execute(cli: Cli) -> Result<u8> {
+    let ctx = Ctx {
+        api: Api::new(cli.server.as_deref(), cli.token.as_deref())?,
+        json: cli.json,
+    };
+    let Top::Reliability(command) = cli.command;
+    match command {
+        Reliability::Run(args) => run::execute(&ctx, args).await,
+        Reliability::Runs(command) => runs::execute(&ctx, command).await,
+        Reliability::Agents => agents::execute(&ctx).await,
+        Reliability::Scenarios(command) => scenarios::execute(&ctx, command).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use clap::error::ErrorKind;
+    use iohr_domain::{Executor, RunKind, RunStatus};
+    use serde_json::json;
+
+    fn parse(line: &str) -> std::result::Result<Cli, clap::Error> {
+        Cli::try_parse_from(line.split_whitespace())
+    }
+
+    #[test]
+    fn the_command_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_with_a_spec_and_every_option() {
+        let cli = parse(
+            "iohr reliability run --kind checks --environment staging --target http://127.0.0.1:9 \
+             --spec spec.json --executor agent:edge-1 --change core#212 --scenario-name smoke \
+             --wait --timeout 30 --json --server http://127.0.0.1:8080 --token t",
+        )
+        .expect("valid");
+        assert!(cli.json);
+        assert_eq!(cli.server.as_deref(), Some("http://127.0.0.1:8080"));
+        let Top::Reliability(Reliability::Run(args)) = cli.command else {
+            panic!("not run: {:?}", cli.command);
+        };
+        assert_eq!(args.kind, RunKind::Checks);
+        assert_eq!(args.executor, Some(Executor::Agent("edge-1".into())));
+        assert!(args.wait);
+        assert_eq!(args.timeout, 30);
+        assert_eq!(args.scenario_name.as_deref(), Some("smoke"));
+    }
+
+    #[test]
+    fn run_by_scenario_sends_its_id_and_version() {
+        let cli = parse(
+            "iohr reliability run --kind checks --environment staging --target http://t \
+             --scenario s1 --version sha256:ab",
+        )
+        .expect("valid");
+        let Top::Reliability(Reliability::Run(args)) = cli.command else {
+            panic!("not run");
+        };
+        assert_eq!(args.timeout, 600, "default timeout");
+        assert_eq!(
+            run::request_body(&args).expect("body"),
+            json!({"kind": "checks", "environment": "staging", "target": "http://t",
+                   "scenario": {"id": "s1", "version": "sha256:ab"}})
+        );
+    }
+
+    #[test]
+    fn run_refuses_bad_combinations() {
+        let base = "iohr reliability run --kind checks --environment staging --target http://t";
+        let cases = [
+            (String::from(base), ErrorKind::MissingRequiredArgument),
+            (
+                format!("{base} --spec f --scenario s1 --version v"),
+                ErrorKind::ArgumentConflict,
+            ),
+            (
+                format!("{base} --scenario s1"),
+                ErrorKind::MissingRequiredArgument,
+            ),
+            (
+                format!("{base} --spec f --timeout 5"),
+                ErrorKind::MissingRequiredArgument,
+            ),
+            (
+                format!("{base} --spec f --wait --timeout 0"),
+                ErrorKind::ValueValidation,
+            ),
+            (
+                format!("{base} --spec f --executor somewhere"),
+                ErrorKind::ValueValidation,
+            ),
+            (
+                format!("{base} --scenario s1 --version v --scenario-name x"),
+                ErrorKind::ArgumentConflict,
+            ),
+            (
+                base.replace("checks", "soak") + " --spec f",
+                ErrorKind::ValueValidation,
+            ),
+        ];
+        for (line, kind) in cases {
+            let err = parse(&line).expect_err(&line);
+            assert_eq!(err.kind(), kind, "{line}: {err}");
+        }
+    }
+
+    #[test]
+    fn runs_subcommands_parse() {
+        let cli = parse(
+            "iohr reliability runs list --status failed --kind checks --environment staging \
+             --agent edge-1 --limit 20 --cursor c1",
+        )
+        .expect("valid");
+        let Top::Reliability(Reliability::Runs(runs::RunsCommand::List(args))) = cli.command else {
+            panic!("not list");
+        };
+        assert_eq!(args.status, Some(RunStatus::Failed));
+        assert_eq!(args.limit, Some(20));
+        assert_eq!(args.cursor.as_deref(), Some("c1"));
+        assert!(parse("iohr reliability runs list --limit 0").is_err());
+        assert!(parse("iohr reliability runs list --status done").is_err());
+
+        let cli = parse("iohr --json reliability runs events r1 --after 7").expect("valid");
+        assert!(cli.json);
+        assert!(matches!(
+            cli.command,
+            Top::Reliability(Reliability::Runs(runs::RunsCommand::Events { ref id, after: Some(7) }))
+                if id == "r1"
+        ));
+        for line in [
+            "iohr reliability runs show r1 --json",
+            "iohr reliability runs cancel r1",
+            "iohr reliability agents --json",
+            "iohr reliability scenarios create --name smoke --kind checks --spec s.json",
+        ] {
+            parse(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        }
+        assert!(parse("iohr reliability runs show").is_err());
+    }
+}

@@ -1,0 +1,394 @@
+//! Human output: aligned tables, key/value blocks, one-line frame summaries and the run
+//! record; and the single place that writes to stdout.
+
+use std::io::Write;
+
+use iohr_domain::RunRecord;
+use iohr_domain::checks::ChecksResult;
+use serde_json::Value;
+
+use crate::error::{Failure, Result};
+
+/// Writes `text` (a newline is added when missing) to stdout.
+pub fn emit(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    let mut result = out.write_all(text.as_bytes());
+    if result.is_ok() && !text.ends_with('\n') {
+        result = out.write_all(b"\n");
+    }
+    result
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure::output(format!("writing to stdout: {e}")))
+}
+
+/// Writes one JSON value on one line: `--json` output.
+pub fn emit_json(value: &Value) -> Result<()> {
+    emit(&value.to_string())
+}
+
+/// A progress line on stderr; losing one is not worth failing the command for.
+pub fn note(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+/// Server text goes to a terminal: control characters (escape sequences, newlines)
+/// must not move the cursor or break the columns.
+pub fn clean(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// Columns separated by two spaces, each as wide as its widest cell; no trailing
+/// spaces.
+#[derive(Debug, Default)]
+pub struct Table {
+    header: Option<Vec<String>>,
+    rows: Vec<Vec<String>>,
+    indent: usize,
+}
+
+impl Table {
+    pub fn new(header: &[&str]) -> Table {
+        Table {
+            header: Some(header.iter().map(|h| h.to_string()).collect()),
+            ..Table::default()
+        }
+    }
+
+    /// A table without a header line, e.g. key/value pairs.
+    pub fn plain() -> Table {
+        Table::default()
+    }
+
+    pub fn indent(mut self, spaces: usize) -> Table {
+        self.indent = spaces;
+        self
+    }
+
+    pub fn row<S: AsRef<str>>(&mut self, cells: impl IntoIterator<Item = S>) {
+        self.rows
+            .push(cells.into_iter().map(|c| clean(c.as_ref())).collect());
+    }
+
+    pub fn render(&self) -> String {
+        let lines: Vec<&Vec<String>> = self.header.iter().chain(self.rows.iter()).collect();
+        let columns = lines.iter().map(|l| l.len()).max().unwrap_or(0);
+        let mut widths = vec![0; columns];
+        for line in &lines {
+            for (i, cell) in line.iter().enumerate() {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+        let mut out = String::new();
+        for line in lines {
+            let mut text = " ".repeat(self.indent);
+            for (i, cell) in line.iter().enumerate() {
+                if i > 0 {
+                    text.push_str("  ");
+                }
+                text.push_str(cell);
+                text.push_str(&" ".repeat(widths[i] - cell.chars().count()));
+            }
+            out.push_str(text.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+pub fn or_dash(value: Option<&str>) -> String {
+    match value {
+        Some(v) if !v.is_empty() => v.to_string(),
+        _ => "-".to_string(),
+    }
+}
+
+fn latency(ms: f64) -> String {
+    format!("{ms:.1} ms")
+}
+
+/// A run record as key/value lines, then its result.
+pub fn record(run: &RunRecord) -> String {
+    let mut t = Table::plain();
+    let started_by = match &run.started_by.change {
+        Some(change) => format!(
+            "{} {} (change {change})",
+            run.started_by.kind, run.started_by.id
+        ),
+        None => format!("{} {}", run.started_by.kind, run.started_by.id),
+    };
+    let findings = if run.findings.is_empty() {
+        "none".to_string()
+    } else {
+        run.findings.join(", ")
+    };
+    let pairs = [
+        ("id", run.id.clone()),
+        ("kind", run.kind.to_string()),
+        ("status", run.status.to_string()),
+        ("reason", or_dash(run.reason.as_deref())),
+        (
+            "scenario",
+            format!("{} {}", run.scenario.id, run.scenario.version),
+        ),
+        ("environment", run.environment.clone()),
+        ("target", run.target.clone()),
+        ("executor", run.executor.to_string()),
+        ("agent", or_dash(run.agent.as_deref())),
+        ("started by", started_by),
+        ("created", run.created_at.clone()),
+        ("started", or_dash(run.started_at.as_deref())),
+        ("ended", or_dash(run.ended_at.as_deref())),
+        ("findings", findings),
+        (
+            "units",
+            format!("reserved {}, spent {}", run.units.reserved, run.units.spent),
+        ),
+    ];
+    for (key, value) in pairs {
+        t.row([key.to_string(), value]);
+    }
+    let mut out = t.render();
+    out.push_str(&result(run.result.as_ref()));
+    out
+}
+
+/// The result block: checks get one line per verdict, other kinds their JSON.
+fn result(result: Option<&Value>) -> String {
+    let Some(value) = result.filter(|v| !v.is_null()) else {
+        return "result       -\n".to_string();
+    };
+    let Ok(checks) = serde_json::from_value::<ChecksResult>(value.clone()) else {
+        let pretty = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+        let mut out = "result\n".to_string();
+        for line in pretty.lines() {
+            out.push_str("  ");
+            out.push_str(&clean(line));
+            out.push('\n');
+        }
+        return out;
+    };
+    let verdict = if checks.passed { "passed" } else { "failed" };
+    let mut out = format!(
+        "result       {verdict}: {} of {} checks failed\n",
+        checks.failed, checks.total
+    );
+    let mut t = Table::plain().indent(2);
+    for c in &checks.checks {
+        let mut why = c.failures.join("; ");
+        if why.is_empty()
+            && let Some(error) = &c.error
+        {
+            why = error.clone();
+        }
+        t.row([
+            "check".to_string(),
+            c.name.clone(),
+            pass(c.passed),
+            c.status.map_or("-".to_string(), |s| s.to_string()),
+            latency(c.latency_ms),
+            why,
+        ]);
+    }
+    for i in &checks.invariants {
+        t.row([
+            "invariant".to_string(),
+            i.name.clone(),
+            pass(i.passed),
+            String::new(),
+            String::new(),
+            i.failures.join("; "),
+        ]);
+    }
+    out.push_str(&t.render());
+    out
+}
+
+fn pass(passed: bool) -> String {
+    if passed { "pass" } else { "FAIL" }.to_string()
+}
+
+fn text<'a>(data: &'a Value, key: &str) -> Option<&'a str> {
+    data.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// One line per frame, e.g. `check  GET /  pass  200  3.1 ms`. Fields that a frame
+/// lacks are left out; an unknown shape shows its JSON, shortened.
+pub fn frame_line(kind: &str, data: &Value) -> String {
+    let mut parts: Vec<String> = vec![kind.to_string()];
+    match kind {
+        "check" => {
+            let name = text(data, "name")
+                .map(str::to_string)
+                .or_else(|| Some(format!("{} {}", text(data, "method")?, text(data, "path")?)));
+            parts.extend(name);
+            if let Some(passed) = data.get("passed").and_then(Value::as_bool) {
+                parts.push(pass(passed));
+            }
+            if let Some(status) = data.get("status").and_then(Value::as_u64) {
+                parts.push(status.to_string());
+            } else if data.get("latency_ms").is_some() {
+                parts.push("-".to_string());
+            }
+            if let Some(ms) = data.get("latency_ms").and_then(Value::as_f64) {
+                parts.push(latency(ms));
+            }
+            let mut why: Vec<String> = data
+                .get("failures")
+                .and_then(Value::as_array)
+                .map(|f| {
+                    f.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            if why.is_empty() {
+                why.extend(text(data, "error").map(str::to_string));
+            }
+            if !why.is_empty() {
+                parts.push(why.join("; "));
+            }
+        }
+        "finished" => {
+            parts.extend(text(data, "status").map(str::to_string));
+            parts.extend(text(data, "reason").map(str::to_string));
+        }
+        "phase" => parts.extend(
+            text(data, "phase")
+                .or_else(|| text(data, "name"))
+                .map(str::to_string),
+        ),
+        "started" => parts.extend(text(data, "agent").map(|a| format!("on {a}"))),
+        "finding" => {
+            for key in ["id", "signature", "title"] {
+                parts.extend(text(data, key).map(str::to_string));
+            }
+        }
+        _ => {}
+    }
+    if parts.len() == 1 && !data.is_null() && data.as_object().is_none_or(|o| !o.is_empty()) {
+        let json = data.to_string();
+        let short: String = json.chars().take(160).collect();
+        parts.push(if short.len() < json.len() {
+            format!("{short}…")
+        } else {
+            short
+        });
+    }
+    clean(&parts.join("  "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn table_aligns_columns_by_characters_without_trailing_spaces() {
+        let mut t = Table::new(&["ID", "STATUS", "AGENT"]);
+        t.row(["r1", "passed", "edge-1"]);
+        t.row(["r-long-id", "é", ""]);
+        assert_eq!(
+            t.render(),
+            "ID         STATUS  AGENT\n\
+             r1         passed  edge-1\n\
+             r-long-id  é\n"
+        );
+    }
+
+    #[test]
+    fn table_cells_cannot_inject_control_characters() {
+        let mut t = Table::plain().indent(2);
+        t.row(["a\nb", "\u{1b}[31mred"]);
+        assert_eq!(t.render(), "  a b   [31mred\n");
+        assert!(Table::new(&["X"]).render() == "X\n");
+    }
+
+    #[test]
+    fn frame_lines_for_known_and_unknown_frames() {
+        let check = json!({"name": "GET /", "method": "GET", "path": "/", "passed": true,
+            "status": 200, "latency_ms": 3.12, "failures": []});
+        assert_eq!(
+            frame_line("check", &check),
+            "check  GET /  pass  200  3.1 ms"
+        );
+        let failed = json!({"method": "POST", "path": "/x", "passed": false, "status": null,
+            "latency_ms": 0.2, "error": "connection refused", "failures": []});
+        assert_eq!(
+            frame_line("check", &failed),
+            "check  POST /x  FAIL  -  0.2 ms  connection refused"
+        );
+        assert_eq!(
+            frame_line(
+                "finished",
+                &json!({"status": "failed", "reason": "1 check failed"})
+            ),
+            "finished  failed  1 check failed"
+        );
+        assert_eq!(
+            frame_line("load", &json!({"rps": 10})),
+            "load  {\"rps\":10}"
+        );
+        assert_eq!(frame_line("started", &json!({})), "started");
+    }
+
+    fn run(result: Option<Value>) -> RunRecord {
+        serde_json::from_value(json!({
+            "id": "r1", "kind": "checks", "scenario": {"id": "s1", "version": "sha256:ab"},
+            "environment": "staging", "target": "http://127.0.0.1:9", "executor": "any",
+            "agent": null, "started_by": {"type": "token", "id": "t1", "change": "core#212"},
+            "status": "failed", "reason": "1 check failed", "result": result, "findings": [],
+            "units": {"reserved": 3, "spent": 2}, "created_at": "2026-10-07T10:00:00Z",
+            "started_at": null, "ended_at": null
+        }))
+        .expect("record")
+    }
+
+    #[test]
+    fn record_shows_status_reason_and_one_line_per_check() {
+        let text = record(&run(Some(json!({
+            "passed": false, "total": 2, "failed": 1,
+            "checks": [
+                {"name": "GET /", "method": "GET", "path": "/", "passed": true, "status": 200, "latency_ms": 3.1, "failures": []},
+                {"name": "health", "method": "GET", "path": "/health", "passed": false, "status": 503, "latency_ms": 12.0, "failures": ["status 503, expected 200"]}
+            ],
+            "invariants": [{"name": "no 5xx", "passed": false, "failures": ["health: status 503, 12.0 ms"]}]
+        }))));
+        assert!(text.contains("status       failed\n"), "{text}");
+        assert!(text.contains("reason       1 check failed\n"), "{text}");
+        assert!(
+            text.contains("started by   token t1 (change core#212)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("result       failed: 1 of 2 checks failed\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  check      GET /   pass  200  3.1 ms\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  check      health  FAIL  503  12.0 ms  status 503, expected 200\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  invariant  no 5xx  FAIL                health: status 503, 12.0 ms\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn record_without_result_or_with_another_kind_of_result() {
+        assert!(record(&run(None)).ends_with("result       -\n"));
+        let other = record(&run(Some(json!({"p99_ms": 12}))));
+        assert!(
+            other.ends_with("result\n  {\n    \"p99_ms\": 12\n  }\n"),
+            "{other}"
+        );
+    }
+}

@@ -1,0 +1,248 @@
+//! `iohr reliability runs show | list | cancel | events`.
+
+use clap::{Args, Subcommand};
+use iohr_domain::{RunKind, RunRecord, RunStatus};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::Ctx;
+use crate::client::{query, segment};
+use crate::error::{Failure, Result};
+use crate::follow::follow;
+use crate::output::{Table, emit, emit_json, frame_line, or_dash, record};
+
+#[derive(Subcommand, Debug)]
+pub enum RunsCommand {
+    /// Show one run: status, reason and result.
+    Show {
+        /// The run's id.
+        id: String,
+    },
+    /// List runs, one page at a time.
+    List(ListArgs),
+    /// Cancel a queued or running run.
+    Cancel {
+        /// The run's id.
+        id: String,
+    },
+    /// Print a run's frames as they happen, until it finishes.
+    Events {
+        /// The run's id.
+        id: String,
+        /// Start after this frame number instead of at the first frame.
+        #[arg(long, value_name = "N")]
+        after: Option<u64>,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Only runs with this status (queued, running, passed, failed, error, cancelled, refused).
+    #[arg(long, value_name = "S")]
+    pub status: Option<RunStatus>,
+    /// Only runs of this kind.
+    #[arg(long, value_name = "K")]
+    pub kind: Option<RunKind>,
+    /// Only runs in this environment.
+    #[arg(long, value_name = "E")]
+    pub environment: Option<String>,
+    /// Runs taken by this agent (its name).
+    #[arg(long, value_name = "A")]
+    pub agent: Option<String>,
+    /// At most this many runs on the page.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the previous page.
+    #[arg(long, value_name = "C")]
+    pub cursor: Option<String>,
+}
+
+pub async fn execute(ctx: &Ctx, command: RunsCommand) -> Result<u8> {
+    match command {
+        RunsCommand::Show { id } => {
+            let raw = ctx.api.get(&run_path(&id)?).await?;
+            print_record(ctx, &raw)?;
+            Ok(0)
+        }
+        RunsCommand::List(args) => list(ctx, args).await,
+        RunsCommand::Cancel { id } => {
+            let path = format!("{}/cancel", run_path(&id)?);
+            let raw = ctx.api.post(&path, &json!({})).await?;
+            print_record(ctx, &raw)?;
+            Ok(0)
+        }
+        RunsCommand::Events { id, after } => {
+            let json = ctx.json;
+            follow(&ctx.api, &id, after, !json, |raw, frame| {
+                if json {
+                    emit_json(raw)
+                } else {
+                    emit(&frame_line(&frame.kind, &frame.data))
+                }
+            })
+            .await?;
+            Ok(0)
+        }
+    }
+}
+
+pub fn run_path(id: &str) -> Result<String> {
+    Ok(format!(
+        "/v1/reliability/runs/{}",
+        segment("the run ID", id)?
+    ))
+}
+
+/// Checks that an answer is a run record; the raw JSON is what `--json` prints, so
+/// fields newer than this CLI still reach scripts.
+pub fn parse_record(raw: &Value) -> Result<RunRecord> {
+    RunRecord::deserialize(raw)
+        .map_err(|e| Failure::protocol(format!("the answer is not a run record: {e}")))
+}
+
+pub fn print_record(ctx: &Ctx, raw: &Value) -> Result<RunRecord> {
+    let run = parse_record(raw)?;
+    if ctx.json {
+        emit_json(raw)?;
+    } else {
+        emit(&record(&run))?;
+    }
+    Ok(run)
+}
+
+#[derive(Deserialize)]
+struct Page {
+    runs: Vec<RunRecord>,
+    #[serde(default)]
+    next_cursor: Option<String>,
+}
+
+async fn list(ctx: &Ctx, args: ListArgs) -> Result<u8> {
+    let filters = [
+        ("status", args.status.map(|s| s.to_string())),
+        ("kind", args.kind.map(|k| k.to_string())),
+        ("environment", args.environment.clone()),
+        ("agent", args.agent.clone()),
+        ("limit", args.limit.map(|n| n.to_string())),
+    ];
+    let mut pairs = filters.to_vec();
+    pairs.push(("cursor", args.cursor.clone()));
+    let raw = ctx
+        .api
+        .get(&format!("/v1/reliability/runs{}", query(&pairs)))
+        .await?;
+    let page = Page::deserialize(&raw)
+        .map_err(|e| Failure::protocol(format!("the answer is not a page of runs: {e}")))?;
+    if ctx.json {
+        emit_json(&raw)?;
+        return Ok(0);
+    }
+    emit(&render_page(
+        &page.runs,
+        page.next_cursor.as_deref(),
+        &filters,
+    ))?;
+    Ok(0)
+}
+
+fn render_page(
+    runs: &[RunRecord],
+    next: Option<&str>,
+    filters: &[(&str, Option<String>)],
+) -> String {
+    let mut out = if runs.is_empty() {
+        "no runs\n".to_string()
+    } else {
+        let mut t = Table::new(&[
+            "ID",
+            "KIND",
+            "STATUS",
+            "ENVIRONMENT",
+            "TARGET",
+            "AGENT",
+            "CREATED",
+        ]);
+        for run in runs {
+            t.row([
+                run.id.clone(),
+                run.kind.to_string(),
+                run.status.to_string(),
+                run.environment.clone(),
+                run.target.clone(),
+                or_dash(run.agent.as_deref()),
+                run.created_at.clone(),
+            ]);
+        }
+        t.render()
+    };
+    if let Some(cursor) = next.filter(|c| !c.is_empty()) {
+        // The same filters again: a cursor is a position within this listing.
+        let mut command = format!(
+            "next: iohr reliability runs list --cursor {}",
+            shell_word(cursor)
+        );
+        for (flag, value) in filters {
+            if let Some(value) = value {
+                command.push_str(&format!(" --{flag} {}", shell_word(value)));
+            }
+        }
+        out.push_str(&command);
+        out.push('\n');
+    }
+    out
+}
+
+/// Quotes a word for a POSIX shell when it needs it, so the `next:` line can be pasted.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:/=+,@%".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, agent: Option<&str>) -> RunRecord {
+        serde_json::from_value(json!({
+            "id": id, "kind": "checks", "scenario": {"id": "s1", "version": "sha256:ab"},
+            "environment": "staging", "target": "http://127.0.0.1:9", "executor": "any",
+            "agent": agent, "started_by": {"type": "token", "id": "t1"},
+            "status": "queued", "reason": null, "result": null, "findings": [],
+            "units": {"reserved": 0, "spent": 0}, "created_at": "2026-10-07T10:00:00Z",
+            "started_at": null, "ended_at": null
+        }))
+        .expect("record")
+    }
+
+    #[test]
+    fn page_table_and_next_command() {
+        let runs = [record("r1", Some("edge-1")), record("r22", None)];
+        let text = render_page(
+            &runs,
+            Some("c2"),
+            &[("status", Some("queued".into())), ("kind", None)],
+        );
+        assert_eq!(
+            text,
+            "ID   KIND    STATUS  ENVIRONMENT  TARGET              AGENT   CREATED\n\
+             r1   checks  queued  staging      http://127.0.0.1:9  edge-1  2026-10-07T10:00:00Z\n\
+             r22  checks  queued  staging      http://127.0.0.1:9  -       2026-10-07T10:00:00Z\n\
+             next: iohr reliability runs list --cursor c2 --status queued\n"
+        );
+        assert_eq!(render_page(&[], None, &[]), "no runs\n");
+    }
+
+    #[test]
+    fn shell_words_are_quoted_only_when_needed() {
+        assert_eq!(shell_word("eyJhIjoxfQ=="), "eyJhIjoxfQ==");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+    }
+}

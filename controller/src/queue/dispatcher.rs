@@ -1,0 +1,634 @@
+//! The dispatcher: one task owns the scheduler and every lease's deadline, so decisions
+//! about a run are made in one place, one at a time. Frames and completions go straight
+//! from an agent's session to the store (fenced by the lease); only what changes who holds
+//! what comes through here.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use iohr_domain::{RunKind, RunStatus};
+use iohr_proto::link::{CancelLease, ControllerMessage, LeaseOffer, RunningLease, controller_message};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+use super::scheduler::{AgentSlot, Placement, QueuedRun, Scheduler, SessionId};
+use crate::hub::FrameHub;
+use crate::store::{AgentIdentity, Declaration, Ending, LeaseGuard, RunRow, Store, StoreError};
+use crate::timing::Timing;
+
+/// A connected agent, as its session hands it to the dispatcher after the hello.
+pub struct AgentUp {
+    pub session: SessionId,
+    pub identity: AgentIdentity,
+    pub declaration: Declaration,
+    pub reported: Vec<RunningLease>,
+    pub tx: mpsc::Sender<ControllerMessage>,
+    /// Milliseconds since the dispatcher's start when the agent was last heard.
+    pub last_heard: Arc<AtomicU64>,
+    pub close: CancellationToken,
+}
+
+/// What `GET /agents` shows of a connected agent.
+#[derive(Debug, Clone)]
+pub struct OnlineAgent {
+    pub agent_id: String,
+    pub running: Vec<(String, String, RunKind, &'static str)>,
+}
+
+enum Command {
+    RunQueued { run: QueuedRun, max_running: usize },
+    Cancel { run_id: String, reason: String, reply: oneshot::Sender<()> },
+    AgentUp { up: Box<AgentUp>, reply: oneshot::Sender<Vec<String>> },
+    AgentDown { session: SessionId },
+    LeaseAnswer { session: SessionId, guard: LeaseGuard, accepted: bool, reason: String },
+    LeaseEnded { run_id: String },
+    Online { reply: oneshot::Sender<Vec<OnlineAgent>> },
+}
+
+#[derive(Debug, Clone)]
+enum LeaseState {
+    /// Offered; back to the queue at the deadline unless accepted.
+    Offered { deadline: Instant },
+    /// Accepted and its agent connected.
+    Running,
+    /// Its agent is gone (or the controller restarted): at the deadline the run goes back
+    /// to the queue if it never started, or ends `error` ("agent lost") if it did.
+    Orphaned { deadline: Instant, started: bool },
+}
+
+#[derive(Debug, Clone)]
+struct Lease {
+    run: QueuedRun,
+    agent_id: String,
+    session: Option<SessionId>,
+    guard: LeaseGuard,
+    state: LeaseState,
+    cancel_requested: bool,
+}
+
+struct Session {
+    agent_id: String,
+    tx: mpsc::Sender<ControllerMessage>,
+    last_heard: Arc<AtomicU64>,
+    close: CancellationToken,
+}
+
+/// The handle every other part of the controller uses.
+#[derive(Clone)]
+pub struct DispatcherHandle {
+    tx: mpsc::UnboundedSender<Command>,
+    epoch: Instant,
+    next_session: Arc<AtomicU64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the dispatcher has stopped")]
+pub struct Stopped;
+
+impl DispatcherHandle {
+    /// Milliseconds since the dispatcher started, on the controller's own clock.
+    pub fn clock_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    pub fn new_session_id(&self) -> SessionId {
+        self.next_session.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn run_queued(&self, run: &RunRow, max_running: i64) {
+        let _ = self.tx.send(Command::RunQueued {
+            run: queued_from_row(run),
+            max_running: usize::try_from(max_running).unwrap_or(usize::MAX),
+        });
+    }
+
+    /// Cancels a run wherever it is; returns once the agent (if any) has been told.
+    pub async fn cancel(&self, run_id: &str, reason: &str) -> Result<(), Stopped> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Command::Cancel { run_id: run_id.to_string(), reason: reason.to_string(), reply })
+            .map_err(|_| Stopped)?;
+        rx.await.map_err(|_| Stopped)
+    }
+
+    /// Registers a connected agent; returns the reported leases it must drop.
+    pub async fn agent_up(&self, up: AgentUp) -> Result<Vec<String>, Stopped> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Command::AgentUp { up: Box::new(up), reply })
+            .map_err(|_| Stopped)?;
+        rx.await.map_err(|_| Stopped)
+    }
+
+    pub fn agent_down(&self, session: SessionId) {
+        let _ = self.tx.send(Command::AgentDown { session });
+    }
+
+    pub fn lease_answer(&self, session: SessionId, guard: LeaseGuard, accepted: bool, reason: String) {
+        let _ = self.tx.send(Command::LeaseAnswer { session, guard, accepted, reason });
+    }
+
+    /// A run's completion was stored: its agent and plan slot are free.
+    pub fn lease_ended(&self, run_id: &str) {
+        let _ = self.tx.send(Command::LeaseEnded { run_id: run_id.to_string() });
+    }
+
+    pub async fn online(&self) -> Result<Vec<OnlineAgent>, Stopped> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(Command::Online { reply }).map_err(|_| Stopped)?;
+        rx.await.map_err(|_| Stopped)
+    }
+}
+
+fn queued_from_row(run: &RunRow) -> QueuedRun {
+    QueuedRun {
+        run_id: run.id.clone(),
+        account_id: run.account_id.clone(),
+        kind: run.kind,
+        environment: run.environment.clone(),
+        executor: run.executor.clone(),
+        refused_by: BTreeSet::new(),
+    }
+}
+
+pub struct Dispatcher {
+    store: Store,
+    hub: FrameHub,
+    timing: Timing,
+    epoch: Instant,
+    scheduler: Scheduler,
+    leases: HashMap<String, Lease>,
+    sessions: HashMap<SessionId, Session>,
+    rx: mpsc::UnboundedReceiver<Command>,
+}
+
+impl Dispatcher {
+    /// Rebuilds the queues from the store and starts the dispatcher task. Leases found
+    /// in the store get one lease period for their agents to report before they expire.
+    pub async fn start(
+        store: Store,
+        hub: FrameHub,
+        timing: Timing,
+        shutdown: CancellationToken,
+    ) -> Result<(DispatcherHandle, tokio::task::JoinHandle<()>), StoreError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let epoch = Instant::now();
+        let mut dispatcher = Dispatcher {
+            store,
+            hub,
+            timing,
+            epoch,
+            scheduler: Scheduler::default(),
+            leases: HashMap::new(),
+            sessions: HashMap::new(),
+            rx,
+        };
+        dispatcher.rebuild().await?;
+        let handle = DispatcherHandle { tx, epoch, next_session: Arc::new(AtomicU64::new(1)) };
+        let task = tokio::spawn(dispatcher.run(shutdown));
+        Ok((handle, task))
+    }
+
+    async fn rebuild(&mut self) -> Result<(), StoreError> {
+        for account in self.store.accounts().await? {
+            self.scheduler
+                .set_max_running(&account.id, usize::try_from(account.max_running).unwrap_or(usize::MAX));
+        }
+        let deadline = Instant::now() + self.timing.lease_ttl;
+        let mut rebuilt = (0, 0);
+        for run in self.store.unfinished_runs().await? {
+            match (&run.lease, &run.agent_id) {
+                (Some(guard), Some(agent_id)) if run.lease_state.is_some() => {
+                    self.scheduler.count_active(&run.account_id);
+                    self.leases.insert(
+                        run.id.clone(),
+                        Lease {
+                            run: queued_from_row(&run),
+                            agent_id: agent_id.clone(),
+                            session: None,
+                            guard: guard.clone(),
+                            state: LeaseState::Orphaned { deadline, started: run.status == RunStatus::Running },
+                            cancel_requested: false,
+                        },
+                    );
+                    rebuilt.1 += 1;
+                }
+                _ => {
+                    self.scheduler.enqueue(queued_from_row(&run));
+                    rebuilt.0 += 1;
+                }
+            }
+        }
+        tracing::info!(queued = rebuilt.0, leased = rebuilt.1, "queues rebuilt from the store");
+        Ok(())
+    }
+
+    async fn run(mut self, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(self.timing.tick());
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => self.on_tick().await,
+                command = self.rx.recv() => match command {
+                    Some(command) => self.handle(command).await,
+                    None => break,
+                },
+            }
+            // Drain what else is waiting before placing, so a burst of POSTs is placed in
+            // one round instead of one round each.
+            while let Ok(command) = self.rx.try_recv() {
+                self.handle(command).await;
+            }
+            self.dispatch().await;
+        }
+        for session in self.sessions.values() {
+            session.close.cancel();
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    async fn handle(&mut self, command: Command) {
+        match command {
+            Command::RunQueued { run, max_running } => {
+                self.scheduler.set_max_running(&run.account_id, max_running);
+                self.scheduler.enqueue(run);
+            }
+            Command::Cancel { run_id, reason, reply } => {
+                self.cancel(&run_id, &reason).await;
+                let _ = reply.send(());
+            }
+            Command::AgentUp { up, reply } => {
+                let revoked = self.agent_up(*up).await;
+                let _ = reply.send(revoked);
+            }
+            Command::AgentDown { session } => self.agent_down(session, "stream ended").await,
+            Command::LeaseAnswer { session, guard, accepted, reason } => {
+                self.lease_answer(session, guard, accepted, reason).await;
+            }
+            Command::LeaseEnded { run_id } => self.forget_lease(&run_id),
+            Command::Online { reply } => {
+                let online = self
+                    .sessions
+                    .iter()
+                    .map(|(id, s)| OnlineAgent {
+                        agent_id: s.agent_id.clone(),
+                        running: self
+                            .leases
+                            .iter()
+                            .filter(|(_, l)| l.session == Some(*id))
+                            .map(|(run_id, l)| {
+                                let state = match l.state {
+                                    LeaseState::Offered { .. } => "offered",
+                                    LeaseState::Running => "running",
+                                    LeaseState::Orphaned { .. } => "orphaned",
+                                };
+                                (run_id.clone(), l.guard.lease_id.clone(), l.run.kind, state)
+                            })
+                            .collect(),
+                    })
+                    .collect();
+                let _ = reply.send(online);
+            }
+        }
+    }
+
+    async fn dispatch(&mut self) {
+        for Placement { run, session } in self.scheduler.next_placements() {
+            let Some(agent_id) = self.sessions.get(&session).map(|s| s.agent_id.clone()) else {
+                self.unplace(run, session);
+                continue;
+            };
+            let guard = match self.store.offer_lease(&run.run_id, &agent_id).await {
+                Ok(Some(guard)) => guard,
+                Ok(None) => {
+                    // Ended (cancelled) or leased meanwhile: not ours to offer.
+                    self.scheduler.detach_lease(session, &run.run_id);
+                    self.scheduler.release_active(&run.account_id);
+                    continue;
+                }
+                Err(error) => {
+                    tracing::error!(run = %run.run_id, %error, "offering a lease failed");
+                    self.unplace(run, session);
+                    continue;
+                }
+            };
+            let spec = match self.store.run(&run.run_id).await {
+                Ok(Some(row)) => self.offer_message(&row, &guard).await,
+                _ => None,
+            };
+            let sent = match (spec, self.sessions.get(&session)) {
+                (Some(offer), Some(s)) => s.tx.try_send(offer).is_ok(),
+                _ => false,
+            };
+            tracing::debug!(run = %run.run_id, agent = %agent_id, lease = %guard.lease_id, epoch = guard.epoch, sent, "lease offered");
+            let deadline = Instant::now() + self.timing.offer_timeout;
+            self.leases.insert(
+                run.run_id.clone(),
+                Lease {
+                    run,
+                    agent_id,
+                    session: Some(session),
+                    guard,
+                    state: LeaseState::Offered { deadline },
+                    cancel_requested: false,
+                },
+            );
+        }
+    }
+
+    async fn offer_message(&self, row: &RunRow, guard: &LeaseGuard) -> Option<ControllerMessage> {
+        let scenario = self.store.scenario(&row.account_id, &row.scenario_version).await.ok()??;
+        Some(ControllerMessage {
+            body: Some(controller_message::Body::Offer(LeaseOffer {
+                lease_id: guard.lease_id.clone(),
+                epoch: guard.epoch,
+                run_id: row.id.clone(),
+                kind: row.kind.as_str().to_string(),
+                spec_json: iohr_domain::scenario::canonical_json(&scenario.spec),
+                target: row.target.clone(),
+                environment: row.environment.clone(),
+                accept_within_ms: self.timing.offer_timeout.as_millis() as u32,
+            })),
+        })
+    }
+
+    fn unplace(&mut self, run: QueuedRun, session: SessionId) {
+        self.scheduler.detach_lease(session, &run.run_id);
+        self.scheduler.release_active(&run.account_id);
+        self.scheduler.enqueue(run);
+    }
+
+    fn forget_lease(&mut self, run_id: &str) {
+        if let Some(lease) = self.leases.remove(run_id) {
+            if let Some(session) = lease.session {
+                self.scheduler.detach_lease(session, run_id);
+            }
+            self.scheduler.release_active(&lease.run.account_id);
+        }
+    }
+
+    fn send(&self, session: Option<SessionId>, message: controller_message::Body) {
+        if let Some(s) = session.and_then(|id| self.sessions.get(&id)) {
+            let _ = s.tx.try_send(ControllerMessage { body: Some(message) });
+        }
+    }
+
+    fn cancel_message(guard: &LeaseGuard, run_id: &str, reason: &str) -> controller_message::Body {
+        controller_message::Body::Cancel(CancelLease {
+            lease_id: guard.lease_id.clone(),
+            epoch: guard.epoch,
+            run_id: run_id.to_string(),
+            reason: reason.to_string(),
+        })
+    }
+
+    /// Ends a run here (not through its agent) and publishes its `finished` frame.
+    async fn end_run(&mut self, run_id: &str, guard: Option<&LeaseGuard>, status: RunStatus, reason: &str) {
+        let ending = Ending { status, reason: Some(reason.to_string()), result: None, units_spent: None };
+        match self.store.finish_run(run_id, guard, None, &ending).await {
+            Ok(Some(frame)) => {
+                tracing::info!(run = %run_id, status = %status, reason, "run ended by the controller");
+                self.hub.publish(frame);
+            }
+            Ok(None) => {}
+            Err(error) => tracing::error!(run = %run_id, %error, "ending a run failed"),
+        }
+    }
+
+    async fn cancel(&mut self, run_id: &str, reason: &str) {
+        let queued_account = self
+            .store
+            .run(run_id)
+            .await
+            .ok()
+            .flatten()
+            .map(|r| r.account_id)
+            .filter(|account| self.scheduler.is_queued(account, run_id));
+        if let Some(account) = queued_account {
+            self.scheduler.remove_queued(&account, run_id);
+            self.end_run(run_id, None, RunStatus::Cancelled, reason).await;
+            return;
+        }
+        let Some(lease) = self.leases.get_mut(run_id) else {
+            // Not queued here and not leased: ended already, or about to be stored.
+            self.end_run(run_id, None, RunStatus::Cancelled, reason).await;
+            return;
+        };
+        lease.cancel_requested = true;
+        let (guard, session, state) = (lease.guard.clone(), lease.session, lease.state.clone());
+        self.send(session, Self::cancel_message(&guard, run_id, reason));
+        let agent_will_answer = matches!(state, LeaseState::Running) && session.is_some();
+        if !agent_will_answer {
+            // Never started, or its agent is gone: nothing will answer for it.
+            self.end_run(run_id, Some(&guard), RunStatus::Cancelled, reason).await;
+            self.forget_lease(run_id);
+        }
+    }
+
+    async fn agent_up(&mut self, up: AgentUp) -> Vec<String> {
+        let AgentUp { session, identity, declaration, reported, tx, last_heard, close } = up;
+        // A newer stream of the same agent replaces the old one.
+        let old: Vec<SessionId> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.agent_id == identity.agent_id)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in old {
+            if let Some(s) = self.sessions.remove(&id) {
+                s.close.cancel();
+            }
+            self.scheduler.remove_agent(id);
+            for lease in self.leases.values_mut().filter(|l| l.session == Some(id)) {
+                lease.session = None;
+            }
+        }
+        let kinds: HashSet<RunKind> = declaration.kinds.iter().filter_map(|k| k.parse().ok()).collect();
+        self.scheduler.add_agent(AgentSlot {
+            session,
+            agent_id: identity.agent_id.clone(),
+            name: identity.name.clone(),
+            account_id: identity.account_id.clone(),
+            is_platform: identity.is_platform,
+            environments: declaration.environments.iter().cloned().collect(),
+            kinds,
+            max_jobs: declaration.max_concurrent_jobs.max(1) as usize,
+            leases: HashMap::new(),
+        });
+        self.sessions.insert(
+            session,
+            Session { agent_id: identity.agent_id.clone(), tx, last_heard, close },
+        );
+
+        let mut revoked = Vec::new();
+        let mut kept = HashSet::new();
+        for report in reported {
+            let lease = self.leases.get_mut(&report.run_id).filter(|l| {
+                l.agent_id == identity.agent_id
+                    && l.guard.lease_id == report.lease_id
+                    && l.guard.epoch == report.epoch
+            });
+            let Some(lease) = lease else {
+                revoked.push(report.lease_id);
+                continue;
+            };
+            let was_offered = matches!(lease.state, LeaseState::Offered { .. })
+                || matches!(lease.state, LeaseState::Orphaned { started: false, .. });
+            lease.session = Some(session);
+            lease.state = LeaseState::Running;
+            let (guard, kind, run_id) = (lease.guard.clone(), lease.run.kind, report.run_id.clone());
+            if was_offered {
+                // The agent accepted just before the link broke (or the controller restarted).
+                let _ = self.store.accept_lease(&run_id, &guard).await;
+            }
+            self.scheduler.attach_lease(session, &run_id, kind);
+            kept.insert(run_id);
+        }
+        // This agent's leases it no longer runs: a restarted agent lost them.
+        let lost: Vec<String> = self
+            .leases
+            .iter()
+            .filter(|(run_id, l)| l.agent_id == identity.agent_id && !kept.contains(*run_id))
+            .map(|(run_id, _)| run_id.clone())
+            .collect();
+        for run_id in lost {
+            self.lease_lost(&run_id, "agent lost (it restarted without the run)").await;
+        }
+        tracing::info!(agent = %identity.name, session, kept = kept.len(), revoked = revoked.len(), "agent connected");
+        revoked
+    }
+
+    /// A lease whose agent can no longer run it: back to the queue if it never started,
+    /// `error` if it did.
+    async fn lease_lost(&mut self, run_id: &str, reason: &str) {
+        let Some(lease) = self.leases.get(run_id).cloned() else { return };
+        let started = match lease.state {
+            LeaseState::Offered { .. } => false,
+            LeaseState::Orphaned { started, .. } => started,
+            LeaseState::Running => true,
+        };
+        self.forget_lease(run_id);
+        if started || lease.cancel_requested {
+            let status = if lease.cancel_requested { RunStatus::Cancelled } else { RunStatus::Error };
+            self.end_run(run_id, Some(&lease.guard), status, reason).await;
+        } else if let Ok(true) = self.store.withdraw_offer(run_id, &lease.guard).await {
+            self.scheduler.enqueue(lease.run);
+        }
+    }
+
+    async fn agent_down(&mut self, session: SessionId, why: &str) {
+        let Some(s) = self.sessions.remove(&session) else { return };
+        s.close.cancel();
+        self.scheduler.remove_agent(session);
+        let heard_ms = s.last_heard.load(Ordering::Relaxed);
+        let silent_for = std::time::Duration::from_millis(self.now_ms().saturating_sub(heard_ms));
+        let deadline = Instant::now() + (self.timing.lease_ttl + self.timing.lease_grace).saturating_sub(silent_for);
+        let mut requeue = Vec::new();
+        for (run_id, lease) in self.leases.iter_mut().filter(|(_, l)| l.session == Some(session)) {
+            lease.session = None;
+            match lease.state {
+                LeaseState::Offered { .. } => requeue.push(run_id.clone()),
+                _ => lease.state = LeaseState::Orphaned { deadline, started: true },
+            }
+        }
+        for run_id in requeue {
+            self.lease_lost(&run_id, "agent lost before accepting").await;
+        }
+        tracing::warn!(agent = %s.agent_id, session, why, "agent disconnected");
+    }
+
+    async fn lease_answer(&mut self, session: SessionId, guard: LeaseGuard, accepted: bool, reason: String) {
+        let run_id = self
+            .leases
+            .iter()
+            .find(|(_, l)| l.guard == guard && l.session == Some(session))
+            .map(|(id, _)| id.clone());
+        let Some(run_id) = run_id else {
+            // An answer to an offer that was withdrawn: make sure the agent drops it.
+            self.send(Some(session), controller_message::Body::Cancel(CancelLease {
+                lease_id: guard.lease_id,
+                epoch: guard.epoch,
+                run_id: String::new(),
+                reason: "offer withdrawn".to_string(),
+            }));
+            return;
+        };
+        let Some(lease) = self.leases.get(&run_id).cloned() else { return };
+        if !matches!(lease.state, LeaseState::Offered { .. }) {
+            return;
+        }
+        if accepted {
+            match self.store.accept_lease(&run_id, &guard).await {
+                Ok(true) => {
+                    if let Some(l) = self.leases.get_mut(&run_id) {
+                        l.state = LeaseState::Running;
+                    }
+                    tracing::debug!(run = %run_id, session, "lease accepted");
+                }
+                _ => {
+                    self.send(Some(session), Self::cancel_message(&guard, &run_id, "lease no longer valid"));
+                    self.forget_lease(&run_id);
+                }
+            }
+        } else {
+            tracing::info!(run = %run_id, session, reason, "lease refused");
+            self.forget_lease(&run_id);
+            if let Ok(true) = self.store.withdraw_offer(&run_id, &guard).await {
+                let mut run = lease.run;
+                run.refused_by.insert(session);
+                self.scheduler.enqueue(run);
+            }
+        }
+    }
+
+    async fn on_tick(&mut self) {
+        let now = Instant::now();
+        let now_ms = self.now_ms();
+        let silent: Vec<SessionId> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| {
+                let heard = s.last_heard.load(Ordering::Relaxed);
+                now_ms.saturating_sub(heard) > self.timing.suspect_after.as_millis() as u64
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for session in silent {
+            self.agent_down(session, "silent past the suspect time").await;
+        }
+        let due: Vec<(String, LeaseState)> = self
+            .leases
+            .iter()
+            .filter(|(_, l)| match l.state {
+                LeaseState::Offered { deadline } | LeaseState::Orphaned { deadline, .. } => deadline <= now,
+                LeaseState::Running => false,
+            })
+            .map(|(id, l)| (id.clone(), l.state.clone()))
+            .collect();
+        for (run_id, state) in due {
+            match state {
+                LeaseState::Offered { .. } => {
+                    if let Some(lease) = self.leases.get(&run_id).cloned() {
+                        self.send(lease.session, Self::cancel_message(&lease.guard, &run_id, "offer not accepted in time"));
+                        self.detach_and_requeue(&run_id, lease).await;
+                    }
+                }
+                _ => self.lease_lost(&run_id, "agent lost").await,
+            }
+        }
+    }
+
+    async fn detach_and_requeue(&mut self, run_id: &str, lease: Lease) {
+        self.forget_lease(run_id);
+        if let Ok(true) = self.store.withdraw_offer(run_id, &lease.guard).await {
+            // Not marked refused: a wedged agent gets it again only if no other agent can.
+            self.scheduler.enqueue(lease.run);
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Who runs what next: per-account queues in order, the plan's concurrency per account,
+//! `max_concurrent_jobs` and exclusivity per agent, and turns between accounts.
+//!
+//! Pure state, no I/O: the dispatcher feeds it events and carries out its placements.
+//!
+//! Choices (see docs/architecture.md): each account's queue is scanned in order and the
+//! first run that can be placed now goes, so a run waiting for a busy named agent does not
+//! hold back the account's other runs; accounts take turns one placement at a time, so a
+//! thousand queued runs of one account delay another account's run by at most one round.
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+
+use iohr_domain::{Executor, RunKind};
+
+/// Runs considered per account per turn: bounds a round when a queue's head is blocked.
+const LOOKAHEAD: usize = 256;
+
+pub type SessionId = u64;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedRun {
+    pub run_id: String,
+    pub account_id: String,
+    pub kind: RunKind,
+    pub environment: String,
+    pub executor: Executor,
+    /// Sessions that refused this run: not offered it again.
+    pub refused_by: BTreeSet<SessionId>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentSlot {
+    pub session: SessionId,
+    pub agent_id: String,
+    pub name: String,
+    pub account_id: String,
+    pub is_platform: bool,
+    pub environments: HashSet<String>,
+    pub kinds: HashSet<RunKind>,
+    pub max_jobs: usize,
+    /// Runs offered to or running on this agent, with their kinds.
+    pub leases: HashMap<String, RunKind>,
+}
+
+impl AgentSlot {
+    fn has_exclusive(&self) -> bool {
+        self.leases.values().any(|k| k.is_exclusive())
+    }
+
+    fn can_take(&self, run: &QueuedRun) -> bool {
+        if run.refused_by.contains(&self.session) || !self.kinds.contains(&run.kind) {
+            return false;
+        }
+        let eligible = match &run.executor {
+            Executor::Any => {
+                self.account_id == run.account_id && self.environments.contains(&run.environment)
+            }
+            Executor::Agent(name) => {
+                self.account_id == run.account_id
+                    && &self.name == name
+                    && self.environments.contains(&run.environment)
+            }
+            // Our cloud's agents serve every account and environment.
+            Executor::Cloud => self.is_platform,
+        };
+        eligible
+            && self.leases.len() < self.max_jobs
+            && !(run.kind.is_exclusive() && self.has_exclusive())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub run: QueuedRun,
+    pub session: SessionId,
+}
+
+#[derive(Debug, Default)]
+pub struct Scheduler {
+    queues: HashMap<String, VecDeque<QueuedRun>>,
+    /// When each account last had a run placed (a placement counter): the account served
+    /// longest ago goes first, so turns survive accounts coming and going.
+    last_served: HashMap<String, u64>,
+    placements: u64,
+    /// Runs offered or running per account (including those of lost agents until they end).
+    active: HashMap<String, usize>,
+    max_running: HashMap<String, usize>,
+    agents: HashMap<SessionId, AgentSlot>,
+}
+
+impl Scheduler {
+    pub fn set_max_running(&mut self, account_id: &str, max_running: usize) {
+        self.max_running.insert(account_id.to_string(), max_running);
+    }
+
+    /// Queues a run after the account's others; a run returning to the queue keeps its
+    /// place (run ids sort by creation).
+    pub fn enqueue(&mut self, run: QueuedRun) {
+        let queue = self.queues.entry(run.account_id.clone()).or_default();
+        let at = queue.partition_point(|q| q.run_id < run.run_id);
+        queue.insert(at, run);
+    }
+
+    pub fn remove_queued(&mut self, account_id: &str, run_id: &str) -> Option<QueuedRun> {
+        let queue = self.queues.get_mut(account_id)?;
+        let at = queue.iter().position(|q| q.run_id == run_id)?;
+        queue.remove(at)
+    }
+
+    pub fn is_queued(&self, account_id: &str, run_id: &str) -> bool {
+        self.queues
+            .get(account_id)
+            .is_some_and(|q| q.iter().any(|r| r.run_id == run_id))
+    }
+
+    pub fn queued_len(&self) -> usize {
+        self.queues.values().map(VecDeque::len).sum()
+    }
+
+    pub fn add_agent(&mut self, slot: AgentSlot) {
+        self.agents.insert(slot.session, slot);
+    }
+
+    pub fn remove_agent(&mut self, session: SessionId) -> Option<AgentSlot> {
+        self.agents.remove(&session)
+    }
+
+    pub fn agent(&self, session: SessionId) -> Option<&AgentSlot> {
+        self.agents.get(&session)
+    }
+
+    pub fn agents(&self) -> impl Iterator<Item = &AgentSlot> {
+        self.agents.values()
+    }
+
+    /// A lease the dispatcher tracks outside a placement (restart, reconnect) counts
+    /// against the account's plan.
+    pub fn count_active(&mut self, account_id: &str) {
+        *self.active.entry(account_id.to_string()).or_default() += 1;
+    }
+
+    /// A run of the account ended or returned to the queue.
+    pub fn release_active(&mut self, account_id: &str) {
+        if let Some(n) = self.active.get_mut(account_id) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    pub fn attach_lease(&mut self, session: SessionId, run_id: &str, kind: RunKind) {
+        if let Some(slot) = self.agents.get_mut(&session) {
+            slot.leases.insert(run_id.to_string(), kind);
+        }
+    }
+
+    pub fn detach_lease(&mut self, session: SessionId, run_id: &str) {
+        if let Some(slot) = self.agents.get_mut(&session) {
+            slot.leases.remove(run_id);
+        }
+    }
+
+    pub fn active(&self, account_id: &str) -> usize {
+        self.active.get(account_id).copied().unwrap_or(0)
+    }
+
+    /// Places as many queued runs as agents and plans allow, accounts taking turns.
+    pub fn next_placements(&mut self) -> Vec<Placement> {
+        self.queues.retain(|_, q| !q.is_empty());
+        let mut placements = Vec::new();
+        loop {
+            let mut turns: Vec<(u64, String)> = self
+                .queues
+                .keys()
+                .map(|a| (self.last_served.get(a).copied().unwrap_or(0), a.clone()))
+                .collect();
+            turns.sort();
+            let mut placed = false;
+            for (_, account) in turns {
+                if let Some(p) = self.place_one(&account) {
+                    self.placements += 1;
+                    self.last_served.insert(account, self.placements);
+                    placements.push(p);
+                    placed = true;
+                }
+            }
+            if !placed {
+                return placements;
+            }
+        }
+    }
+
+    fn place_one(&mut self, account: &str) -> Option<Placement> {
+        let limit = self.max_running.get(account).copied().unwrap_or(usize::MAX);
+        if self.active(account) >= limit {
+            return None;
+        }
+        let queue = self.queues.get(account)?;
+        let (at, session) = queue.iter().take(LOOKAHEAD).enumerate().find_map(|(i, run)| {
+            self.agents
+                .values()
+                .filter(|slot| slot.can_take(run))
+                // The least busy agent; the session id makes the choice deterministic.
+                .min_by_key(|slot| (slot.leases.len(), slot.session))
+                .map(|slot| (i, slot.session))
+        })?;
+        let run = self.queues.get_mut(account)?.remove(at)?;
+        self.count_active(account);
+        self.attach_lease(session, &run.run_id, run.kind);
+        Some(Placement { run, session })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,269 @@
+//! Accounts, their environments and their API tokens (stored hashed, shown once).
+
+use std::fmt;
+use std::str::FromStr;
+
+use sha2::{Digest, Sha256};
+use sqlx::Row;
+
+use super::{Result, Store, StoreError, new_id, now_ms};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub id: String,
+    pub name: String,
+    pub max_running: i64,
+    pub units_per_month: i64,
+    /// The platform's own account: its agents are "our cloud", shared by all accounts.
+    pub is_platform: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Environment {
+    pub name: String,
+    pub production: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    Run,
+    Read,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Run => "reliability:run",
+            Scope::Read => "reliability:read",
+        }
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Scope {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "reliability:run" => Ok(Scope::Run),
+            "reliability:read" => Ok(Scope::Read),
+            other => Err(format!(
+                "unknown scope {other:?}; expected reliability:run or reliability:read"
+            )),
+        }
+    }
+}
+
+/// A token as the controller knows it: never its secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenInfo {
+    pub id: String,
+    pub account: Account,
+    pub scopes: Vec<Scope>,
+    /// Set when the token belongs to a person; API tokens (automation) have none.
+    pub person: Option<String>,
+}
+
+impl TokenInfo {
+    pub fn has(&self, scope: Scope) -> bool {
+        self.scopes.contains(&scope)
+    }
+}
+
+fn hash_secret(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+/// Default plan for new accounts: runs at once, units per month (0: unlimited).
+pub const DEFAULT_MAX_RUNNING: i64 = 4;
+
+fn account_from_row(row: &sqlx::any::AnyRow) -> Result<Account> {
+    Ok(Account {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        max_running: row.try_get("max_running")?,
+        units_per_month: row.try_get("units_per_month")?,
+        is_platform: row.try_get::<i64, _>("is_platform")? != 0,
+    })
+}
+
+impl Store {
+    pub async fn create_account(
+        &self,
+        name: &str,
+        max_running: i64,
+        is_platform: bool,
+    ) -> Result<Account> {
+        if self.account_by_name(name).await?.is_some() {
+            return Err(StoreError::Conflict(format!("account {name} exists")));
+        }
+        let id = new_id();
+        sqlx::query(
+            "INSERT INTO accounts (id, name, max_running, units_per_month, is_platform, created_at)
+             VALUES ($1, $2, $3, 0, $4, $5)",
+        )
+        .bind(&id)
+        .bind(name)
+        .bind(max_running)
+        .bind(i64::from(is_platform))
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(Account {
+            id,
+            name: name.to_string(),
+            max_running,
+            units_per_month: 0,
+            is_platform,
+        })
+    }
+
+    pub async fn account_by_name(&self, name: &str) -> Result<Option<Account>> {
+        let row = sqlx::query("SELECT * FROM accounts WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(account_from_row).transpose()
+    }
+
+    pub async fn account(&self, id: &str) -> Result<Account> {
+        let row = sqlx::query("SELECT * FROM accounts WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        match row {
+            Some(row) => account_from_row(&row),
+            None => Err(StoreError::NotFound(format!("account {id}"))),
+        }
+    }
+
+    pub async fn accounts(&self) -> Result<Vec<Account>> {
+        let rows = sqlx::query("SELECT * FROM accounts ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(account_from_row).collect()
+    }
+
+    pub async fn set_max_running(&self, account_id: &str, max_running: i64) -> Result<()> {
+        sqlx::query("UPDATE accounts SET max_running = $1 WHERE id = $2")
+            .bind(max_running)
+            .bind(account_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn add_environment(
+        &self,
+        account_id: &str,
+        name: &str,
+        production: bool,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO environments (account_id, name, production) VALUES ($1, $2, $3)
+             ON CONFLICT (account_id, name) DO UPDATE SET production = excluded.production",
+        )
+        .bind(account_id)
+        .bind(name)
+        .bind(i64::from(production))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn environments(&self, account_id: &str) -> Result<Vec<Environment>> {
+        let rows = sqlx::query(
+            "SELECT name, production FROM environments WHERE account_id = $1 ORDER BY name",
+        )
+        .bind(account_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Environment {
+                    name: row.try_get("name")?,
+                    production: row.try_get::<i64, _>("production")? != 0,
+                })
+            })
+            .collect()
+    }
+
+    /// Creates a token and returns it with its secret, which is shown once and never stored.
+    pub async fn create_token(
+        &self,
+        account: &Account,
+        scopes: &[Scope],
+        person: Option<&str>,
+    ) -> Result<(TokenInfo, String)> {
+        let mut random = [0u8; 24];
+        rand::fill(&mut random);
+        let secret = format!("iohr_{}", hex::encode(random));
+        let id = new_id();
+        let scope_text = scopes
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        sqlx::query(
+            "INSERT INTO tokens (id, account_id, hash, scopes, person, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&id)
+        .bind(&account.id)
+        .bind(hash_secret(&secret))
+        .bind(&scope_text)
+        .bind(person)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        let info = TokenInfo {
+            id,
+            account: account.clone(),
+            scopes: scopes.to_vec(),
+            person: person.map(str::to_string),
+        };
+        Ok((info, secret))
+    }
+
+    /// The live (not revoked) token with this secret.
+    pub async fn token_by_secret(&self, secret: &str) -> Result<Option<TokenInfo>> {
+        let row = sqlx::query(
+            "SELECT t.id AS token_id, t.scopes, t.person, a.*
+             FROM tokens t JOIN accounts a ON a.id = t.account_id
+             WHERE t.hash = $1 AND t.revoked_at IS NULL",
+        )
+        .bind(hash_secret(secret))
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let scopes_text: String = row.try_get("scopes")?;
+        let scopes = scopes_text
+            .split_whitespace()
+            .map(|s| s.parse::<Scope>().map_err(StoreError::Corrupt))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(TokenInfo {
+            id: row.try_get("token_id")?,
+            account: account_from_row(&row)?,
+            scopes,
+            person: row.try_get("person")?,
+        }))
+    }
+
+    pub async fn revoke_token(&self, token_id: &str) -> Result<()> {
+        let done = sqlx::query(
+            "UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
+        )
+        .bind(now_ms())
+        .bind(token_id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound(format!("live token {token_id}")));
+        }
+        Ok(())
+    }
+}

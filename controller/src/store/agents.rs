@@ -1,0 +1,207 @@
+//! Agents and their certificates. An agent is known by its certificate's fingerprint;
+//! what it serves (environments, kinds, labels, `max_concurrent_jobs`) is what its last
+//! hello declared.
+
+use std::collections::BTreeMap;
+
+use sqlx::Row;
+
+use super::{Result, Store, StoreError, json_list, new_id, now_ms, to_json};
+
+/// Who a connecting certificate belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentIdentity {
+    pub agent_id: String,
+    pub name: String,
+    pub account_id: String,
+    /// An agent of the platform account: part of "our cloud".
+    pub is_platform: bool,
+}
+
+/// What an agent declared in its hello.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Declaration {
+    pub version: String,
+    pub kinds: Vec<String>,
+    pub environments: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+    pub max_concurrent_jobs: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRow {
+    pub id: String,
+    pub name: String,
+    pub account_id: String,
+    pub last_seen_at: Option<i64>,
+    pub declaration: Declaration,
+}
+
+impl Store {
+    /// Records a newly issued certificate for an agent, creating the agent if needed.
+    /// A removed agent of the same name comes back with only this certificate.
+    pub async fn register_agent_cert(
+        &self,
+        account_id: &str,
+        name: &str,
+        fingerprint: &str,
+    ) -> Result<String> {
+        let mut tx = self.pool.begin().await?;
+        let existing = sqlx::query("SELECT id FROM agents WHERE account_id = $1 AND name = $2")
+            .bind(account_id)
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let agent_id = match existing {
+            Some(row) => {
+                let id: String = row.try_get("id")?;
+                sqlx::query("UPDATE agents SET removed_at = NULL WHERE id = $1")
+                    .bind(&id)
+                    .execute(&mut *tx)
+                    .await?;
+                id
+            }
+            None => {
+                let id = new_id();
+                sqlx::query(
+                    "INSERT INTO agents (id, account_id, name, created_at) VALUES ($1, $2, $3, $4)",
+                )
+                .bind(&id)
+                .bind(account_id)
+                .bind(name)
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await?;
+                id
+            }
+        };
+        sqlx::query("INSERT INTO agent_certs (fingerprint, agent_id, created_at) VALUES ($1, $2, $3)")
+            .bind(fingerprint)
+            .bind(&agent_id)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(agent_id)
+    }
+
+    /// Removes an agent: every certificate it had is refused from now on.
+    pub async fn remove_agent(&self, account_id: &str, name: &str) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(
+            "SELECT id FROM agents WHERE account_id = $1 AND name = $2 AND removed_at IS NULL",
+        )
+        .bind(account_id)
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            return Err(StoreError::NotFound(format!("agent {name}")));
+        };
+        let id: String = row.try_get("id")?;
+        sqlx::query("DELETE FROM agent_certs WHERE agent_id = $1")
+            .bind(&id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE agents SET removed_at = $1 WHERE id = $2")
+            .bind(now_ms())
+            .bind(&id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The live agent a certificate fingerprint belongs to.
+    pub async fn agent_by_fingerprint(&self, fingerprint: &str) -> Result<Option<AgentIdentity>> {
+        let row = sqlx::query(
+            "SELECT a.id, a.name, a.account_id, acc.is_platform
+             FROM agent_certs c
+             JOIN agents a ON a.id = c.agent_id
+             JOIN accounts acc ON acc.id = a.account_id
+             WHERE c.fingerprint = $1 AND a.removed_at IS NULL",
+        )
+        .bind(fingerprint)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            Ok(AgentIdentity {
+                agent_id: row.try_get("id")?,
+                name: row.try_get("name")?,
+                account_id: row.try_get("account_id")?,
+                is_platform: row.try_get::<i64, _>("is_platform")? != 0,
+            })
+        })
+        .transpose()
+    }
+
+    pub async fn record_hello(&self, agent_id: &str, hello: &Declaration) -> Result<()> {
+        sqlx::query(
+            "UPDATE agents SET version = $1, kinds = $2, environments = $3, labels = $4,
+                 max_concurrent_jobs = $5, last_seen_at = $6
+             WHERE id = $7",
+        )
+        .bind(&hello.version)
+        .bind(to_json(&hello.kinds))
+        .bind(to_json(&hello.environments))
+        .bind(to_json(&hello.labels))
+        .bind(i64::from(hello.max_concurrent_jobs))
+        .bind(now_ms())
+        .bind(agent_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn touch_agents(&self, agent_ids: &[String], at_ms: i64) -> Result<()> {
+        for id in agent_ids {
+            sqlx::query("UPDATE agents SET last_seen_at = $1 WHERE id = $2")
+                .bind(at_ms)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The live agents of an account (the platform's too, when `with_platform`).
+    pub async fn agents(&self, account_id: &str) -> Result<Vec<AgentRow>> {
+        let rows = sqlx::query(
+            "SELECT * FROM agents WHERE account_id = $1 AND removed_at IS NULL ORDER BY name",
+        )
+        .bind(account_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(agent_from_row).collect()
+    }
+
+    pub async fn platform_agents(&self) -> Result<Vec<AgentRow>> {
+        let rows = sqlx::query(
+            "SELECT a.* FROM agents a JOIN accounts acc ON acc.id = a.account_id
+             WHERE acc.is_platform = 1 AND a.removed_at IS NULL ORDER BY a.name",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(agent_from_row).collect()
+    }
+}
+
+fn agent_from_row(row: &sqlx::any::AnyRow) -> Result<AgentRow> {
+    let labels: String = row.try_get("labels")?;
+    let max_jobs: i64 = row.try_get("max_concurrent_jobs")?;
+    Ok(AgentRow {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        account_id: row.try_get("account_id")?,
+        last_seen_at: row.try_get("last_seen_at")?,
+        declaration: Declaration {
+            version: row
+                .try_get::<Option<String>, _>("version")?
+                .unwrap_or_default(),
+            kinds: json_list(&row.try_get::<String, _>("kinds")?),
+            environments: json_list(&row.try_get::<String, _>("environments")?),
+            labels: serde_json::from_str(&labels).unwrap_or_default(),
+            max_concurrent_jobs: u32::try_from(max_jobs).unwrap_or(0),
+        },
+    })
+}

@@ -1,0 +1,54 @@
+//! Audit lines: every start and cancel (later: schedule changes, confirmations).
+
+use sqlx::Row;
+
+use super::{Result, Store, new_id, now_ms};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditLine {
+    pub at: i64,
+    pub actor: String,
+    pub action: String,
+    pub run_id: Option<String>,
+    pub targets: Option<String>,
+    pub outcome: String,
+}
+
+impl Store {
+    pub async fn audit(&self, account_id: &str, line: &AuditLine) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO audit (id, at, account_id, actor, action, run_id, targets, outcome)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .bind(new_id())
+        .bind(if line.at == 0 { now_ms() } else { line.at })
+        .bind(account_id)
+        .bind(&line.actor)
+        .bind(&line.action)
+        .bind(&line.run_id)
+        .bind(&line.targets)
+        .bind(&line.outcome)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn audit_lines(&self, account_id: &str) -> Result<Vec<AuditLine>> {
+        let rows = sqlx::query("SELECT * FROM audit WHERE account_id = $1 ORDER BY at, id")
+            .bind(account_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(AuditLine {
+                    at: row.try_get("at")?,
+                    actor: row.try_get("actor")?,
+                    action: row.try_get("action")?,
+                    run_id: row.try_get("run_id")?,
+                    targets: row.try_get("targets")?,
+                    outcome: row.try_get("outcome")?,
+                })
+            })
+            .collect()
+    }
+}

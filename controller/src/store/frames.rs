@@ -1,0 +1,154 @@
+//! Frames: append-only, numbered per run, stored exactly once whatever the agent resends.
+
+use sqlx::{Any, Row, Transaction};
+
+use super::runs::LeaseGuard;
+use super::{Result, Store, StoreError, format_ms, now_ms};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredFrame {
+    pub run_id: String,
+    pub number: u64,
+    pub kind: String,
+    pub payload: serde_json::Value,
+    pub at: i64,
+}
+
+impl StoredFrame {
+    pub fn to_api(&self) -> iohr_domain::Frame {
+        iohr_domain::Frame {
+            run_id: self.run_id.clone(),
+            number: self.number,
+            kind: self.kind.clone(),
+            at: format_ms(self.at),
+            data: self.payload.clone(),
+        }
+    }
+}
+
+/// What an append did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AppendOutcome {
+    /// Stored; `contiguous_through` is what the controller acknowledges, `new` the frames
+    /// that were not stored before (duplicates are dropped).
+    Stored {
+        contiguous_through: u64,
+        new: Vec<StoredFrame>,
+    },
+    /// The lease is not the run's current accepted lease: nothing was stored.
+    Stale,
+}
+
+pub(super) async fn insert_frame(tx: &mut Transaction<'_, Any>, frame: &StoredFrame) -> Result<bool> {
+    let done = sqlx::query(
+        "INSERT INTO frames (run_id, number, kind, payload, at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (run_id, number) DO NOTHING",
+    )
+    .bind(&frame.run_id)
+    .bind(frame.number as i64)
+    .bind(&frame.kind)
+    .bind(frame.payload.to_string())
+    .bind(frame.at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+impl Store {
+    /// Appends an agent's frames (kind, payload JSON) in one transaction, fenced by the lease.
+    pub async fn append_frames(
+        &self,
+        run_id: &str,
+        guard: &LeaseGuard,
+        frames: &[(u64, String, serde_json::Value)],
+    ) -> Result<AppendOutcome> {
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(
+            "SELECT status, lease_id, lease_epoch, lease_state, frames_through FROM runs WHERE id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            return Ok(AppendOutcome::Stale);
+        };
+        let status: String = row.try_get("status")?;
+        let lease_id: Option<String> = row.try_get("lease_id")?;
+        let epoch: i64 = row.try_get("lease_epoch")?;
+        let state: Option<String> = row.try_get("lease_state")?;
+        let current = status == "running"
+            && state.as_deref() == Some("accepted")
+            && lease_id.as_deref() == Some(guard.lease_id.as_str())
+            && epoch == guard.epoch as i64;
+        if !current {
+            return Ok(AppendOutcome::Stale);
+        }
+        let mut through = row.try_get::<i64, _>("frames_through")?.max(0) as u64;
+        let now = now_ms();
+        let mut new = Vec::new();
+        for (number, kind, payload) in frames {
+            if *number == 0 || *number <= through {
+                continue;
+            }
+            let frame = StoredFrame {
+                run_id: run_id.to_string(),
+                number: *number,
+                kind: kind.clone(),
+                payload: payload.clone(),
+                at: now,
+            };
+            if insert_frame(&mut tx, &frame).await? {
+                new.push(frame);
+            }
+        }
+        let above = sqlx::query(
+            "SELECT number FROM frames WHERE run_id = $1 AND number > $2 ORDER BY number",
+        )
+        .bind(run_id)
+        .bind(through as i64)
+        .fetch_all(&mut *tx)
+        .await?;
+        for row in above {
+            let number = row.try_get::<i64, _>("number")?.max(0) as u64;
+            if number != through + 1 {
+                break;
+            }
+            through = number;
+        }
+        sqlx::query("UPDATE runs SET frames_through = $1 WHERE id = $2")
+            .bind(through as i64)
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(AppendOutcome::Stored {
+            contiguous_through: through,
+            new,
+        })
+    }
+
+    /// Frames after `after`, in order, at most `limit`.
+    pub async fn frames_after(&self, run_id: &str, after: u64, limit: u32) -> Result<Vec<StoredFrame>> {
+        let rows = sqlx::query(
+            "SELECT * FROM frames WHERE run_id = $1 AND number > $2 ORDER BY number LIMIT $3",
+        )
+        .bind(run_id)
+        .bind(after as i64)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let payload: String = row.try_get("payload")?;
+                Ok(StoredFrame {
+                    run_id: row.try_get("run_id")?,
+                    number: row.try_get::<i64, _>("number")?.max(0) as u64,
+                    kind: row.try_get("kind")?,
+                    payload: serde_json::from_str(&payload)
+                        .map_err(|e| StoreError::Corrupt(format!("frame payload: {e}")))?,
+                    at: row.try_get("at")?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,132 @@
+//! The durable record: accounts, tokens, agents, scenarios, runs, frames and audit lines.
+//!
+//! One SQLite file by default, PostgreSQL when given a `postgres://` URL; both through
+//! sqlx's `Any` driver with one portable schema (`migrations/`), so every query here runs
+//! unchanged on both and every store test runs against both.
+
+mod accounts;
+mod agents;
+mod audit;
+mod frames;
+mod runs;
+mod scenarios;
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{AnyPool, Executor};
+
+pub use accounts::{Account, DEFAULT_MAX_RUNNING, Environment, Scope, TokenInfo};
+pub use agents::{AgentIdentity, AgentRow, Declaration};
+pub use audit::AuditLine;
+pub use frames::{AppendOutcome, StoredFrame};
+pub use runs::{Ending, LeaseGuard, NewRun, RunFilter, RunRow};
+pub use scenarios::Scenario;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("stored data is invalid: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// The SQLite URL of the store file in a data dir.
+pub fn sqlite_url(data_dir: &Path) -> String {
+    format!("sqlite://{}?mode=rwc", data_dir.join("iohr.db").display())
+}
+
+impl Store {
+    /// Opens (and creates, for SQLite) the store and brings its schema up to date.
+    pub async fn open(url: &str) -> Result<Store> {
+        install_default_drivers();
+        let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres
+        } else {
+            Backend::Sqlite
+        };
+        let options = AnyPoolOptions::new().max_connections(match backend {
+            // SQLite writes one at a time; a few readers beside the writer are enough.
+            Backend::Sqlite => 4,
+            Backend::Postgres => 16,
+        });
+        let options = if backend == Backend::Sqlite {
+            options.after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    conn.execute("PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000;")
+                        .await?;
+                    Ok(())
+                })
+            })
+        } else {
+            options
+        };
+        let pool = options.connect(url).await?;
+        if backend == Backend::Sqlite {
+            // WAL lets readers (the API, SSE replays) go on while a frame batch is written.
+            pool.execute("PRAGMA journal_mode = WAL;").await?;
+        }
+        MIGRATOR.run(&pool).await?;
+        Ok(Store { pool, backend })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Milliseconds since the Unix epoch: the store's only notion of time.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// RFC 3339 UTC with milliseconds, as the API shows times.
+pub fn format_ms(ms: i64) -> String {
+    let t = UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+pub(crate) fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// Lists and maps are stored as JSON text.
+fn to_json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+fn json_list(text: &str) -> Vec<String> {
+    serde_json::from_str(text).unwrap_or_default()
+}

@@ -1,0 +1,399 @@
+//! Runs and their leases. A lease is the (lease_id, epoch) pair on the run's row: every
+//! change an agent asks for names it, and a change naming an old pair does nothing.
+
+use iohr_domain::run::ScenarioRef;
+use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy, Units};
+// Dynamic SQL here is assembled from constants only; every value is bound.
+use sqlx::{AssertSqlSafe, Row};
+
+use super::frames::StoredFrame;
+use super::{Result, Store, StoreError, format_ms, json_list, new_id, now_ms};
+
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    pub account_id: String,
+    pub kind: RunKind,
+    pub scenario_id: String,
+    pub scenario_version: String,
+    pub environment: String,
+    pub target: String,
+    pub executor: Executor,
+    pub started_by: StartedBy,
+    pub units_reserved: i64,
+    /// Why it waits (no agent serves it), when known at creation.
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub id: String,
+    pub account_id: String,
+    pub kind: RunKind,
+    pub scenario_id: String,
+    pub scenario_version: String,
+    pub environment: String,
+    pub target: String,
+    pub executor: Executor,
+    pub started_by: StartedBy,
+    pub status: RunStatus,
+    pub reason: Option<String>,
+    pub result: Option<serde_json::Value>,
+    pub findings: Vec<String>,
+    pub units_reserved: i64,
+    pub units_spent: i64,
+    pub agent_id: Option<String>,
+    pub agent_name: Option<String>,
+    pub lease: Option<LeaseGuard>,
+    pub lease_state: Option<String>,
+    pub frames_through: u64,
+    pub created_at: i64,
+    pub started_at: Option<i64>,
+    pub ended_at: Option<i64>,
+}
+
+impl RunRow {
+    pub fn to_record(&self) -> RunRecord {
+        RunRecord {
+            id: self.id.clone(),
+            kind: self.kind,
+            scenario: ScenarioRef {
+                id: self.scenario_id.clone(),
+                version: self.scenario_version.clone(),
+            },
+            environment: self.environment.clone(),
+            target: self.target.clone(),
+            executor: self.executor.clone(),
+            agent: self.agent_name.clone(),
+            started_by: self.started_by.clone(),
+            status: self.status,
+            reason: self.reason.clone(),
+            result: self.result.clone(),
+            findings: self.findings.clone(),
+            units: Units {
+                reserved: self.units_reserved.max(0) as u64,
+                spent: self.units_spent.max(0) as u64,
+            },
+            created_at: format_ms(self.created_at),
+            started_at: self.started_at.map(format_ms),
+            ended_at: self.ended_at.map(format_ms),
+        }
+    }
+}
+
+/// The fence of a lease: a write naming another pair is stale and refused.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LeaseGuard {
+    pub lease_id: String,
+    pub epoch: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub status: Option<RunStatus>,
+    pub kind: Option<RunKind>,
+    pub environment: Option<String>,
+    /// An agent's name.
+    pub agent: Option<String>,
+    pub limit: u32,
+    /// The id of the last run of the previous page (newest first).
+    pub cursor: Option<String>,
+}
+
+const RUN_COLUMNS: &str = "r.*, a.name AS agent_name";
+
+pub(super) fn run_from_row(row: &sqlx::any::AnyRow) -> Result<RunRow> {
+    let corrupt = |what: &str, e: &dyn std::fmt::Display| StoreError::Corrupt(format!("{what}: {e}"));
+    let kind: String = row.try_get("kind")?;
+    let status: String = row.try_get("status")?;
+    let executor: String = row.try_get("executor")?;
+    let result: Option<String> = row.try_get("result")?;
+    let lease_id: Option<String> = row.try_get("lease_id")?;
+    let epoch: i64 = row.try_get("lease_epoch")?;
+    Ok(RunRow {
+        id: row.try_get("id")?,
+        account_id: row.try_get("account_id")?,
+        kind: kind.parse().map_err(|e| corrupt("kind", &e))?,
+        scenario_id: row.try_get("scenario_id")?,
+        scenario_version: row.try_get("scenario_version")?,
+        environment: row.try_get("environment")?,
+        target: row.try_get("target")?,
+        executor: executor.parse().map_err(|e| corrupt("executor", &e))?,
+        started_by: StartedBy {
+            kind: row.try_get("started_by_type")?,
+            id: row.try_get("started_by_id")?,
+            change: row.try_get("change_ref")?,
+        },
+        status: status.parse().map_err(|e| corrupt("status", &e))?,
+        reason: row.try_get("reason")?,
+        result: result
+            .map(|text| serde_json::from_str(&text))
+            .transpose()
+            .map_err(|e| corrupt("result", &e))?,
+        findings: json_list(&row.try_get::<String, _>("findings")?),
+        units_reserved: row.try_get("units_reserved")?,
+        units_spent: row.try_get("units_spent")?,
+        agent_id: row.try_get("agent_id")?,
+        agent_name: row.try_get("agent_name")?,
+        lease: lease_id.map(|lease_id| LeaseGuard {
+            lease_id,
+            epoch: epoch.max(0) as u64,
+        }),
+        lease_state: row.try_get("lease_state")?,
+        frames_through: row.try_get::<i64, _>("frames_through")?.max(0) as u64,
+        created_at: row.try_get("created_at")?,
+        started_at: row.try_get("started_at")?,
+        ended_at: row.try_get("ended_at")?,
+    })
+}
+
+/// How a run ends.
+#[derive(Debug, Clone)]
+pub struct Ending {
+    pub status: RunStatus,
+    pub reason: Option<String>,
+    pub result: Option<serde_json::Value>,
+    pub units_spent: Option<i64>,
+}
+
+impl Store {
+    pub async fn insert_run(&self, run: &NewRun) -> Result<RunRow> {
+        let id = new_id();
+        sqlx::query(
+            "INSERT INTO runs (id, account_id, kind, scenario_id, scenario_version, environment,
+                 target, executor, started_by_type, started_by_id, change_ref, status, reason,
+                 units_reserved, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'queued', $12, $13, $14)",
+        )
+        .bind(&id)
+        .bind(&run.account_id)
+        .bind(run.kind.as_str())
+        .bind(&run.scenario_id)
+        .bind(&run.scenario_version)
+        .bind(&run.environment)
+        .bind(&run.target)
+        .bind(run.executor.to_string())
+        .bind(&run.started_by.kind)
+        .bind(&run.started_by.id)
+        .bind(&run.started_by.change)
+        .bind(&run.reason)
+        .bind(run.units_reserved)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        self.run(&id)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("run {id}")))
+    }
+
+    pub async fn run(&self, id: &str) -> Result<Option<RunRow>> {
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.id = $1"
+        )))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+
+    /// A run of this account; another account's run is "not found", never a hint.
+    pub async fn run_of_account(&self, account_id: &str, id: &str) -> Result<Option<RunRow>> {
+        Ok(self.run(id).await?.filter(|r| r.account_id == account_id))
+    }
+
+    /// Newest first, with the cursor of the next page when there is one.
+    pub async fn list_runs(
+        &self,
+        account_id: &str,
+        filter: &RunFilter,
+    ) -> Result<(Vec<RunRow>, Option<String>)> {
+        let mut sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.account_id = $1"
+        );
+        let mut binds: Vec<String> = vec![account_id.to_string()];
+        let mut push = |clause: &str, value: String, sql: &mut String| {
+            binds.push(value);
+            sql.push_str(&format!(" AND {clause} ${}", binds.len()));
+        };
+        if let Some(status) = filter.status {
+            push("r.status =", status.as_str().to_string(), &mut sql);
+        }
+        if let Some(kind) = filter.kind {
+            push("r.kind =", kind.as_str().to_string(), &mut sql);
+        }
+        if let Some(environment) = &filter.environment {
+            push("r.environment =", environment.clone(), &mut sql);
+        }
+        if let Some(agent) = &filter.agent {
+            push("a.name =", agent.clone(), &mut sql);
+        }
+        if let Some(cursor) = &filter.cursor {
+            push("r.id <", cursor.clone(), &mut sql);
+        }
+        let limit = filter.limit.clamp(1, 500);
+        sql.push_str(&format!(" ORDER BY r.id DESC LIMIT {}", limit + 1));
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for value in &binds {
+            query = query.bind(value);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        let mut runs = rows.iter().map(run_from_row).collect::<Result<Vec<_>>>()?;
+        let next = if runs.len() > limit as usize {
+            runs.truncate(limit as usize);
+            runs.last().map(|r| r.id.clone())
+        } else {
+            None
+        };
+        Ok((runs, next))
+    }
+
+    /// Queued and running runs, oldest first: what a restarted controller rebuilds from.
+    pub async fn unfinished_runs(&self) -> Result<Vec<RunRow>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id
+             WHERE r.status IN ('queued', 'running') ORDER BY r.id"
+        )))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    /// Offers a queued run to an agent under a new lease (the epoch goes up by one).
+    pub async fn offer_lease(&self, run_id: &str, agent_id: &str) -> Result<Option<LeaseGuard>> {
+        let lease_id = new_id();
+        let row = sqlx::query(
+            "UPDATE runs SET lease_epoch = lease_epoch + 1, lease_id = $1, agent_id = $2,
+                 lease_state = 'offered'
+             WHERE id = $3 AND status = 'queued' AND lease_state IS NULL
+             RETURNING lease_epoch",
+        )
+        .bind(&lease_id)
+        .bind(agent_id)
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            Ok(LeaseGuard {
+                lease_id,
+                epoch: row.try_get::<i64, _>("lease_epoch")?.max(0) as u64,
+            })
+        })
+        .transpose()
+    }
+
+    /// The agent accepted: the run is running.
+    pub async fn accept_lease(&self, run_id: &str, guard: &LeaseGuard) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'running', lease_state = 'accepted', started_at = $1,
+                 reason = NULL
+             WHERE id = $2 AND lease_id = $3 AND lease_epoch = $4 AND lease_state = 'offered'
+                 AND status = 'queued'",
+        )
+        .bind(now_ms())
+        .bind(run_id)
+        .bind(&guard.lease_id)
+        .bind(guard.epoch as i64)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// An offer refused or not answered in time: the run is queued again, unleased.
+    pub async fn withdraw_offer(&self, run_id: &str, guard: &LeaseGuard) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE runs SET lease_state = NULL, lease_id = NULL, agent_id = NULL
+             WHERE id = $1 AND lease_id = $2 AND lease_epoch = $3 AND lease_state = 'offered'",
+        )
+        .bind(run_id)
+        .bind(&guard.lease_id)
+        .bind(guard.epoch as i64)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub async fn set_reason(&self, run_id: &str, reason: Option<&str>) -> Result<()> {
+        sqlx::query("UPDATE runs SET reason = $1 WHERE id = $2 AND status = 'queued'")
+            .bind(reason)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Ends a run and writes its `finished` frame, numbered after every stored frame.
+    /// With a guard, only while that lease is the run's current one and, with
+    /// `frames_through`, only once every frame up to it is stored. Returns the finished
+    /// frame, or `None` when the run had already ended or the guard is stale.
+    pub async fn finish_run(
+        &self,
+        run_id: &str,
+        guard: Option<&LeaseGuard>,
+        frames_through: Option<u64>,
+        ending: &Ending,
+    ) -> Result<Option<StoredFrame>> {
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.id = $1"
+        )))
+        .bind(run_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(run) = row.as_ref().map(run_from_row).transpose()? else {
+            return Err(StoreError::NotFound(format!("run {run_id}")));
+        };
+        if run.status.is_finished() {
+            return Ok(None);
+        }
+        if let Some(guard) = guard
+            && run.lease.as_ref() != Some(guard)
+        {
+            return Ok(None);
+        }
+        if let Some(through) = frames_through
+            && run.frames_through < through
+        {
+            return Err(StoreError::Conflict(format!(
+                "frames after {} are missing (completion names {through})",
+                run.frames_through
+            )));
+        }
+        let now = now_ms();
+        let result_text = ending.result.as_ref().map(|v| v.to_string());
+        sqlx::query(
+            "UPDATE runs SET status = $1, reason = $2, result = COALESCE($3, result),
+                 units_spent = COALESCE($4, units_spent), lease_state = NULL, ended_at = $5
+             WHERE id = $6",
+        )
+        .bind(ending.status.as_str())
+        .bind(&ending.reason)
+        .bind(result_text)
+        .bind(ending.units_spent)
+        .bind(now)
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await?;
+        let last: i64 = sqlx::query("SELECT COALESCE(MAX(number), 0) AS last FROM frames WHERE run_id = $1")
+            .bind(run_id)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("last")?;
+        let frame = StoredFrame {
+            run_id: run_id.to_string(),
+            number: (last + 1) as u64,
+            kind: "finished".to_string(),
+            payload: serde_json::json!({
+                "status": ending.status,
+                "reason": ending.reason,
+            }),
+            at: now,
+        };
+        super::frames::insert_frame(&mut tx, &frame).await?;
+        sqlx::query("UPDATE runs SET frames_through = $1 WHERE id = $2")
+            .bind(frame.number as i64)
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(frame))
+    }
+}

@@ -1,0 +1,51 @@
+//! The controller's clock settings. The controller is the only clock: agents are sent
+//! relative durations and never compare wall clocks with it.
+
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// How often each side sends a heartbeat on the agent link.
+    pub heartbeat: Duration,
+    /// An agent silent this long is lost: its stream is closed, offers go back to the queue.
+    pub suspect_after: Duration,
+    /// An agent that has not heard from the controller this long stops its exclusive runs.
+    /// After a restart, connected agents get this long to report before anything expires.
+    pub lease_ttl: Duration,
+    /// A started run of a lost agent ends `error` ("agent lost") this long after the agent
+    /// went silent plus `lease_ttl`: longer than the agent's own fence, so a run is never
+    /// handed on while the lost agent may still be loading the target.
+    pub lease_grace: Duration,
+    /// An offer not accepted within this long returns to the queue.
+    pub offer_timeout: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            heartbeat: Duration::from_secs(5),
+            suspect_after: Duration::from_secs(15),
+            lease_ttl: Duration::from_secs(15),
+            lease_grace: Duration::from_secs(15),
+            offer_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Timing {
+    /// Scales every duration from one heartbeat interval, keeping the default ratios.
+    pub fn from_heartbeat(heartbeat: Duration) -> Timing {
+        Timing {
+            heartbeat,
+            suspect_after: heartbeat * 3,
+            lease_ttl: heartbeat * 3,
+            lease_grace: heartbeat * 3,
+            offer_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// How often the dispatcher looks at deadlines.
+    pub fn tick(&self) -> Duration {
+        (self.heartbeat / 4).clamp(Duration::from_millis(20), Duration::from_millis(500))
+    }
+}

@@ -1,0 +1,355 @@
+//! The `checks` kind: HTTP surface checks against the run's target and invariants across
+//! them. The spec never names the target; verdicts are pure functions of what was observed.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::redact::is_credential_header;
+
+pub const MAX_CHECKS: usize = 1000;
+pub const MAX_TIMEOUT_MS: u64 = 60_000;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChecksSpec {
+    pub checks: Vec<Check>,
+    #[serde(default)]
+    pub invariants: Vec<Invariant>,
+    /// Per-request timeout.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_timeout_ms() -> u64 {
+    5_000
+}
+
+fn default_method() -> String {
+    "GET".to_string()
+}
+
+fn default_status() -> u16 {
+    200
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    /// Defaults to `METHOD PATH`.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default = "default_method")]
+    pub method: String,
+    pub path: String,
+    /// A credential-named header's value must be `${env:NAME}`: the agent reads it from
+    /// its own environment, so the secret never reaches the controller or a record.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Sent as the request body; never recorded in a run, frame or event.
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default = "default_status")]
+    pub expect_status: u16,
+    #[serde(default)]
+    pub max_latency_ms: Option<u64>,
+    /// Text the response body must contain (the body itself is never recorded).
+    #[serde(default)]
+    pub expect_text: Option<String>,
+}
+
+impl Check {
+    pub fn display_name(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| format!("{} {}", self.method, self.path))
+    }
+}
+
+/// Rules across all checks of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Invariant {
+    /// No response had a 5xx status.
+    No5xx,
+    /// Every request got a response (no connection error or timeout).
+    NoErrors,
+    /// Every response came within this many milliseconds.
+    MaxLatencyMs { value: u64 },
+}
+
+impl Invariant {
+    pub fn name(&self) -> String {
+        match self {
+            Invariant::No5xx => "no 5xx".to_string(),
+            Invariant::NoErrors => "no errors".to_string(),
+            Invariant::MaxLatencyMs { value } => format!("all under {value} ms"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct SpecError {
+    pub field: String,
+    pub message: String,
+}
+
+fn spec_error(field: impl Into<String>, message: impl Into<String>) -> SpecError {
+    SpecError {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// The reference a credential header's value must be: `${env:NAME}`.
+pub fn env_reference(value: &str) -> Option<&str> {
+    let name = value.strip_prefix("${env:")?.strip_suffix('}')?;
+    let valid = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+    valid.then_some(name)
+}
+
+impl ChecksSpec {
+    /// Parses and validates a spec; the error says what to fix.
+    pub fn from_json(value: &serde_json::Value) -> Result<ChecksSpec, SpecError> {
+        let spec: ChecksSpec =
+            serde_json::from_value(value.clone()).map_err(|e| spec_error("spec", e.to_string()))?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.checks.is_empty() {
+            return Err(spec_error("spec.checks", "at least one check is needed"));
+        }
+        if self.checks.len() > MAX_CHECKS {
+            return Err(spec_error(
+                "spec.checks",
+                format!("at most {MAX_CHECKS} checks per run"),
+            ));
+        }
+        if self.timeout_ms == 0 || self.timeout_ms > MAX_TIMEOUT_MS {
+            return Err(spec_error(
+                "spec.timeout_ms",
+                format!("must be between 1 and {MAX_TIMEOUT_MS}"),
+            ));
+        }
+        for (i, check) in self.checks.iter().enumerate() {
+            let field = format!("spec.checks[{i}]");
+            if !check.path.starts_with('/') {
+                return Err(spec_error(
+                    format!("{field}.path"),
+                    "must start with '/' (the spec never names the target)",
+                ));
+            }
+            let method_ok = !check.method.is_empty()
+                && check.method.bytes().all(|b| b.is_ascii_uppercase());
+            if !method_ok {
+                return Err(spec_error(
+                    format!("{field}.method"),
+                    "must be an upper-case HTTP method such as GET",
+                ));
+            }
+            if !(100..=599).contains(&check.expect_status) {
+                return Err(spec_error(
+                    format!("{field}.expect_status"),
+                    "must be an HTTP status between 100 and 599",
+                ));
+            }
+            for (name, value) in &check.headers {
+                if is_credential_header(name) && env_reference(value).is_none() {
+                    return Err(spec_error(
+                        format!("{field}.headers.{name}"),
+                        "a credential-named header's value must be \"${env:NAME}\", read by the agent from its environment; secrets are never stored",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What one request of a check observed. The body is reduced to whether it matched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    pub status: Option<u16>,
+    pub latency_ms: f64,
+    /// A connection error or timeout, when there was no response.
+    pub error: Option<String>,
+    /// Whether the body contained `expect_text`, when the check asks.
+    pub text_found: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckVerdict {
+    pub name: String,
+    pub method: String,
+    pub path: String,
+    pub passed: bool,
+    pub status: Option<u16>,
+    pub latency_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Why it failed, one line per reason.
+    #[serde(default)]
+    pub failures: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InvariantVerdict {
+    pub name: String,
+    pub passed: bool,
+    #[serde(default)]
+    pub failures: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChecksResult {
+    pub passed: bool,
+    pub total: usize,
+    pub failed: usize,
+    pub checks: Vec<CheckVerdict>,
+    pub invariants: Vec<InvariantVerdict>,
+}
+
+pub fn judge_check(check: &Check, seen: &Observation) -> CheckVerdict {
+    let mut failures = Vec::new();
+    match (seen.status, &seen.error) {
+        (Some(status), _) if status != check.expect_status => {
+            failures.push(format!("status {status}, expected {}", check.expect_status));
+        }
+        // A status came but the body broke off or timed out: the response is not whole.
+        (_, Some(error)) => failures.push(error.clone()),
+        (None, None) => failures.push("no response".to_string()),
+        _ => {}
+    }
+    if let Some(limit) = check.max_latency_ms
+        && seen.status.is_some()
+        && seen.latency_ms > limit as f64
+    {
+        failures.push(format!("took {:.1} ms, limit {limit} ms", seen.latency_ms));
+    }
+    if let (Some(text), Some(false)) = (&check.expect_text, seen.text_found) {
+        failures.push(format!("body does not contain {text:?}"));
+    }
+    CheckVerdict {
+        name: check.display_name(),
+        method: check.method.clone(),
+        path: check.path.clone(),
+        passed: failures.is_empty(),
+        status: seen.status,
+        latency_ms: seen.latency_ms,
+        error: seen.error.clone(),
+        failures,
+    }
+}
+
+pub fn judge_invariant(invariant: &Invariant, verdicts: &[CheckVerdict]) -> InvariantVerdict {
+    let failures: Vec<String> = verdicts
+        .iter()
+        .filter_map(|v| {
+            let broken = match invariant {
+                Invariant::No5xx => v.status.is_some_and(|s| s >= 500),
+                Invariant::NoErrors => v.status.is_none(),
+                Invariant::MaxLatencyMs { value } => {
+                    v.status.is_some() && v.latency_ms > *value as f64
+                }
+            };
+            broken.then(|| match v.status {
+                Some(status) => format!("{}: status {status}, {:.1} ms", v.name, v.latency_ms),
+                None => format!("{}: {}", v.name, v.error.as_deref().unwrap_or("no response")),
+            })
+        })
+        .collect();
+    InvariantVerdict {
+        name: invariant.name(),
+        passed: failures.is_empty(),
+        failures,
+    }
+}
+
+pub fn summarise(checks: Vec<CheckVerdict>, invariants: Vec<InvariantVerdict>) -> ChecksResult {
+    let failed = checks.iter().filter(|c| !c.passed).count();
+    let passed = failed == 0 && invariants.iter().all(|i| i.passed);
+    ChecksResult {
+        passed,
+        total: checks.len(),
+        failed,
+        checks,
+        invariants,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(value: serde_json::Value) -> Result<ChecksSpec, SpecError> {
+        ChecksSpec::from_json(&value)
+    }
+
+    #[test]
+    fn defaults_fill_a_minimal_check() {
+        let s = spec(json!({"checks": [{"path": "/"}]})).expect("valid");
+        assert_eq!(s.checks[0].method, "GET");
+        assert_eq!(s.checks[0].expect_status, 200);
+        assert_eq!(s.timeout_ms, 5_000);
+    }
+
+    #[test]
+    fn bad_specs_say_what_to_fix() {
+        let cases = [
+            (json!({"checks": []}), "spec.checks"),
+            (json!({"checks": [{"path": "http://x/"}]}), "spec.checks[0].path"),
+            (json!({"checks": [{"path": "/", "method": "get"}]}), "spec.checks[0].method"),
+            (json!({"checks": [{"path": "/", "expect_status": 42}]}), "spec.checks[0].expect_status"),
+            (
+                json!({"checks": [{"path": "/", "headers": {"Authorization": "Bearer abc"}}]}),
+                "spec.checks[0].headers.Authorization",
+            ),
+            (json!({"checks": [{"path": "/"}], "timeout_ms": 0}), "spec.timeout_ms"),
+        ];
+        for (value, field) in cases {
+            let err = spec(value).expect_err("invalid");
+            assert_eq!(err.field, field);
+        }
+        let unknown = spec(json!({"checks": [{"path": "/", "expect": 200}]})).expect_err("unknown");
+        assert!(unknown.message.contains("unknown field"), "{unknown}");
+    }
+
+    #[test]
+    fn credential_headers_may_reference_the_agent_environment() {
+        let s = spec(json!({"checks": [{"path": "/", "headers": {"Authorization": "${env:TARGET_TOKEN}"}}]}));
+        assert!(s.is_ok());
+        assert_eq!(env_reference("${env:TARGET_TOKEN}"), Some("TARGET_TOKEN"));
+        assert_eq!(env_reference("${env:}"), None);
+        assert_eq!(env_reference("Bearer x"), None);
+    }
+
+    #[test]
+    fn verdicts_follow_status_latency_and_text() {
+        let check: Check = serde_json::from_value(
+            json!({"path": "/", "max_latency_ms": 100, "expect_text": "ok"}),
+        )
+        .expect("check");
+        let good = Observation { status: Some(200), latency_ms: 3.0, error: None, text_found: Some(true) };
+        assert!(judge_check(&check, &good).passed);
+        let slow_wrong = Observation { status: Some(503), latency_ms: 250.0, error: None, text_found: Some(false) };
+        let verdict = judge_check(&check, &slow_wrong);
+        assert!(!verdict.passed);
+        assert_eq!(verdict.failures.len(), 3, "{:?}", verdict.failures);
+        let refused = Observation { status: None, latency_ms: 0.2, error: Some("connection refused".into()), text_found: None };
+        assert_eq!(judge_check(&check, &refused).failures, ["connection refused"]);
+
+        let verdicts = vec![judge_check(&check, &good), verdict];
+        assert!(!judge_invariant(&Invariant::No5xx, &verdicts).passed);
+        assert!(judge_invariant(&Invariant::NoErrors, &verdicts).passed);
+        let result = summarise(verdicts, vec![]);
+        assert!(!result.passed);
+        assert_eq!((result.total, result.failed), (2, 1));
+    }
+}

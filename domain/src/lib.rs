@@ -1,0 +1,12 @@
+//! Domain code shared by the controller, the agent and the CLI: what a run is, what its
+//! kinds and statuses are, the spec of each kind, frames, and the rules every side must
+//! agree on (canonical scenario versions, credential-named headers).
+
+pub mod checks;
+pub mod frame;
+pub mod redact;
+pub mod run;
+pub mod scenario;
+
+pub use frame::{Frame, FrameKind};
+pub use run::{Executor, RunKind, RunRecord, RunStatus, StartedBy, Units};

@@ -1,0 +1,276 @@
+//! The run record, its kind, status and executor, as the API serves them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// What a run does. Only `checks` is executable today; the others are accepted words
+/// so that a run of an unsupported kind is refused with a clear reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunKind {
+    Checks,
+    Load,
+    Scenario,
+    Faults,
+    Capacity,
+    Replay,
+}
+
+impl RunKind {
+    pub const ALL: [RunKind; 6] = [
+        RunKind::Checks,
+        RunKind::Load,
+        RunKind::Scenario,
+        RunKind::Faults,
+        RunKind::Capacity,
+        RunKind::Replay,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Checks => "checks",
+            RunKind::Load => "load",
+            RunKind::Scenario => "scenario",
+            RunKind::Faults => "faults",
+            RunKind::Capacity => "capacity",
+            RunKind::Replay => "replay",
+        }
+    }
+
+    /// Load, faults and capacity runs would measure each other: at most one at a time
+    /// per agent. Replay is load with recorded spacing, so it is exclusive too.
+    pub fn is_exclusive(self) -> bool {
+        matches!(
+            self,
+            RunKind::Load | RunKind::Faults | RunKind::Capacity | RunKind::Replay
+        )
+    }
+}
+
+impl fmt::Display for RunKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} {value:?}; expected one of: {expected}")]
+pub struct UnknownWord {
+    pub what: &'static str,
+    pub value: String,
+    pub expected: String,
+}
+
+impl FromStr for RunKind {
+    type Err = UnknownWord;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RunKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownWord {
+                what: "kind",
+                value: s.to_string(),
+                expected: RunKind::ALL.map(|k| k.as_str()).join(", "),
+            })
+    }
+}
+
+/// `queued -> running -> passed | failed | error | cancelled`, or `refused` before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Passed,
+    Failed,
+    Error,
+    Cancelled,
+    Refused,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 7] = [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::Passed,
+        RunStatus::Failed,
+        RunStatus::Error,
+        RunStatus::Cancelled,
+        RunStatus::Refused,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Passed => "passed",
+            RunStatus::Failed => "failed",
+            RunStatus::Error => "error",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Refused => "refused",
+        }
+    }
+
+    pub fn is_finished(self) -> bool {
+        !matches!(self, RunStatus::Queued | RunStatus::Running)
+    }
+
+    /// The statuses an agent may end a run with.
+    pub fn is_agent_outcome(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Passed | RunStatus::Failed | RunStatus::Error | RunStatus::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunStatus {
+    type Err = UnknownWord;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RunStatus::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownWord {
+                what: "status",
+                value: s.to_string(),
+                expected: RunStatus::ALL.map(|k| k.as_str()).join(", "),
+            })
+    }
+}
+
+/// Where a run may execute: written `any` (any agent of the account serving the run's
+/// environment), `agent:NAME` (that agent) or `cloud` (the platform's shared agents).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Executor {
+    Any,
+    Agent(String),
+    Cloud,
+}
+
+impl fmt::Display for Executor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Executor::Any => f.write_str("any"),
+            Executor::Agent(name) => write!(f, "agent:{name}"),
+            Executor::Cloud => f.write_str("cloud"),
+        }
+    }
+}
+
+impl FromStr for Executor {
+    type Err = UnknownWord;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "any" => Ok(Executor::Any),
+            "cloud" => Ok(Executor::Cloud),
+            _ => match s.strip_prefix("agent:") {
+                Some(name) if !name.is_empty() => Ok(Executor::Agent(name.to_string())),
+                _ => Err(UnknownWord {
+                    what: "executor",
+                    value: s.to_string(),
+                    expected: "any, cloud, agent:NAME".to_string(),
+                }),
+            },
+        }
+    }
+}
+
+impl Serialize for Executor {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Executor {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Who started a run, and the change it was started for (`core#212`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartedBy {
+    /// `person`, `token`, `schedule` or `trigger`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The person's name, the token's id, the schedule's id.
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Units {
+    pub reserved: u64,
+    pub spent: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScenarioRef {
+    pub id: String,
+    pub version: String,
+}
+
+/// A run as `GET /v1/reliability/runs/{id}` serves it: every field of the RFC's table
+/// plus its times. Times are RFC 3339 UTC.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: String,
+    pub kind: RunKind,
+    pub scenario: ScenarioRef,
+    pub environment: String,
+    pub target: String,
+    pub executor: Executor,
+    /// The agent that took the run, once one has.
+    pub agent: Option<String>,
+    pub started_by: StartedBy,
+    pub status: RunStatus,
+    /// Why the run has its status (`agent lost`, a refusal's reason), or, while queued,
+    /// why it is still waiting.
+    pub reason: Option<String>,
+    pub result: Option<serde_json::Value>,
+    pub findings: Vec<String>,
+    pub units: Units,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn executor_round_trips_and_rejects_nonsense() {
+        for text in ["any", "cloud", "agent:edge-1"] {
+            let parsed: Executor = text.parse().expect("valid executor");
+            assert_eq!(parsed.to_string(), text);
+        }
+        assert!("agent:".parse::<Executor>().is_err());
+        assert!("somewhere".parse::<Executor>().is_err());
+    }
+
+    #[test]
+    fn only_load_like_kinds_are_exclusive() {
+        let exclusive: Vec<_> = RunKind::ALL.into_iter().filter(|k| k.is_exclusive()).collect();
+        assert_eq!(
+            exclusive,
+            [RunKind::Load, RunKind::Faults, RunKind::Capacity, RunKind::Replay]
+        );
+    }
+
+    #[test]
+    fn unknown_kind_names_the_choices() {
+        let err = "soak".parse::<RunKind>().expect_err("not a kind");
+        assert!(err.to_string().contains("checks, load, scenario"));
+    }
+}

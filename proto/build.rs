@@ -1,0 +1,11 @@
+//! Compiles the protocol with protox (no `protoc` on the build machines) and tonic-prost-build.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files = ["proto/agent_link.proto", "proto/runs.proto"];
+    for file in files {
+        println!("cargo:rerun-if-changed={file}");
+    }
+    let descriptors = protox::compile(files, ["proto"])?;
+    tonic_prost_build::configure().compile_fds(descriptors)?;
+    Ok(())
+}
