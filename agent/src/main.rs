@@ -1,1 +1,192 @@
-fn main() {}
+//! `iohr-agent`: run next to targets, take leased runs from the controller, or execute a
+//! spec locally without a controller.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use iohr_agent::execute;
+use iohr_agent::kinds::NewFrame;
+use iohr_agent::leases::Leases;
+use iohr_agent::link::{self, AgentConfig};
+use iohr_domain::RunKind;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(name = "iohr-agent", version, about = "The iohr reliability agent")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Hold a stream to the controller and execute the runs it leases.
+    Run {
+        /// The controller's agent link, e.g. https://127.0.0.1:8443.
+        #[arg(long, env = "IOHR_CONTROLLER")]
+        controller: String,
+        /// The dir `iohr-controller agent-cert --out` wrote (agent.key, agent.pem, ca.pem).
+        #[arg(long, env = "IOHR_AGENT_IDENTITY")]
+        identity: PathBuf,
+        /// An environment this agent serves (repeatable).
+        #[arg(long = "environment", required = true)]
+        environments: Vec<String>,
+        /// A label KEY=VALUE (repeatable).
+        #[arg(long = "label", value_parser = parse_label)]
+        labels: Vec<(String, String)>,
+        #[arg(long, default_value_t = 4)]
+        max_concurrent_jobs: u32,
+        /// The first reconnect wait window; it doubles up to --reconnect-max-ms.
+        #[arg(long, default_value_t = 500)]
+        reconnect_min_ms: u64,
+        #[arg(long, default_value_t = 30_000)]
+        reconnect_max_ms: u64,
+    },
+    /// Execute a spec against a target on this machine, without a controller.
+    Exec {
+        #[arg(long)]
+        kind: String,
+        #[arg(long)]
+        target: String,
+        /// The spec file (JSON).
+        spec: PathBuf,
+        /// Print the outcome as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Run {
+            controller,
+            identity,
+            environments,
+            labels,
+            max_concurrent_jobs,
+            reconnect_min_ms,
+            reconnect_max_ms,
+        } => {
+            if max_concurrent_jobs == 0 {
+                bail!("--max-concurrent-jobs must be at least 1");
+            }
+            let name =
+                std::fs::read_to_string(iohr_certs::AgentIdentityFiles::in_dir(&identity).name())
+                    .map(|n| n.trim().to_string())
+                    .unwrap_or_default();
+            let config = AgentConfig {
+                controller,
+                identity_dir: identity,
+                name,
+                environments,
+                labels: labels.into_iter().collect::<BTreeMap<_, _>>(),
+                max_concurrent_jobs,
+                reconnect_min: Duration::from_millis(reconnect_min_ms),
+                reconnect_max: Duration::from_millis(reconnect_max_ms),
+            };
+            let shutdown = CancellationToken::new();
+            let agent = tokio::spawn(link::run(config, Leases::default(), shutdown.clone()));
+            wait_for_signal().await;
+            tracing::info!("shutting down");
+            shutdown.cancel();
+            agent.await.context("agent task")??;
+            Ok(())
+        }
+        Command::Exec {
+            kind,
+            target,
+            spec,
+            json,
+        } => exec(&kind, &target, &spec, json).await,
+    }
+}
+
+async fn exec(kind: &str, target: &str, spec_path: &PathBuf, json: bool) -> anyhow::Result<()> {
+    let kind: RunKind = kind.parse()?;
+    iohr_domain::target::validate_target(target)?;
+    let text = std::fs::read_to_string(spec_path)
+        .with_context(|| format!("reading {}", spec_path.display()))?;
+    let plan = execute::plan(kind, &text).map_err(anyhow::Error::msg)?;
+    let (tx, mut rx) = mpsc::unbounded_channel::<NewFrame>();
+    let progress = std::io::stderr().is_terminal() && !json;
+    let printer = tokio::spawn(async move {
+        let mut count = 0u64;
+        while let Some(frame) = rx.recv().await {
+            count += 1;
+            if progress {
+                eprint!("\r{count} frames, last: {:<10}", frame.kind.as_str());
+            }
+        }
+        if progress {
+            eprintln!();
+        }
+    });
+    let cancel = CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        on_signal.cancel();
+    });
+    let outcome = execute::run_plan(plan, target, &tx, cancel).await;
+    drop(tx);
+    let _ = printer.await;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "kind": kind,
+                "target": target,
+                "status": outcome.status,
+                "reason": outcome.reason,
+                "result": outcome.result,
+                "units_spent": outcome.units_spent,
+            })
+        );
+    } else {
+        println!(
+            "{}: {}",
+            outcome.status,
+            outcome.reason.as_deref().unwrap_or("")
+        );
+        println!("{}", serde_json::to_string_pretty(&outcome.result)?);
+    }
+    std::process::exit(match outcome.status {
+        iohr_domain::RunStatus::Passed => 0,
+        iohr_domain::RunStatus::Failed => 1,
+        _ => 3,
+    });
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

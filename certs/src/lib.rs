@@ -13,8 +13,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
 };
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
@@ -85,6 +85,10 @@ impl AgentIdentityFiles {
     }
     pub fn ca_cert(&self) -> PathBuf {
         self.dir.join("ca.pem")
+    }
+    /// The agent's name as a text file, so the agent can say it in its hello.
+    pub fn name(&self) -> PathBuf {
+        self.dir.join("agent.name")
     }
 }
 
@@ -197,6 +201,7 @@ pub fn issue_agent(
     write_private(&files.key(), &key.serialize_pem())?;
     write_public(&files.cert(), &cert.pem())?;
     write_public(&files.ca_cert(), &ca_pem)?;
+    write_public(&files.name(), agent)?;
     Ok(IssuedAgent {
         fingerprint: fingerprint(cert.der()),
         files,

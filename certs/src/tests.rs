@@ -13,11 +13,20 @@ fn init_then_issue_writes_every_file_with_private_keys_closed() {
     let pki = ControllerPki::in_data_dir(&dir);
     init(&pki, &["controller.example".to_string()]).expect("init");
     assert!(pki.exists() && pki.server_cert().exists() && pki.server_key().exists());
-    let mode = fs::metadata(pki.ca_key()).expect("ca key").permissions().mode();
+    let mode = fs::metadata(pki.ca_key())
+        .expect("ca key")
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600);
 
-    let issued = issue_agent(&pki, "default", "edge-1", &dir.join("agent"), Validity::default())
-        .expect("issue");
+    let issued = issue_agent(
+        &pki,
+        "default",
+        "edge-1",
+        &dir.join("agent"),
+        Validity::default(),
+    )
+    .expect("issue");
     assert_eq!(issued.fingerprint.len(), 64);
     assert_eq!(
         fingerprint_pem_file(&issued.files.cert()).expect("fingerprint"),
@@ -27,9 +36,18 @@ fn init_then_issue_writes_every_file_with_private_keys_closed() {
         fs::read_to_string(issued.files.ca_cert()).expect("ca copy"),
         fs::read_to_string(pki.ca_cert()).expect("ca")
     );
-    let again = issue_agent(&pki, "default", "edge-1", &dir.join("agent2"), Validity::default())
-        .expect("issue again");
-    assert_ne!(again.fingerprint, issued.fingerprint, "each certificate is new");
+    let again = issue_agent(
+        &pki,
+        "default",
+        "edge-1",
+        &dir.join("agent2"),
+        Validity::default(),
+    )
+    .expect("issue again");
+    assert_ne!(
+        again.fingerprint, issued.fingerprint,
+        "each certificate is new"
+    );
     let _ = fs::remove_dir_all(&dir);
 }
 

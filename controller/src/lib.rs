@@ -1,7 +1,26 @@
 //! The controller of iohr reliability.
 //!
-//! - [`store`]: the durable record (SQLite or PostgreSQL).
-pub mod store;
+//! A run is created by the API ([`api::runs`]), stored ([`store`]), queued and placed by
+//! the [`queue`] (scheduler + dispatcher), offered to an agent over the agent [`link`],
+//! and its frames come back through the link into the store and out to viewers through
+//! the [`hub`]. [`server`] wires them together.
+
+pub mod api;
 pub mod hub;
+pub mod link;
 pub mod queue;
+pub mod server;
+pub mod store;
 pub mod timing;
+
+use tokio_util::sync::CancellationToken;
+
+/// What every part of a running controller shares.
+#[derive(Clone)]
+pub struct Shared {
+    pub store: store::Store,
+    pub hub: hub::FrameHub,
+    pub dispatcher: queue::DispatcherHandle,
+    pub timing: timing::Timing,
+    pub shutdown: CancellationToken,
+}

@@ -1,1 +1,434 @@
-fn main() {}
+//! `iohr-controller`: initialise, administer and serve the controller.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use iohr_certs::{ControllerPki, Validity};
+use iohr_controller::server::{ServeConfig, start};
+use iohr_controller::store::{DEFAULT_MAX_RUNNING, Scope, Store, sqlite_url};
+use iohr_controller::timing::Timing;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(
+    name = "iohr-controller",
+    version,
+    about = "The iohr reliability controller"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+struct StoreArgs {
+    /// The controller's data dir: certificates in pki/, and the SQLite store unless
+    /// --database-url is given.
+    #[arg(long, env = "IOHR_DATA_DIR")]
+    data_dir: PathBuf,
+    /// postgres://... to use PostgreSQL instead of the SQLite file in the data dir.
+    #[arg(long, env = "IOHR_DATABASE_URL")]
+    database_url: Option<String>,
+}
+
+impl StoreArgs {
+    fn url(&self) -> String {
+        self.database_url
+            .clone()
+            .unwrap_or_else(|| sqlite_url(&self.data_dir))
+    }
+    async fn open(&self) -> anyhow::Result<Store> {
+        std::fs::create_dir_all(&self.data_dir)
+            .with_context(|| format!("creating {}", self.data_dir.display()))?;
+        Store::open(&self.url()).await.context("opening the store")
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create the CA, the server certificate, and the account `default` with a `staging`
+    /// and a `production` environment. Safe to run again: what exists is kept.
+    Init {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Another DNS name or address agents dial (loopback names are always included).
+        #[arg(long = "server-name")]
+        server_names: Vec<String>,
+    },
+    /// Serve the API and the agent link.
+    Serve {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        api_addr: SocketAddr,
+        #[arg(long, default_value = "127.0.0.1:8443")]
+        agent_addr: SocketAddr,
+        /// Heartbeat interval on the agent link; suspect time, lease TTL and grace are
+        /// three intervals each.
+        #[arg(long, default_value_t = 5000)]
+        heartbeat_ms: u64,
+    },
+    /// API tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Accounts and their environments.
+    Account {
+        #[command(subcommand)]
+        command: AccountCommand,
+    },
+    /// Issue an agent's client certificate: writes agent.key, agent.pem and ca.pem.
+    AgentCert {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        account: String,
+        #[arg(long)]
+        agent: String,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = iohr_certs::AGENT_VALID_DAYS)]
+        valid_days: i64,
+    },
+    /// Agents.
+    Agent {
+        #[command(subcommand)]
+        command: AgentCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create a token; it is printed once, alone on the last line.
+    Create {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        account: String,
+        /// reliability:run and/or reliability:read.
+        #[arg(long = "scope", required = true)]
+        scopes: Vec<String>,
+        /// The person the token belongs to; without it, an API token for automation.
+        #[arg(long)]
+        person: Option<String>,
+    },
+    /// Revoke a token by its id.
+    Revoke {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        id: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum AccountCommand {
+    /// Create an account with its environments.
+    Create {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        name: String,
+        /// Runs running at once (the plan).
+        #[arg(long, default_value_t = DEFAULT_MAX_RUNNING)]
+        max_running: i64,
+        /// The platform account: its agents are "our cloud", shared by all accounts.
+        #[arg(long)]
+        platform: bool,
+        #[arg(long = "environment")]
+        environments: Vec<String>,
+        /// An environment whose fault runs wait for a person's confirmation.
+        #[arg(long = "production-environment")]
+        production_environments: Vec<String>,
+    },
+    /// Change an account's plan.
+    SetPlan {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        max_running: i64,
+    },
+}
+
+#[derive(Subcommand)]
+enum AgentCommand {
+    /// Remove an agent: its certificates are refused from now on.
+    Remove {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        account: String,
+        #[arg(long)]
+        agent: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Init {
+            store,
+            server_names,
+        } => init(&store, &server_names).await,
+        Command::Serve {
+            store,
+            api_addr,
+            agent_addr,
+            heartbeat_ms,
+        } => {
+            serve(
+                store,
+                api_addr,
+                agent_addr,
+                Duration::from_millis(heartbeat_ms),
+            )
+            .await
+        }
+        Command::Token {
+            command:
+                TokenCommand::Create {
+                    store,
+                    account,
+                    scopes,
+                    person,
+                },
+        } => {
+            let store = store.open().await?;
+            let account = find_account(&store, &account).await?;
+            let scopes = scopes
+                .iter()
+                .map(|s| s.parse::<Scope>().map_err(anyhow::Error::msg))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let (info, secret) = store
+                .create_token(&account, &scopes, person.as_deref())
+                .await?;
+            let kind = if person.is_some() { "person" } else { "API" };
+            println!(
+                "{kind} token {} for account {} with {}",
+                info.id,
+                account.name,
+                join(&scopes)
+            );
+            println!("{secret}");
+            Ok(())
+        }
+        Command::Token {
+            command: TokenCommand::Revoke { store, id },
+        } => {
+            store.open().await?.revoke_token(&id).await?;
+            println!("revoked token {id}");
+            Ok(())
+        }
+        Command::Account {
+            command:
+                AccountCommand::Create {
+                    store,
+                    name,
+                    max_running,
+                    platform,
+                    environments,
+                    production_environments,
+                },
+        } => {
+            let store = store.open().await?;
+            let account = store.create_account(&name, max_running, platform).await?;
+            for env in &environments {
+                store.add_environment(&account.id, env, false).await?;
+            }
+            for env in &production_environments {
+                store.add_environment(&account.id, env, true).await?;
+            }
+            println!(
+                "account {name} created ({max_running} runs at once{})",
+                if platform { ", platform" } else { "" }
+            );
+            Ok(())
+        }
+        Command::Account {
+            command:
+                AccountCommand::SetPlan {
+                    store,
+                    name,
+                    max_running,
+                },
+        } => {
+            let store = store.open().await?;
+            let account = find_account(&store, &name).await?;
+            store.set_max_running(&account.id, max_running).await?;
+            println!(
+                "account {name}: {max_running} runs at once (a running controller applies it to new runs)"
+            );
+            Ok(())
+        }
+        Command::AgentCert {
+            store,
+            account,
+            agent,
+            out,
+            valid_days,
+        } => {
+            let pki = ControllerPki::in_data_dir(&store.data_dir);
+            let store = store.open().await?;
+            let account = find_account(&store, &account).await?;
+            let validity = Validity {
+                not_before_days: 0,
+                not_after_days: valid_days,
+            };
+            let issued = iohr_certs::issue_agent(&pki, &account.name, &agent, &out, validity)
+                .context("issuing the agent certificate (has `init` run?)")?;
+            store
+                .register_agent_cert(&account.id, &agent, &issued.fingerprint)
+                .await?;
+            println!(
+                "agent {agent} of account {}: wrote {}",
+                account.name,
+                describe(&out)
+            );
+            println!("certificate sha256 {}", issued.fingerprint);
+            Ok(())
+        }
+        Command::Agent {
+            command:
+                AgentCommand::Remove {
+                    store,
+                    account,
+                    agent,
+                },
+        } => {
+            let store = store.open().await?;
+            let account = find_account(&store, &account).await?;
+            store.remove_agent(&account.id, &agent).await?;
+            println!("agent {agent} removed: its certificates are refused from now on");
+            Ok(())
+        }
+    }
+}
+
+fn join(scopes: &[Scope]) -> String {
+    scopes
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn describe(out: &Path) -> String {
+    let files = iohr_certs::AgentIdentityFiles::in_dir(out);
+    format!(
+        "{}, {}, {}",
+        files.key().display(),
+        files.cert().display(),
+        files.ca_cert().display()
+    )
+}
+
+async fn find_account(
+    store: &Store,
+    name: &str,
+) -> anyhow::Result<iohr_controller::store::Account> {
+    match store.account_by_name(name).await? {
+        Some(account) => Ok(account),
+        None => bail!("no account named {name}"),
+    }
+}
+
+async fn init(args: &StoreArgs, server_names: &[String]) -> anyhow::Result<()> {
+    let pki = ControllerPki::in_data_dir(&args.data_dir);
+    if pki.exists() {
+        println!("CA already in {}: kept", pki.dir.display());
+    } else {
+        iohr_certs::init(&pki, server_names).context("creating the CA")?;
+        println!(
+            "created the CA and the server certificate in {}",
+            pki.dir.display()
+        );
+    }
+    let store = args.open().await?;
+    if store.account_by_name("default").await?.is_none() {
+        let account = store
+            .create_account("default", DEFAULT_MAX_RUNNING, false)
+            .await?;
+        store.add_environment(&account.id, "staging", false).await?;
+        store
+            .add_environment(&account.id, "production", true)
+            .await?;
+        println!("created account default with environments staging and production");
+    } else {
+        println!("account default exists: kept");
+    }
+    println!("store: {}", redact_url(&args.url()));
+    Ok(())
+}
+
+/// A database URL without its password, for printing.
+fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+async fn serve(
+    args: StoreArgs,
+    api_addr: SocketAddr,
+    agent_addr: SocketAddr,
+    heartbeat: Duration,
+) -> anyhow::Result<()> {
+    let pki = ControllerPki::in_data_dir(&args.data_dir);
+    if !pki.exists() {
+        bail!(
+            "no CA in {}: run `iohr-controller init --data-dir {}` first",
+            pki.dir.display(),
+            args.data_dir.display()
+        );
+    }
+    let shutdown = CancellationToken::new();
+    let config = ServeConfig {
+        pki,
+        database_url: args.url(),
+        api_addr,
+        agent_addr,
+        timing: Timing::from_heartbeat(heartbeat),
+    };
+    let running = start(config, shutdown.clone()).await?;
+    // Scripts and tests read these two lines for the bound ports.
+    println!("api listening on http://{}", running.api_addr);
+    println!("agent link listening on https://{}", running.agent_addr);
+    tracing::info!(api = %running.api_addr, agent_link = %running.agent_addr, "controller serving");
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    shutdown.cancel();
+    let _ = running.done.await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -71,6 +71,7 @@ impl Check {
 #[serde(tag = "rule", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Invariant {
     /// No response had a 5xx status.
+    #[serde(rename = "no_5xx")]
     No5xx,
     /// Every request got a response (no connection error or timeout).
     NoErrors,
@@ -105,10 +106,7 @@ fn spec_error(field: impl Into<String>, message: impl Into<String>) -> SpecError
 /// The reference a credential header's value must be: `${env:NAME}`.
 pub fn env_reference(value: &str) -> Option<&str> {
     let name = value.strip_prefix("${env:")?.strip_suffix('}')?;
-    let valid = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     valid.then_some(name)
 }
 
@@ -145,8 +143,8 @@ impl ChecksSpec {
                     "must start with '/' (the spec never names the target)",
                 ));
             }
-            let method_ok = !check.method.is_empty()
-                && check.method.bytes().all(|b| b.is_ascii_uppercase());
+            let method_ok =
+                !check.method.is_empty() && check.method.bytes().all(|b| b.is_ascii_uppercase());
             if !method_ok {
                 return Err(spec_error(
                     format!("{field}.method"),
@@ -260,7 +258,11 @@ pub fn judge_invariant(invariant: &Invariant, verdicts: &[CheckVerdict]) -> Inva
             };
             broken.then(|| match v.status {
                 Some(status) => format!("{}: status {status}, {:.1} ms", v.name, v.latency_ms),
-                None => format!("{}: {}", v.name, v.error.as_deref().unwrap_or("no response")),
+                None => format!(
+                    "{}: {}",
+                    v.name,
+                    v.error.as_deref().unwrap_or("no response")
+                ),
             })
         })
         .collect();
@@ -304,14 +306,26 @@ mod tests {
     fn bad_specs_say_what_to_fix() {
         let cases = [
             (json!({"checks": []}), "spec.checks"),
-            (json!({"checks": [{"path": "http://x/"}]}), "spec.checks[0].path"),
-            (json!({"checks": [{"path": "/", "method": "get"}]}), "spec.checks[0].method"),
-            (json!({"checks": [{"path": "/", "expect_status": 42}]}), "spec.checks[0].expect_status"),
+            (
+                json!({"checks": [{"path": "http://x/"}]}),
+                "spec.checks[0].path",
+            ),
+            (
+                json!({"checks": [{"path": "/", "method": "get"}]}),
+                "spec.checks[0].method",
+            ),
+            (
+                json!({"checks": [{"path": "/", "expect_status": 42}]}),
+                "spec.checks[0].expect_status",
+            ),
             (
                 json!({"checks": [{"path": "/", "headers": {"Authorization": "Bearer abc"}}]}),
                 "spec.checks[0].headers.Authorization",
             ),
-            (json!({"checks": [{"path": "/"}], "timeout_ms": 0}), "spec.timeout_ms"),
+            (
+                json!({"checks": [{"path": "/"}], "timeout_ms": 0}),
+                "spec.timeout_ms",
+            ),
         ];
         for (value, field) in cases {
             let err = spec(value).expect_err("invalid");
@@ -323,11 +337,29 @@ mod tests {
 
     #[test]
     fn credential_headers_may_reference_the_agent_environment() {
-        let s = spec(json!({"checks": [{"path": "/", "headers": {"Authorization": "${env:TARGET_TOKEN}"}}]}));
+        let s = spec(
+            json!({"checks": [{"path": "/", "headers": {"Authorization": "${env:TARGET_TOKEN}"}}]}),
+        );
         assert!(s.is_ok());
         assert_eq!(env_reference("${env:TARGET_TOKEN}"), Some("TARGET_TOKEN"));
         assert_eq!(env_reference("${env:}"), None);
         assert_eq!(env_reference("Bearer x"), None);
+    }
+
+    #[test]
+    fn invariants_are_written_by_rule_name() {
+        let s = spec(json!({"checks": [{"path": "/"}], "invariants": [
+            {"rule": "no_5xx"}, {"rule": "no_errors"}, {"rule": "max_latency_ms", "value": 300}
+        ]}))
+        .expect("valid");
+        assert_eq!(
+            s.invariants,
+            [
+                Invariant::No5xx,
+                Invariant::NoErrors,
+                Invariant::MaxLatencyMs { value: 300 }
+            ]
+        );
     }
 
     #[test]
@@ -336,14 +368,32 @@ mod tests {
             json!({"path": "/", "max_latency_ms": 100, "expect_text": "ok"}),
         )
         .expect("check");
-        let good = Observation { status: Some(200), latency_ms: 3.0, error: None, text_found: Some(true) };
+        let good = Observation {
+            status: Some(200),
+            latency_ms: 3.0,
+            error: None,
+            text_found: Some(true),
+        };
         assert!(judge_check(&check, &good).passed);
-        let slow_wrong = Observation { status: Some(503), latency_ms: 250.0, error: None, text_found: Some(false) };
+        let slow_wrong = Observation {
+            status: Some(503),
+            latency_ms: 250.0,
+            error: None,
+            text_found: Some(false),
+        };
         let verdict = judge_check(&check, &slow_wrong);
         assert!(!verdict.passed);
         assert_eq!(verdict.failures.len(), 3, "{:?}", verdict.failures);
-        let refused = Observation { status: None, latency_ms: 0.2, error: Some("connection refused".into()), text_found: None };
-        assert_eq!(judge_check(&check, &refused).failures, ["connection refused"]);
+        let refused = Observation {
+            status: None,
+            latency_ms: 0.2,
+            error: Some("connection refused".into()),
+            text_found: None,
+        };
+        assert_eq!(
+            judge_check(&check, &refused).failures,
+            ["connection refused"]
+        );
 
         let verdicts = vec![judge_check(&check, &good), verdict];
         assert!(!judge_invariant(&Invariant::No5xx, &verdicts).passed);

@@ -7,6 +7,7 @@ pub mod frame;
 pub mod redact;
 pub mod run;
 pub mod scenario;
+pub mod target;
 
 pub use frame::{Frame, FrameKind};
 pub use run::{Executor, RunKind, RunRecord, RunStatus, StartedBy, Units};

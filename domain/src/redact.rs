@@ -39,7 +39,10 @@ mod tests {
             assert!(is_credential_header(name), "{name} is a credential header");
         }
         for name in ["Accept", "Content-Type", "User-Agent", "X-Request-Id"] {
-            assert!(!is_credential_header(name), "{name} is not a credential header");
+            assert!(
+                !is_credential_header(name),
+                "{name} is not a credential header"
+            );
         }
     }
 }

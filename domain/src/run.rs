@@ -261,10 +261,18 @@ mod tests {
 
     #[test]
     fn only_load_like_kinds_are_exclusive() {
-        let exclusive: Vec<_> = RunKind::ALL.into_iter().filter(|k| k.is_exclusive()).collect();
+        let exclusive: Vec<_> = RunKind::ALL
+            .into_iter()
+            .filter(|k| k.is_exclusive())
+            .collect();
         assert_eq!(
             exclusive,
-            [RunKind::Load, RunKind::Faults, RunKind::Capacity, RunKind::Replay]
+            [
+                RunKind::Load,
+                RunKind::Faults,
+                RunKind::Capacity,
+                RunKind::Replay
+            ]
         );
     }
 

@@ -98,7 +98,7 @@ async fn run_with_env(
             }
             Step::Cancelled => return cancelled_outcome(verdicts, sent + 1),
         };
-        let verdict = judge(check, &seen);
+        let verdict = judge_check(check, &seen);
         tracing::info!(
             check = %verdict.name,
             passed = verdict.passed,
@@ -223,19 +223,6 @@ fn no_response(latency_ms: f64, error: String) -> Observation {
         error: Some(error),
         text_found: None,
     }
-}
-
-/// `judge_check`, plus: a response whose body broke off fails even when its status was
-/// right, since `judge_check` only looks at `error` when there was no status.
-fn judge(check: &Check, seen: &Observation) -> CheckVerdict {
-    let mut verdict = judge_check(check, seen);
-    if let (Some(_), Some(error)) = (seen.status, &seen.error)
-        && !verdict.failures.contains(error)
-    {
-        verdict.failures.push(error.clone());
-        verdict.passed = false;
-    }
-    verdict
 }
 
 /// Why a check's request could not be built. Messages name headers and variables, never

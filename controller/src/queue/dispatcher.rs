@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use iohr_domain::{RunKind, RunStatus};
-use iohr_proto::link::{CancelLease, ControllerMessage, LeaseOffer, RunningLease, controller_message};
+use iohr_proto::link::{
+    CancelLease, ControllerMessage, LeaseOffer, RunningLease, controller_message,
+};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
@@ -38,13 +40,35 @@ pub struct OnlineAgent {
 }
 
 enum Command {
-    RunQueued { run: QueuedRun, max_running: usize },
-    Cancel { run_id: String, reason: String, reply: oneshot::Sender<()> },
-    AgentUp { up: Box<AgentUp>, reply: oneshot::Sender<Vec<String>> },
-    AgentDown { session: SessionId },
-    LeaseAnswer { session: SessionId, guard: LeaseGuard, accepted: bool, reason: String },
-    LeaseEnded { run_id: String },
-    Online { reply: oneshot::Sender<Vec<OnlineAgent>> },
+    RunQueued {
+        run: QueuedRun,
+        max_running: usize,
+    },
+    Cancel {
+        run_id: String,
+        reason: String,
+        reply: oneshot::Sender<()>,
+    },
+    AgentUp {
+        up: Box<AgentUp>,
+        reply: oneshot::Sender<Vec<String>>,
+    },
+    AgentDown {
+        session: SessionId,
+    },
+    LeaseAnswer {
+        session: SessionId,
+        guard: LeaseGuard,
+        accepted: bool,
+        reason: String,
+    },
+    LeaseEnded {
+        run_id: String,
+        guard: LeaseGuard,
+    },
+    Online {
+        reply: oneshot::Sender<Vec<OnlineAgent>>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -108,7 +132,11 @@ impl DispatcherHandle {
     pub async fn cancel(&self, run_id: &str, reason: &str) -> Result<(), Stopped> {
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(Command::Cancel { run_id: run_id.to_string(), reason: reason.to_string(), reply })
+            .send(Command::Cancel {
+                run_id: run_id.to_string(),
+                reason: reason.to_string(),
+                reply,
+            })
             .map_err(|_| Stopped)?;
         rx.await.map_err(|_| Stopped)
     }
@@ -117,7 +145,10 @@ impl DispatcherHandle {
     pub async fn agent_up(&self, up: AgentUp) -> Result<Vec<String>, Stopped> {
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(Command::AgentUp { up: Box::new(up), reply })
+            .send(Command::AgentUp {
+                up: Box::new(up),
+                reply,
+            })
             .map_err(|_| Stopped)?;
         rx.await.map_err(|_| Stopped)
     }
@@ -126,18 +157,35 @@ impl DispatcherHandle {
         let _ = self.tx.send(Command::AgentDown { session });
     }
 
-    pub fn lease_answer(&self, session: SessionId, guard: LeaseGuard, accepted: bool, reason: String) {
-        let _ = self.tx.send(Command::LeaseAnswer { session, guard, accepted, reason });
+    pub fn lease_answer(
+        &self,
+        session: SessionId,
+        guard: LeaseGuard,
+        accepted: bool,
+        reason: String,
+    ) {
+        let _ = self.tx.send(Command::LeaseAnswer {
+            session,
+            guard,
+            accepted,
+            reason,
+        });
     }
 
-    /// A run's completion was stored: its agent and plan slot are free.
-    pub fn lease_ended(&self, run_id: &str) {
-        let _ = self.tx.send(Command::LeaseEnded { run_id: run_id.to_string() });
+    /// A run's completion under this lease was stored (or refused as stale): if the lease
+    /// is still the one tracked, its agent and plan slot are free.
+    pub fn lease_ended(&self, run_id: &str, guard: LeaseGuard) {
+        let _ = self.tx.send(Command::LeaseEnded {
+            run_id: run_id.to_string(),
+            guard,
+        });
     }
 
     pub async fn online(&self) -> Result<Vec<OnlineAgent>, Stopped> {
         let (reply, rx) = oneshot::channel();
-        self.tx.send(Command::Online { reply }).map_err(|_| Stopped)?;
+        self.tx
+            .send(Command::Online { reply })
+            .map_err(|_| Stopped)?;
         rx.await.map_err(|_| Stopped)
     }
 }
@@ -186,15 +234,21 @@ impl Dispatcher {
             rx,
         };
         dispatcher.rebuild().await?;
-        let handle = DispatcherHandle { tx, epoch, next_session: Arc::new(AtomicU64::new(1)) };
+        let handle = DispatcherHandle {
+            tx,
+            epoch,
+            next_session: Arc::new(AtomicU64::new(1)),
+        };
         let task = tokio::spawn(dispatcher.run(shutdown));
         Ok((handle, task))
     }
 
     async fn rebuild(&mut self) -> Result<(), StoreError> {
         for account in self.store.accounts().await? {
-            self.scheduler
-                .set_max_running(&account.id, usize::try_from(account.max_running).unwrap_or(usize::MAX));
+            self.scheduler.set_max_running(
+                &account.id,
+                usize::try_from(account.max_running).unwrap_or(usize::MAX),
+            );
         }
         let deadline = Instant::now() + self.timing.lease_ttl;
         let mut rebuilt = (0, 0);
@@ -209,7 +263,10 @@ impl Dispatcher {
                             agent_id: agent_id.clone(),
                             session: None,
                             guard: guard.clone(),
-                            state: LeaseState::Orphaned { deadline, started: run.status == RunStatus::Running },
+                            state: LeaseState::Orphaned {
+                                deadline,
+                                started: run.status == RunStatus::Running,
+                            },
                             cancel_requested: false,
                         },
                     );
@@ -221,7 +278,11 @@ impl Dispatcher {
                 }
             }
         }
-        tracing::info!(queued = rebuilt.0, leased = rebuilt.1, "queues rebuilt from the store");
+        tracing::info!(
+            queued = rebuilt.0,
+            leased = rebuilt.1,
+            "queues rebuilt from the store"
+        );
         Ok(())
     }
 
@@ -259,7 +320,11 @@ impl Dispatcher {
                 self.scheduler.set_max_running(&run.account_id, max_running);
                 self.scheduler.enqueue(run);
             }
-            Command::Cancel { run_id, reason, reply } => {
+            Command::Cancel {
+                run_id,
+                reason,
+                reply,
+            } => {
                 self.cancel(&run_id, &reason).await;
                 let _ = reply.send(());
             }
@@ -268,10 +333,19 @@ impl Dispatcher {
                 let _ = reply.send(revoked);
             }
             Command::AgentDown { session } => self.agent_down(session, "stream ended").await,
-            Command::LeaseAnswer { session, guard, accepted, reason } => {
+            Command::LeaseAnswer {
+                session,
+                guard,
+                accepted,
+                reason,
+            } => {
                 self.lease_answer(session, guard, accepted, reason).await;
             }
-            Command::LeaseEnded { run_id } => self.forget_lease(&run_id),
+            Command::LeaseEnded { run_id, guard } => {
+                if self.leases.get(&run_id).is_some_and(|l| l.guard == guard) {
+                    self.forget_lease(&run_id);
+                }
+            }
             Command::Online { reply } => {
                 let online = self
                     .sessions
@@ -343,7 +417,11 @@ impl Dispatcher {
     }
 
     async fn offer_message(&self, row: &RunRow, guard: &LeaseGuard) -> Option<ControllerMessage> {
-        let scenario = self.store.scenario(&row.account_id, &row.scenario_version).await.ok()??;
+        let scenario = self
+            .store
+            .scenario(&row.account_id, &row.scenario_version)
+            .await
+            .ok()??;
         Some(ControllerMessage {
             body: Some(controller_message::Body::Offer(LeaseOffer {
                 lease_id: guard.lease_id.clone(),
@@ -375,7 +453,9 @@ impl Dispatcher {
 
     fn send(&self, session: Option<SessionId>, message: controller_message::Body) {
         if let Some(s) = session.and_then(|id| self.sessions.get(&id)) {
-            let _ = s.tx.try_send(ControllerMessage { body: Some(message) });
+            let _ = s.tx.try_send(ControllerMessage {
+                body: Some(message),
+            });
         }
     }
 
@@ -389,8 +469,19 @@ impl Dispatcher {
     }
 
     /// Ends a run here (not through its agent) and publishes its `finished` frame.
-    async fn end_run(&mut self, run_id: &str, guard: Option<&LeaseGuard>, status: RunStatus, reason: &str) {
-        let ending = Ending { status, reason: Some(reason.to_string()), result: None, units_spent: None };
+    async fn end_run(
+        &mut self,
+        run_id: &str,
+        guard: Option<&LeaseGuard>,
+        status: RunStatus,
+        reason: &str,
+    ) {
+        let ending = Ending {
+            status,
+            reason: Some(reason.to_string()),
+            result: None,
+            units_spent: None,
+        };
         match self.store.finish_run(run_id, guard, None, &ending).await {
             Ok(Some(frame)) => {
                 tracing::info!(run = %run_id, status = %status, reason, "run ended by the controller");
@@ -412,12 +503,14 @@ impl Dispatcher {
             .filter(|account| self.scheduler.is_queued(account, run_id));
         if let Some(account) = queued_account {
             self.scheduler.remove_queued(&account, run_id);
-            self.end_run(run_id, None, RunStatus::Cancelled, reason).await;
+            self.end_run(run_id, None, RunStatus::Cancelled, reason)
+                .await;
             return;
         }
         let Some(lease) = self.leases.get_mut(run_id) else {
             // Not queued here and not leased: ended already, or about to be stored.
-            self.end_run(run_id, None, RunStatus::Cancelled, reason).await;
+            self.end_run(run_id, None, RunStatus::Cancelled, reason)
+                .await;
             return;
         };
         lease.cancel_requested = true;
@@ -426,13 +519,22 @@ impl Dispatcher {
         let agent_will_answer = matches!(state, LeaseState::Running) && session.is_some();
         if !agent_will_answer {
             // Never started, or its agent is gone: nothing will answer for it.
-            self.end_run(run_id, Some(&guard), RunStatus::Cancelled, reason).await;
+            self.end_run(run_id, Some(&guard), RunStatus::Cancelled, reason)
+                .await;
             self.forget_lease(run_id);
         }
     }
 
     async fn agent_up(&mut self, up: AgentUp) -> Vec<String> {
-        let AgentUp { session, identity, declaration, reported, tx, last_heard, close } = up;
+        let AgentUp {
+            session,
+            identity,
+            declaration,
+            reported,
+            tx,
+            last_heard,
+            close,
+        } = up;
         // A newer stream of the same agent replaces the old one.
         let old: Vec<SessionId> = self
             .sessions
@@ -449,7 +551,11 @@ impl Dispatcher {
                 lease.session = None;
             }
         }
-        let kinds: HashSet<RunKind> = declaration.kinds.iter().filter_map(|k| k.parse().ok()).collect();
+        let kinds: HashSet<RunKind> = declaration
+            .kinds
+            .iter()
+            .filter_map(|k| k.parse().ok())
+            .collect();
         self.scheduler.add_agent(AgentSlot {
             session,
             agent_id: identity.agent_id.clone(),
@@ -463,7 +569,12 @@ impl Dispatcher {
         });
         self.sessions.insert(
             session,
-            Session { agent_id: identity.agent_id.clone(), tx, last_heard, close },
+            Session {
+                agent_id: identity.agent_id.clone(),
+                tx,
+                last_heard,
+                close,
+            },
         );
 
         let mut revoked = Vec::new();
@@ -482,7 +593,8 @@ impl Dispatcher {
                 || matches!(lease.state, LeaseState::Orphaned { started: false, .. });
             lease.session = Some(session);
             lease.state = LeaseState::Running;
-            let (guard, kind, run_id) = (lease.guard.clone(), lease.run.kind, report.run_id.clone());
+            let (guard, kind, run_id) =
+                (lease.guard.clone(), lease.run.kind, report.run_id.clone());
             if was_offered {
                 // The agent accepted just before the link broke (or the controller restarted).
                 let _ = self.store.accept_lease(&run_id, &guard).await;
@@ -498,7 +610,8 @@ impl Dispatcher {
             .map(|(run_id, _)| run_id.clone())
             .collect();
         for run_id in lost {
-            self.lease_lost(&run_id, "agent lost (it restarted without the run)").await;
+            self.lease_lost(&run_id, "agent lost (it restarted without the run)")
+                .await;
         }
         tracing::info!(agent = %identity.name, session, kept = kept.len(), revoked = revoked.len(), "agent connected");
         revoked
@@ -507,7 +620,9 @@ impl Dispatcher {
     /// A lease whose agent can no longer run it: back to the queue if it never started,
     /// `error` if it did.
     async fn lease_lost(&mut self, run_id: &str, reason: &str) {
-        let Some(lease) = self.leases.get(run_id).cloned() else { return };
+        let Some(lease) = self.leases.get(run_id).cloned() else {
+            return;
+        };
         let started = match lease.state {
             LeaseState::Offered { .. } => false,
             LeaseState::Orphaned { started, .. } => started,
@@ -515,35 +630,59 @@ impl Dispatcher {
         };
         self.forget_lease(run_id);
         if started || lease.cancel_requested {
-            let status = if lease.cancel_requested { RunStatus::Cancelled } else { RunStatus::Error };
-            self.end_run(run_id, Some(&lease.guard), status, reason).await;
+            let status = if lease.cancel_requested {
+                RunStatus::Cancelled
+            } else {
+                RunStatus::Error
+            };
+            self.end_run(run_id, Some(&lease.guard), status, reason)
+                .await;
         } else if let Ok(true) = self.store.withdraw_offer(run_id, &lease.guard).await {
             self.scheduler.enqueue(lease.run);
         }
     }
 
     async fn agent_down(&mut self, session: SessionId, why: &str) {
-        let Some(s) = self.sessions.remove(&session) else { return };
+        let Some(s) = self.sessions.remove(&session) else {
+            return;
+        };
         s.close.cancel();
         self.scheduler.remove_agent(session);
         let heard_ms = s.last_heard.load(Ordering::Relaxed);
         let silent_for = std::time::Duration::from_millis(self.now_ms().saturating_sub(heard_ms));
-        let deadline = Instant::now() + (self.timing.lease_ttl + self.timing.lease_grace).saturating_sub(silent_for);
+        let deadline = Instant::now()
+            + (self.timing.lease_ttl + self.timing.lease_grace).saturating_sub(silent_for);
         let mut requeue = Vec::new();
-        for (run_id, lease) in self.leases.iter_mut().filter(|(_, l)| l.session == Some(session)) {
+        for (run_id, lease) in self
+            .leases
+            .iter_mut()
+            .filter(|(_, l)| l.session == Some(session))
+        {
             lease.session = None;
             match lease.state {
                 LeaseState::Offered { .. } => requeue.push(run_id.clone()),
-                _ => lease.state = LeaseState::Orphaned { deadline, started: true },
+                _ => {
+                    lease.state = LeaseState::Orphaned {
+                        deadline,
+                        started: true,
+                    }
+                }
             }
         }
         for run_id in requeue {
-            self.lease_lost(&run_id, "agent lost before accepting").await;
+            self.lease_lost(&run_id, "agent lost before accepting")
+                .await;
         }
         tracing::warn!(agent = %s.agent_id, session, why, "agent disconnected");
     }
 
-    async fn lease_answer(&mut self, session: SessionId, guard: LeaseGuard, accepted: bool, reason: String) {
+    async fn lease_answer(
+        &mut self,
+        session: SessionId,
+        guard: LeaseGuard,
+        accepted: bool,
+        reason: String,
+    ) {
         let run_id = self
             .leases
             .iter()
@@ -551,15 +690,20 @@ impl Dispatcher {
             .map(|(id, _)| id.clone());
         let Some(run_id) = run_id else {
             // An answer to an offer that was withdrawn: make sure the agent drops it.
-            self.send(Some(session), controller_message::Body::Cancel(CancelLease {
-                lease_id: guard.lease_id,
-                epoch: guard.epoch,
-                run_id: String::new(),
-                reason: "offer withdrawn".to_string(),
-            }));
+            self.send(
+                Some(session),
+                controller_message::Body::Cancel(CancelLease {
+                    lease_id: guard.lease_id,
+                    epoch: guard.epoch,
+                    run_id: String::new(),
+                    reason: "offer withdrawn".to_string(),
+                }),
+            );
             return;
         };
-        let Some(lease) = self.leases.get(&run_id).cloned() else { return };
+        let Some(lease) = self.leases.get(&run_id).cloned() else {
+            return;
+        };
         if !matches!(lease.state, LeaseState::Offered { .. }) {
             return;
         }
@@ -572,7 +716,10 @@ impl Dispatcher {
                     tracing::debug!(run = %run_id, session, "lease accepted");
                 }
                 _ => {
-                    self.send(Some(session), Self::cancel_message(&guard, &run_id, "lease no longer valid"));
+                    self.send(
+                        Some(session),
+                        Self::cancel_message(&guard, &run_id, "lease no longer valid"),
+                    );
                     self.forget_lease(&run_id);
                 }
             }
@@ -600,13 +747,16 @@ impl Dispatcher {
             .map(|(id, _)| *id)
             .collect();
         for session in silent {
-            self.agent_down(session, "silent past the suspect time").await;
+            self.agent_down(session, "silent past the suspect time")
+                .await;
         }
         let due: Vec<(String, LeaseState)> = self
             .leases
             .iter()
             .filter(|(_, l)| match l.state {
-                LeaseState::Offered { deadline } | LeaseState::Orphaned { deadline, .. } => deadline <= now,
+                LeaseState::Offered { deadline } | LeaseState::Orphaned { deadline, .. } => {
+                    deadline <= now
+                }
                 LeaseState::Running => false,
             })
             .map(|(id, l)| (id.clone(), l.state.clone()))
@@ -615,7 +765,14 @@ impl Dispatcher {
             match state {
                 LeaseState::Offered { .. } => {
                     if let Some(lease) = self.leases.get(&run_id).cloned() {
-                        self.send(lease.session, Self::cancel_message(&lease.guard, &run_id, "offer not accepted in time"));
+                        self.send(
+                            lease.session,
+                            Self::cancel_message(
+                                &lease.guard,
+                                &run_id,
+                                "offer not accepted in time",
+                            ),
+                        );
                         self.detach_and_requeue(&run_id, lease).await;
                     }
                 }

@@ -194,14 +194,18 @@ impl Scheduler {
             return None;
         }
         let queue = self.queues.get(account)?;
-        let (at, session) = queue.iter().take(LOOKAHEAD).enumerate().find_map(|(i, run)| {
-            self.agents
-                .values()
-                .filter(|slot| slot.can_take(run))
-                // The least busy agent; the session id makes the choice deterministic.
-                .min_by_key(|slot| (slot.leases.len(), slot.session))
-                .map(|slot| (i, slot.session))
-        })?;
+        let (at, session) = queue
+            .iter()
+            .take(LOOKAHEAD)
+            .enumerate()
+            .find_map(|(i, run)| {
+                self.agents
+                    .values()
+                    .filter(|slot| slot.can_take(run))
+                    // The least busy agent; the session id makes the choice deterministic.
+                    .min_by_key(|slot| (slot.leases.len(), slot.session))
+                    .map(|slot| (i, slot.session))
+            })?;
         let run = self.queues.get_mut(account)?.remove(at)?;
         self.count_active(account);
         self.attach_lease(session, &run.run_id, run.kind);

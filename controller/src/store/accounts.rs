@@ -254,13 +254,12 @@ impl Store {
     }
 
     pub async fn revoke_token(&self, token_id: &str) -> Result<()> {
-        let done = sqlx::query(
-            "UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
-        )
-        .bind(now_ms())
-        .bind(token_id)
-        .execute(&self.pool)
-        .await?;
+        let done =
+            sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+                .bind(now_ms())
+                .bind(token_id)
+                .execute(&self.pool)
+                .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound(format!("live token {token_id}")));
         }

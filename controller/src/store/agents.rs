@@ -75,12 +75,14 @@ impl Store {
                 id
             }
         };
-        sqlx::query("INSERT INTO agent_certs (fingerprint, agent_id, created_at) VALUES ($1, $2, $3)")
-            .bind(fingerprint)
-            .bind(&agent_id)
-            .bind(now_ms())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO agent_certs (fingerprint, agent_id, created_at) VALUES ($1, $2, $3)",
+        )
+        .bind(fingerprint)
+        .bind(&agent_id)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(agent_id)
     }

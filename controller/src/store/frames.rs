@@ -39,7 +39,10 @@ pub enum AppendOutcome {
     Stale,
 }
 
-pub(super) async fn insert_frame(tx: &mut Transaction<'_, Any>, frame: &StoredFrame) -> Result<bool> {
+pub(super) async fn insert_frame(
+    tx: &mut Transaction<'_, Any>,
+    frame: &StoredFrame,
+) -> Result<bool> {
     let done = sqlx::query(
         "INSERT INTO frames (run_id, number, kind, payload, at) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (run_id, number) DO NOTHING",
@@ -128,7 +131,12 @@ impl Store {
     }
 
     /// Frames after `after`, in order, at most `limit`.
-    pub async fn frames_after(&self, run_id: &str, after: u64, limit: u32) -> Result<Vec<StoredFrame>> {
+    pub async fn frames_after(
+        &self,
+        run_id: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<StoredFrame>> {
         let rows = sqlx::query(
             "SELECT * FROM frames WHERE run_id = $1 AND number > $2 ORDER BY number LIMIT $3",
         )

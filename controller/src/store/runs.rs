@@ -102,7 +102,8 @@ pub struct RunFilter {
 const RUN_COLUMNS: &str = "r.*, a.name AS agent_name";
 
 pub(super) fn run_from_row(row: &sqlx::any::AnyRow) -> Result<RunRow> {
-    let corrupt = |what: &str, e: &dyn std::fmt::Display| StoreError::Corrupt(format!("{what}: {e}"));
+    let corrupt =
+        |what: &str, e: &dyn std::fmt::Display| StoreError::Corrupt(format!("{what}: {e}"));
     let kind: String = row.try_get("kind")?;
     let status: String = row.try_get("status")?;
     let executor: String = row.try_get("executor")?;
@@ -372,11 +373,12 @@ impl Store {
         .bind(run_id)
         .execute(&mut *tx)
         .await?;
-        let last: i64 = sqlx::query("SELECT COALESCE(MAX(number), 0) AS last FROM frames WHERE run_id = $1")
-            .bind(run_id)
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("last")?;
+        let last: i64 =
+            sqlx::query("SELECT COALESCE(MAX(number), 0) AS last FROM frames WHERE run_id = $1")
+                .bind(run_id)
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get("last")?;
         let frame = StoredFrame {
             run_id: run_id.to_string(),
             number: (last + 1) as u64,

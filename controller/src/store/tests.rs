@@ -29,7 +29,9 @@ pub(crate) async fn postgres_store() -> Store {
         .expect("create test database");
     admin.close().await;
     let (prefix, _) = base.rsplit_once('/').expect("database in URL");
-    Store::open(&format!("{prefix}/{name}")).await.expect("open postgres")
+    Store::open(&format!("{prefix}/{name}"))
+        .await
+        .expect("open postgres")
 }
 
 async fn both() -> Vec<Store> {
@@ -37,10 +39,21 @@ async fn both() -> Vec<Store> {
 }
 
 async fn seed(store: &Store) -> (Account, RunRow) {
-    let account = store.create_account("acme", 2, false).await.expect("account");
-    store.add_environment(&account.id, "staging", false).await.expect("env");
+    let account = store
+        .create_account("acme", 2, false)
+        .await
+        .expect("account");
+    store
+        .add_environment(&account.id, "staging", false)
+        .await
+        .expect("env");
     let scenario = store
-        .put_scenario(&account.id, "home", "checks", &json!({"checks": [{"path": "/"}]}))
+        .put_scenario(
+            &account.id,
+            "home",
+            "checks",
+            &json!({"checks": [{"path": "/"}]}),
+        )
         .await
         .expect("scenario");
     let run = store
@@ -52,7 +65,11 @@ async fn seed(store: &Store) -> (Account, RunRow) {
             environment: "staging".into(),
             target: "http://127.0.0.1:9".into(),
             executor: Executor::Any,
-            started_by: StartedBy { kind: "token".into(), id: "t1".into(), change: Some("core#212".into()) },
+            started_by: StartedBy {
+                kind: "token".into(),
+                id: "t1".into(),
+                change: Some("core#212".into()),
+            },
             units_reserved: 1,
             reason: None,
         })
@@ -64,19 +81,41 @@ async fn seed(store: &Store) -> (Account, RunRow) {
 #[tokio::test]
 async fn tokens_are_found_by_secret_only_while_live() {
     for store in both().await {
-        let account = store.create_account("acme", 2, false).await.expect("account");
+        let account = store
+            .create_account("acme", 2, false)
+            .await
+            .expect("account");
         let (info, secret) = store
             .create_token(&account, &[Scope::Run, Scope::Read], Some("ada"))
             .await
             .expect("token");
-        let found = store.token_by_secret(&secret).await.expect("lookup").expect("found");
+        let found = store
+            .token_by_secret(&secret)
+            .await
+            .expect("lookup")
+            .expect("found");
         assert_eq!(found.id, info.id);
         assert!(found.has(Scope::Run) && found.has(Scope::Read));
         assert_eq!(found.person.as_deref(), Some("ada"));
-        assert!(store.token_by_secret("iohr_wrong").await.expect("lookup").is_none());
+        assert!(
+            store
+                .token_by_secret("iohr_wrong")
+                .await
+                .expect("lookup")
+                .is_none()
+        );
         store.revoke_token(&info.id).await.expect("revoke");
-        assert!(store.token_by_secret(&secret).await.expect("lookup").is_none());
-        assert!(matches!(store.create_account("acme", 1, false).await, Err(StoreError::Conflict(_))));
+        assert!(
+            store
+                .token_by_secret(&secret)
+                .await
+                .expect("lookup")
+                .is_none()
+        );
+        assert!(matches!(
+            store.create_account("acme", 1, false).await,
+            Err(StoreError::Conflict(_))
+        ));
     }
 }
 
@@ -85,49 +124,139 @@ async fn a_lease_fences_frames_and_completion() {
     for store in both().await {
         let (_, run) = seed(&store).await;
         assert_eq!(run.status, RunStatus::Queued);
-        let agent_account = store.account_by_name("acme").await.expect("q").expect("acme");
-        let agent_id = store.register_agent_cert(&agent_account.id, "edge-1", "fp1").await.expect("agent");
-        let first = store.offer_lease(&run.id, &agent_id).await.expect("offer").expect("offered");
-        assert!(store.offer_lease(&run.id, &agent_id).await.expect("offer").is_none(), "one offer at a time");
-        assert!(store.withdraw_offer(&run.id, &first).await.expect("withdraw"));
-        let lease = store.offer_lease(&run.id, &agent_id).await.expect("offer").expect("offered");
+        let agent_account = store
+            .account_by_name("acme")
+            .await
+            .expect("q")
+            .expect("acme");
+        let agent_id = store
+            .register_agent_cert(&agent_account.id, "edge-1", "fp1")
+            .await
+            .expect("agent");
+        let first = store
+            .offer_lease(&run.id, &agent_id)
+            .await
+            .expect("offer")
+            .expect("offered");
+        assert!(
+            store
+                .offer_lease(&run.id, &agent_id)
+                .await
+                .expect("offer")
+                .is_none(),
+            "one offer at a time"
+        );
+        assert!(
+            store
+                .withdraw_offer(&run.id, &first)
+                .await
+                .expect("withdraw")
+        );
+        let lease = store
+            .offer_lease(&run.id, &agent_id)
+            .await
+            .expect("offer")
+            .expect("offered");
         assert_eq!(lease.epoch, first.epoch + 1);
-        assert!(!store.accept_lease(&run.id, &first).await.expect("stale accept"));
+        assert!(
+            !store
+                .accept_lease(&run.id, &first)
+                .await
+                .expect("stale accept")
+        );
         assert!(store.accept_lease(&run.id, &lease).await.expect("accept"));
 
         let frame = |n: u64| (n, "check".to_string(), json!({"n": n}));
-        assert_eq!(store.append_frames(&run.id, &first, &[frame(1)]).await.expect("append"), AppendOutcome::Stale);
-        let AppendOutcome::Stored { contiguous_through, new } =
-            store.append_frames(&run.id, &lease, &[frame(1), frame(3)]).await.expect("append")
+        assert_eq!(
+            store
+                .append_frames(&run.id, &first, &[frame(1)])
+                .await
+                .expect("append"),
+            AppendOutcome::Stale
+        );
+        let AppendOutcome::Stored {
+            contiguous_through,
+            new,
+        } = store
+            .append_frames(&run.id, &lease, &[frame(1), frame(3)])
+            .await
+            .expect("append")
         else {
             panic!("current lease refused")
         };
         assert_eq!((contiguous_through, new.len()), (1, 2));
-        let AppendOutcome::Stored { contiguous_through, new } =
-            store.append_frames(&run.id, &lease, &[frame(1), frame(2), frame(3)]).await.expect("append")
+        let AppendOutcome::Stored {
+            contiguous_through,
+            new,
+        } = store
+            .append_frames(&run.id, &lease, &[frame(1), frame(2), frame(3)])
+            .await
+            .expect("append")
         else {
             panic!("current lease refused")
         };
         assert_eq!(contiguous_through, 3, "the gap closed");
-        assert_eq!(new.iter().map(|f| f.number).collect::<Vec<_>>(), [2], "duplicates dropped");
+        assert_eq!(
+            new.iter().map(|f| f.number).collect::<Vec<_>>(),
+            [2],
+            "duplicates dropped"
+        );
 
-        let ending = Ending { status: RunStatus::Passed, reason: None, result: Some(json!({"passed": true})), units_spent: Some(1) };
+        let ending = Ending {
+            status: RunStatus::Passed,
+            reason: None,
+            result: Some(json!({"passed": true})),
+            units_spent: Some(1),
+        };
         assert!(matches!(
-            store.finish_run(&run.id, Some(&lease), Some(4), &ending).await,
+            store
+                .finish_run(&run.id, Some(&lease), Some(4), &ending)
+                .await,
             Err(StoreError::Conflict(_))
         ));
-        assert!(store.finish_run(&run.id, Some(&first), Some(3), &ending).await.expect("stale").is_none());
-        let finished = store.finish_run(&run.id, Some(&lease), Some(3), &ending).await.expect("finish").expect("frame");
+        assert!(
+            store
+                .finish_run(&run.id, Some(&first), Some(3), &ending)
+                .await
+                .expect("stale")
+                .is_none()
+        );
+        let finished = store
+            .finish_run(&run.id, Some(&lease), Some(3), &ending)
+            .await
+            .expect("finish")
+            .expect("frame");
         assert_eq!((finished.number, finished.kind.as_str()), (4, "finished"));
-        assert!(store.finish_run(&run.id, None, None, &ending).await.expect("again").is_none(), "ends once");
+        assert!(
+            store
+                .finish_run(&run.id, None, None, &ending)
+                .await
+                .expect("again")
+                .is_none(),
+            "ends once"
+        );
         let frames = store.frames_after(&run.id, 0, 100).await.expect("frames");
-        assert_eq!(frames.iter().map(|f| f.number).collect::<Vec<_>>(), [1, 2, 3, 4]);
-        let record = store.run(&run.id).await.expect("q").expect("run").to_record();
+        assert_eq!(
+            frames.iter().map(|f| f.number).collect::<Vec<_>>(),
+            [1, 2, 3, 4]
+        );
+        let record = store
+            .run(&run.id)
+            .await
+            .expect("q")
+            .expect("run")
+            .to_record();
         assert_eq!(record.status, RunStatus::Passed);
         assert_eq!(record.agent.as_deref(), Some("edge-1"));
         assert_eq!(record.started_by.change.as_deref(), Some("core#212"));
         assert!(record.started_at.is_some() && record.ended_at.is_some());
-        assert_eq!(store.append_frames(&run.id, &lease, &[frame(5)]).await.expect("late"), AppendOutcome::Stale);
+        assert_eq!(
+            store
+                .append_frames(&run.id, &lease, &[frame(5)])
+                .await
+                .expect("late"),
+            AppendOutcome::Stale
+        );
     }
 }
 
@@ -157,35 +286,111 @@ async fn runs_list_newest_first_with_filters_and_cursor() {
             ids.push(again.id);
         }
         ids.reverse();
-        let filter = RunFilter { limit: 2, ..RunFilter::default() };
+        let filter = RunFilter {
+            limit: 2,
+            ..RunFilter::default()
+        };
         let (page, next) = store.list_runs(&account.id, &filter).await.expect("page");
-        assert_eq!(page.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), ids[..2]);
+        assert_eq!(
+            page.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+            ids[..2]
+        );
         let (page2, _) = store
-            .list_runs(&account.id, &RunFilter { cursor: next, ..filter.clone() })
+            .list_runs(
+                &account.id,
+                &RunFilter {
+                    cursor: next,
+                    ..filter.clone()
+                },
+            )
             .await
             .expect("page 2");
-        assert_eq!(page2.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), ids[2..4]);
-        let running = RunFilter { status: Some(RunStatus::Running), limit: 10, ..RunFilter::default() };
-        assert!(store.list_runs(&account.id, &running).await.expect("filter").0.is_empty());
-        let other = store.create_account("other", 1, false).await.expect("other");
-        assert!(store.run_of_account(&other.id, &first.id).await.expect("q").is_none());
-        assert!(store.list_runs(&other.id, &filter).await.expect("q").0.is_empty());
+        assert_eq!(
+            page2.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+            ids[2..4]
+        );
+        let running = RunFilter {
+            status: Some(RunStatus::Running),
+            limit: 10,
+            ..RunFilter::default()
+        };
+        assert!(
+            store
+                .list_runs(&account.id, &running)
+                .await
+                .expect("filter")
+                .0
+                .is_empty()
+        );
+        let other = store
+            .create_account("other", 1, false)
+            .await
+            .expect("other");
+        assert!(
+            store
+                .run_of_account(&other.id, &first.id)
+                .await
+                .expect("q")
+                .is_none()
+        );
+        assert!(
+            store
+                .list_runs(&other.id, &filter)
+                .await
+                .expect("q")
+                .0
+                .is_empty()
+        );
     }
 }
 
 #[tokio::test]
 async fn removed_agents_lose_every_certificate() {
     for store in both().await {
-        let account = store.create_account("acme", 2, true).await.expect("account");
-        store.register_agent_cert(&account.id, "edge-1", "fpA").await.expect("cert");
-        store.register_agent_cert(&account.id, "edge-1", "fpB").await.expect("second cert");
-        let who = store.agent_by_fingerprint("fpB").await.expect("q").expect("known");
-        assert_eq!((who.name.as_str(), who.is_platform), ("edge-1", true));
-        store.remove_agent(&account.id, "edge-1").await.expect("remove");
-        assert!(store.agent_by_fingerprint("fpA").await.expect("q").is_none());
-        assert!(store.agent_by_fingerprint("fpB").await.expect("q").is_none());
+        let account = store
+            .create_account("acme", 2, true)
+            .await
+            .expect("account");
         store
-            .record_hello(&who.agent_id, &Declaration { kinds: vec!["checks".into()], ..Declaration::default() })
+            .register_agent_cert(&account.id, "edge-1", "fpA")
+            .await
+            .expect("cert");
+        store
+            .register_agent_cert(&account.id, "edge-1", "fpB")
+            .await
+            .expect("second cert");
+        let who = store
+            .agent_by_fingerprint("fpB")
+            .await
+            .expect("q")
+            .expect("known");
+        assert_eq!((who.name.as_str(), who.is_platform), ("edge-1", true));
+        store
+            .remove_agent(&account.id, "edge-1")
+            .await
+            .expect("remove");
+        assert!(
+            store
+                .agent_by_fingerprint("fpA")
+                .await
+                .expect("q")
+                .is_none()
+        );
+        assert!(
+            store
+                .agent_by_fingerprint("fpB")
+                .await
+                .expect("q")
+                .is_none()
+        );
+        store
+            .record_hello(
+                &who.agent_id,
+                &Declaration {
+                    kinds: vec!["checks".into()],
+                    ..Declaration::default()
+                },
+            )
             .await
             .expect("hello");
         assert!(store.agents(&account.id).await.expect("list").is_empty());

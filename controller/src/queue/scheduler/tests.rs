@@ -33,7 +33,13 @@ fn max_concurrent_jobs_bounds_each_agent() {
         s.enqueue(run(&format!("r{i}"), "a", RunKind::Checks));
     }
     let placed = s.next_placements();
-    assert_eq!(placed.iter().map(|p| p.run.run_id.as_str()).collect::<Vec<_>>(), ["r0", "r1"]);
+    assert_eq!(
+        placed
+            .iter()
+            .map(|p| p.run.run_id.as_str())
+            .collect::<Vec<_>>(),
+        ["r0", "r1"]
+    );
     assert!(s.next_placements().is_empty());
     s.detach_lease(1, "r0");
     s.release_active("a");
@@ -48,11 +54,23 @@ fn exclusive_kinds_never_share_an_agent() {
     s.enqueue(run("r1", "a", RunKind::Faults));
     s.enqueue(run("r2", "a", RunKind::Checks));
     s.enqueue(run("r3", "a", RunKind::Capacity));
-    let placed: Vec<_> = s.next_placements().into_iter().map(|p| p.run.run_id).collect();
-    assert_eq!(placed, ["r0", "r2"], "checks go beside a load run, faults and capacity wait");
+    let placed: Vec<_> = s
+        .next_placements()
+        .into_iter()
+        .map(|p| p.run.run_id)
+        .collect();
+    assert_eq!(
+        placed,
+        ["r0", "r2"],
+        "checks go beside a load run, faults and capacity wait"
+    );
     s.detach_lease(1, "r0");
     s.release_active("a");
-    let placed: Vec<_> = s.next_placements().into_iter().map(|p| p.run.run_id).collect();
+    let placed: Vec<_> = s
+        .next_placements()
+        .into_iter()
+        .map(|p| p.run.run_id)
+        .collect();
     assert_eq!(placed, ["r1"]);
 }
 
@@ -89,7 +107,10 @@ fn accounts_take_turns_on_shared_cloud_agents() {
     s.detach_lease(1, &first[0].run.run_id);
     s.release_active("a");
     let second = s.next_placements();
-    assert_eq!(second[0].run.run_id, "b0000", "b's one run goes before a's 999 others");
+    assert_eq!(
+        second[0].run.run_id, "b0000",
+        "b's one run goes before a's 999 others"
+    );
 }
 
 #[test]
@@ -106,7 +127,10 @@ fn executors_pick_their_agents() {
     s.enqueue(prod);
     let placed = s.next_placements();
     assert_eq!(placed.len(), 1);
-    assert_eq!((placed[0].run.run_id.as_str(), placed[0].session), ("r0", 2));
+    assert_eq!(
+        (placed[0].run.run_id.as_str(), placed[0].session),
+        ("r0", 2)
+    );
     assert!(s.is_queued("a", "r1"), "no agent of a serves production");
 }
 
@@ -119,7 +143,10 @@ fn a_refused_run_goes_to_another_agent_and_keeps_its_place() {
     back.refused_by.insert(1);
     s.enqueue(back);
     let placed = s.next_placements();
-    assert_eq!(placed[0].run.run_id, "r1", "r0 is not offered to the agent that refused it");
+    assert_eq!(
+        placed[0].run.run_id, "r1",
+        "r0 is not offered to the agent that refused it"
+    );
     s.add_agent(agent(2, "a", 1));
     assert_eq!(s.next_placements()[0].run.run_id, "r0");
 }

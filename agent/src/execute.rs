@@ -1,0 +1,97 @@
+//! Starting the executor of an accepted lease: it streams its frames into the lease table
+//! and leaves its completion there when it ends.
+
+use iohr_domain::RunKind;
+use iohr_domain::checks::ChecksSpec;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::kinds::{self, NewFrame, Outcome};
+use crate::leases::Leases;
+
+/// The kinds this agent can execute.
+pub const SUPPORTED_KINDS: [RunKind; 1] = [RunKind::Checks];
+
+/// A spec parsed for its kind, ready to run.
+#[derive(Debug, Clone)]
+pub enum Plan {
+    Checks(ChecksSpec),
+}
+
+/// Parses an offered spec; the error is the reason the offer is refused.
+pub fn plan(kind: RunKind, spec_json: &str) -> Result<Plan, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(spec_json).map_err(|e| format!("spec is not JSON: {e}"))?;
+    match kind {
+        RunKind::Checks => ChecksSpec::from_json(&value)
+            .map(Plan::Checks)
+            .map_err(|e| e.to_string()),
+        other => Err(format!("this agent does not run kind {other}")),
+    }
+}
+
+/// Runs a plan to its outcome, sending frames as it goes (used by leases and by `exec`).
+pub async fn run_plan(
+    plan: Plan,
+    target: &str,
+    frames: &kinds::FrameSender,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Outcome {
+    match plan {
+        Plan::Checks(spec) => kinds::checks::run(spec, target, frames, cancel).await,
+    }
+}
+
+/// An offer this agent accepted.
+#[derive(Debug, Clone)]
+pub struct Accepted {
+    pub lease_id: String,
+    pub epoch: u64,
+    pub run_id: String,
+    pub kind: RunKind,
+    pub plan: Plan,
+    pub target: String,
+}
+
+/// Starts an accepted lease's run in the background.
+pub fn start(leases: &Leases, agent: &str, accepted: Accepted) {
+    let Accepted {
+        lease_id,
+        epoch,
+        run_id,
+        kind,
+        plan,
+        target,
+    } = accepted;
+    let cancel = leases.insert(&lease_id, epoch, &run_id, kind);
+    leases.push_frame(
+        &run_id,
+        "started",
+        json!({"agent": agent, "kind": kind, "target": target}).to_string(),
+    );
+    let leases = leases.clone();
+    tokio::spawn(async move {
+        let (tx, mut rx) = mpsc::unbounded_channel::<NewFrame>();
+        let pump = {
+            let leases = leases.clone();
+            let run_id = run_id.clone();
+            tokio::spawn(async move {
+                while let Some(frame) = rx.recv().await {
+                    leases.push_frame(&run_id, frame.kind.as_str(), frame.data.to_string());
+                }
+            })
+        };
+        let outcome = run_plan(plan, &target, &tx, cancel).await;
+        drop(tx);
+        // Every frame is in the table before the completion that counts them.
+        let _ = pump.await;
+        tracing::info!(run = %run_id, status = %outcome.status, "run ended on this agent");
+        leases.complete(
+            &run_id,
+            outcome.status.as_str(),
+            outcome.reason.as_deref().unwrap_or_default(),
+            outcome.result.to_string(),
+            outcome.units_spent,
+        );
+    });
+}

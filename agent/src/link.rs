@@ -1,0 +1,373 @@
+//! The agent link, agent side: dial the controller over mTLS, say hello, answer offers,
+//! stream frames, and reconnect with jittered exponential backoff when the stream breaks.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use iohr_domain::RunKind;
+use iohr_proto::link::agent_link_client::AgentLinkClient;
+use iohr_proto::link::{
+    AgentMessage, ControllerMessage, FrameBatch, Heartbeat, Hello, LeaseAnswer, LeaseOffer,
+    agent_message, controller_message,
+};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+
+use crate::backoff::Backoff;
+use crate::execute::{self, SUPPORTED_KINDS};
+use crate::leases::Leases;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error("reading {path}: {source}")]
+    Identity {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("controller address {0:?} is not a valid https URL")]
+    Address(String),
+    #[error("transport: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("controller refused the stream: {0}")]
+    Status(#[from] tonic::Status),
+    #[error("the controller sent no welcome")]
+    NoWelcome,
+    #[error("no message from the controller for {0:?}")]
+    Silent(Duration),
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub controller: String,
+    pub identity_dir: PathBuf,
+    pub name: String,
+    pub environments: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+    pub max_concurrent_jobs: u32,
+    pub reconnect_min: Duration,
+    pub reconnect_max: Duration,
+}
+
+fn tls(config: &AgentConfig) -> Result<ClientTlsConfig, LinkError> {
+    let files = iohr_certs_paths(&config.identity_dir);
+    let read =
+        |path: PathBuf| std::fs::read(&path).map_err(|source| LinkError::Identity { path, source });
+    let cert = read(files.0)?;
+    let key = read(files.1)?;
+    let ca = read(files.2)?;
+    Ok(ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca))
+        .identity(Identity::from_pem(cert, key)))
+}
+
+/// agent.pem, agent.key, ca.pem in the identity dir (as `iohr-controller agent-cert` writes).
+fn iohr_certs_paths(dir: &std::path::Path) -> (PathBuf, PathBuf, PathBuf) {
+    (
+        dir.join("agent.pem"),
+        dir.join("agent.key"),
+        dir.join("ca.pem"),
+    )
+}
+
+/// Runs the agent until `shutdown`: connects, serves, reconnects.
+pub async fn run(
+    config: AgentConfig,
+    leases: Leases,
+    shutdown: CancellationToken,
+) -> Result<(), LinkError> {
+    let tls = tls(&config)?;
+    let endpoint = Channel::from_shared(config.controller.clone())
+        .map_err(|_| LinkError::Address(config.controller.clone()))?
+        .tls_config(tls)?
+        .connect_timeout(Duration::from_secs(5))
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(10));
+    let incarnation = uuid_like();
+    let last_heard = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let lease_ttl = Arc::new(AtomicU64::new(15_000));
+    tokio::spawn(fence_when_silent(
+        leases.clone(),
+        last_heard.clone(),
+        lease_ttl.clone(),
+        started,
+        shutdown.clone(),
+    ));
+    let mut backoff = Backoff::new(config.reconnect_min, config.reconnect_max);
+    while !shutdown.is_cancelled() {
+        let outcome = match endpoint.connect().await {
+            Ok(channel) => {
+                let session = Session {
+                    config: &config,
+                    leases: &leases,
+                    last_heard: &last_heard,
+                    lease_ttl: &lease_ttl,
+                    started,
+                    incarnation: &incarnation,
+                };
+                session.serve(channel, &shutdown, &mut backoff).await
+            }
+            Err(error) => Err(LinkError::Transport(error)),
+        };
+        if shutdown.is_cancelled() {
+            break;
+        }
+        let wait = backoff.next_wait();
+        match outcome {
+            Ok(()) => tracing::info!(
+                wait_ms = wait.as_millis() as u64,
+                "stream ended; reconnecting"
+            ),
+            Err(error) => {
+                tracing::warn!(%error, wait_ms = wait.as_millis() as u64, "link failed; reconnecting")
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.cancelled() => break,
+        }
+    }
+    Ok(())
+}
+
+fn uuid_like() -> String {
+    format!(
+        "{:016x}{:016x}",
+        rand::random::<u64>(),
+        rand::random::<u64>()
+    )
+}
+
+/// The dead man's switch: an agent that has not heard from the controller for one lease
+/// TTL stops its exclusive runs, whatever its streams are doing.
+async fn fence_when_silent(
+    leases: Leases,
+    last_heard: Arc<AtomicU64>,
+    ttl: Arc<AtomicU64>,
+    started: Instant,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let silent = (started.elapsed().as_millis() as u64)
+            .saturating_sub(last_heard.load(Ordering::Relaxed));
+        if silent > ttl.load(Ordering::Relaxed) && leases.has_exclusive() {
+            let stopped = leases.fence_exclusive();
+            if stopped > 0 {
+                tracing::warn!(
+                    stopped,
+                    silent_ms = silent,
+                    "no word from the controller for a lease TTL: exclusive runs stopped"
+                );
+            }
+        }
+    }
+}
+
+struct Session<'a> {
+    config: &'a AgentConfig,
+    leases: &'a Leases,
+    last_heard: &'a Arc<AtomicU64>,
+    lease_ttl: &'a Arc<AtomicU64>,
+    started: Instant,
+    incarnation: &'a str,
+}
+
+/// Frames per batch message.
+const BATCH: usize = 256;
+
+impl Session<'_> {
+    fn heard(&self) {
+        self.last_heard
+            .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    async fn serve(
+        &self,
+        channel: Channel,
+        shutdown: &CancellationToken,
+        backoff: &mut Backoff,
+    ) -> Result<(), LinkError> {
+        let mut client = AgentLinkClient::new(channel);
+        let (tx, rx) = mpsc::channel::<AgentMessage>(1024);
+        let hello = Hello {
+            agent_id: self.config.name.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            kinds: SUPPORTED_KINDS
+                .iter()
+                .map(|k| k.as_str().to_string())
+                .collect(),
+            environments: self.config.environments.clone(),
+            labels: self.config.labels.clone().into_iter().collect(),
+            max_concurrent_jobs: self.config.max_concurrent_jobs,
+            leases: self.leases.report_for_new_stream(),
+            incarnation: self.incarnation.to_string(),
+        };
+        send(&tx, agent_message::Body::Hello(hello)).await;
+        let mut inbound = client.session(ReceiverStream::new(rx)).await?.into_inner();
+        let first = tokio::time::timeout(Duration::from_secs(30), inbound.message())
+            .await
+            .map_err(|_| LinkError::NoWelcome)??;
+        let Some(ControllerMessage {
+            body: Some(controller_message::Body::Welcome(welcome)),
+        }) = first
+        else {
+            return Err(LinkError::NoWelcome);
+        };
+        self.heard();
+        backoff.reset();
+        let heartbeat = Duration::from_millis(u64::from(welcome.heartbeat_interval_ms.max(10)));
+        let ttl = Duration::from_millis(u64::from(welcome.lease_ttl_ms.max(10)));
+        self.lease_ttl
+            .store(ttl.as_millis() as u64, Ordering::Relaxed);
+        for lease_id in &welcome.revoked_lease_ids {
+            tracing::warn!(lease = %lease_id, "controller revoked a lease this agent held: stopped");
+            self.leases.revoke(lease_id);
+        }
+        tracing::info!(controller = %self.config.controller, heartbeat_ms = heartbeat.as_millis() as u64, "connected");
+        let mut beat = tokio::time::interval(heartbeat);
+        let mut watchdog = tokio::time::interval(heartbeat.min(Duration::from_millis(250)));
+        let mut sequence = 0;
+        loop {
+            self.flush(&tx).await;
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = self.leases.changed.notified() => {}
+                _ = beat.tick() => {
+                    sequence += 1;
+                    send(&tx, agent_message::Body::Heartbeat(Heartbeat { sequence })).await;
+                }
+                _ = watchdog.tick() => {
+                    let silent = Duration::from_millis((self.started.elapsed().as_millis() as u64).saturating_sub(self.last_heard.load(Ordering::Relaxed)));
+                    if silent > ttl {
+                        return Err(LinkError::Silent(silent));
+                    }
+                }
+                message = inbound.message() => match message? {
+                    Some(message) => {
+                        self.heard();
+                        if let Some(body) = message.body {
+                            self.handle(body, &tx).await;
+                        }
+                    }
+                    None => return Ok(()),
+                },
+            }
+        }
+    }
+
+    async fn flush(&self, tx: &mpsc::Sender<AgentMessage>) {
+        while self.leases.has_outgoing() {
+            let out = self.leases.take_outgoing(BATCH);
+            for (lease_id, epoch, run_id, frames) in out.frames {
+                send(
+                    tx,
+                    agent_message::Body::Frames(FrameBatch {
+                        lease_id,
+                        epoch,
+                        run_id,
+                        frames,
+                    }),
+                )
+                .await;
+            }
+            for completion in out.completions {
+                send(tx, agent_message::Body::Completion(completion)).await;
+            }
+        }
+    }
+
+    async fn handle(&self, body: controller_message::Body, tx: &mpsc::Sender<AgentMessage>) {
+        match body {
+            controller_message::Body::Welcome(_) | controller_message::Body::Heartbeat(_) => {}
+            controller_message::Body::Offer(offer) => {
+                let answer = self.consider(&offer);
+                let accepted = answer.is_ok();
+                let reason = answer.as_ref().err().cloned().unwrap_or_default();
+                if !accepted {
+                    tracing::info!(run = %offer.run_id, reason, "offer refused");
+                }
+                send(
+                    tx,
+                    agent_message::Body::LeaseAnswer(LeaseAnswer {
+                        lease_id: offer.lease_id.clone(),
+                        epoch: offer.epoch,
+                        accepted,
+                        reason,
+                    }),
+                )
+                .await;
+                if let Ok((kind, plan)) = answer {
+                    tracing::info!(run = %offer.run_id, kind = %kind, "lease accepted");
+                    execute::start(
+                        self.leases,
+                        &self.config.name,
+                        execute::Accepted {
+                            lease_id: offer.lease_id.clone(),
+                            epoch: offer.epoch,
+                            run_id: offer.run_id.clone(),
+                            kind,
+                            plan,
+                            target: offer.target,
+                        },
+                    );
+                }
+            }
+            controller_message::Body::FrameAck(ack) => {
+                self.leases
+                    .ack(&ack.run_id, &ack.lease_id, ack.contiguous_through);
+            }
+            controller_message::Body::Cancel(cancel) => {
+                if self.leases.cancel(&cancel.run_id, &cancel.lease_id) {
+                    tracing::info!(run = %cancel.run_id, reason = %cancel.reason, "run cancelled by the controller");
+                }
+                if cancel.reason == "stale lease" {
+                    // Nothing of this lease will ever be stored: stop sending it.
+                    self.leases.revoke(&cancel.lease_id);
+                }
+            }
+            controller_message::Body::CompletionAck(ack) => {
+                if ack.accepted {
+                    self.leases.forget(&ack.run_id, &ack.lease_id);
+                } else {
+                    tracing::warn!(run = %ack.run_id, reason = %ack.reason, "completion not accepted yet; resending");
+                    self.leases.rewind(&ack.run_id);
+                }
+            }
+        }
+    }
+
+    /// Accepts an offer this agent can run now; the error is the reason it cannot.
+    fn consider(&self, offer: &LeaseOffer) -> Result<(RunKind, execute::Plan), String> {
+        let kind: RunKind = offer
+            .kind
+            .parse()
+            .map_err(|e: iohr_domain::run::UnknownWord| e.to_string())?;
+        if !SUPPORTED_KINDS.contains(&kind) {
+            return Err(format!("this agent does not run kind {kind}"));
+        }
+        if self.leases.len() >= self.config.max_concurrent_jobs as usize {
+            return Err("at max_concurrent_jobs".to_string());
+        }
+        if kind.is_exclusive() && self.leases.has_exclusive() {
+            return Err("an exclusive run is already running here".to_string());
+        }
+        let plan = execute::plan(kind, &offer.spec_json)?;
+        Ok((kind, plan))
+    }
+}
+
+async fn send(tx: &mpsc::Sender<AgentMessage>, body: agent_message::Body) {
+    // A closed channel means the stream is gone; the session loop notices and reconnects.
+    let _ = tx.send(AgentMessage { body: Some(body) }).await;
+}

@@ -1,0 +1,83 @@
+//! `GET /agents`: the account's agents, online or not, with their running leases.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+
+use super::auth::Caller;
+use super::error::ApiError;
+use crate::Shared;
+use crate::store::{Scope, format_ms};
+
+#[derive(Debug, Serialize)]
+pub struct AgentView {
+    id: String,
+    name: String,
+    online: bool,
+    last_seen_at: Option<String>,
+    version: String,
+    environments: Vec<String>,
+    kinds: Vec<String>,
+    labels: std::collections::BTreeMap<String, String>,
+    max_concurrent_jobs: u32,
+    running: Vec<LeaseView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LeaseView {
+    run_id: String,
+    lease_id: String,
+    kind: String,
+    state: &'static str,
+}
+
+pub async fn list(
+    State(shared): State<Shared>,
+    caller: Caller,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    caller.require(Scope::Read)?;
+    let online: HashMap<String, _> = shared
+        .dispatcher
+        .online()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| (a.agent_id.clone(), a))
+        .collect();
+    let agents: Vec<AgentView> = shared
+        .store
+        .agents(caller.account_id())
+        .await?
+        .into_iter()
+        .map(|row| {
+            let live = online.get(&row.id);
+            AgentView {
+                online: live.is_some(),
+                running: live
+                    .map(|a| {
+                        a.running
+                            .iter()
+                            .map(|(run_id, lease_id, kind, state)| LeaseView {
+                                run_id: run_id.clone(),
+                                lease_id: lease_id.clone(),
+                                kind: kind.to_string(),
+                                state,
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                id: row.id,
+                name: row.name,
+                last_seen_at: row.last_seen_at.map(format_ms),
+                version: row.declaration.version,
+                environments: row.declaration.environments,
+                kinds: row.declaration.kinds,
+                labels: row.declaration.labels,
+                max_concurrent_jobs: row.declaration.max_concurrent_jobs,
+            }
+        })
+        .collect();
+    Ok(Json(serde_json::json!({"agents": agents})))
+}

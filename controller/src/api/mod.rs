@@ -1,0 +1,52 @@
+//! The REST API under `/v1/reliability`, with the gRPC `Runs` service beside it on the
+//! same port (HTTP/1.1 and h2c).
+//!
+//! One file per resource: [`runs`], [`events`] (the live stream), [`agents`],
+//! [`scenarios`]; [`auth`] checks tokens and scopes, [`error`] shapes every error.
+
+pub mod agents;
+pub mod auth;
+pub mod error;
+pub mod events;
+pub mod runs;
+pub mod scenarios;
+pub mod watch;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use iohr_proto::runs::runs_server::RunsServer;
+
+use crate::Shared;
+use error::ApiError;
+
+/// The largest request body accepted (a spec with many checks fits easily).
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+
+pub fn router(shared: Shared) -> Router {
+    let v1 = Router::new()
+        .route("/runs", post(runs::create).get(runs::list))
+        .route("/runs/{id}", get(runs::get))
+        .route("/runs/{id}/cancel", post(runs::cancel))
+        .route("/runs/{id}/events", get(events::events))
+        .route("/agents", get(agents::list))
+        .route("/scenarios", post(scenarios::create));
+    Router::new()
+        .nest("/v1/reliability", v1)
+        .route("/healthz", get(|| async { "ok" }))
+        .route_service(
+            "/iohr.runs.v1.Runs/{method}",
+            RunsServer::new(watch::RunsService::new(shared.clone())),
+        )
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this route does not take that method",
+            )
+        })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(shared)
+}

@@ -1,0 +1,392 @@
+//! `POST /runs`, `GET /runs/{id}`, `GET /runs`, `POST /runs/{id}/cancel`.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use iohr_domain::checks::ChecksSpec;
+use iohr_domain::run::ScenarioRef;
+use iohr_domain::target::validate_target;
+use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy};
+use serde::Deserialize;
+
+use super::auth::Caller;
+use super::error::{ApiError, JsonBody};
+use crate::Shared;
+use crate::store::{AgentRow, AuditLine, NewRun, RunFilter, Scope};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRun {
+    pub kind: String,
+    pub environment: String,
+    pub target: String,
+    #[serde(default)]
+    pub spec: Option<serde_json::Value>,
+    #[serde(default)]
+    pub scenario: Option<ScenarioRef>,
+    /// The name an inline spec is stored under (default `inline-KIND`).
+    #[serde(default)]
+    pub scenario_name: Option<String>,
+    #[serde(default)]
+    pub executor: Option<String>,
+    /// The change the run is for, such as `core#212`.
+    #[serde(default)]
+    pub change: Option<String>,
+}
+
+const MAX_NAME: usize = 200;
+
+/// Validates a spec for its kind; returns the units the run may spend.
+pub fn validate_spec(kind: RunKind, spec: &serde_json::Value) -> Result<u64, ApiError> {
+    match kind {
+        RunKind::Checks => {
+            let spec = ChecksSpec::from_json(spec)
+                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
+            Ok(spec.checks.len() as u64)
+        }
+        other => Err(ApiError::bad_request(
+            "unsupported_kind",
+            format!("kind {other} is not available yet; this controller runs: checks"),
+        )),
+    }
+}
+
+pub async fn create(
+    State(shared): State<Shared>,
+    caller: Caller,
+    JsonBody(body): JsonBody<CreateRun>,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Scope::Run)?;
+    let account = &caller.0.account;
+    let kind: RunKind = body
+        .kind
+        .parse()
+        .map_err(|e: iohr_domain::run::UnknownWord| {
+            ApiError::bad_request("unknown_kind", e.to_string())
+        })?;
+    let environments = shared.store.environments(&account.id).await?;
+    if !environments.iter().any(|e| e.name == body.environment) {
+        let known: Vec<_> = environments.iter().map(|e| e.name.as_str()).collect();
+        return Err(ApiError::bad_request(
+            "unknown_environment",
+            format!(
+                "environment {:?} does not exist; this account has: {}",
+                body.environment,
+                known.join(", ")
+            ),
+        ));
+    }
+    validate_target(&body.target)
+        .map_err(|e| ApiError::bad_request("invalid_target", e.to_string()))?;
+    let executor: Executor = match &body.executor {
+        None => Executor::Any,
+        Some(text) => text.parse().map_err(|e: iohr_domain::run::UnknownWord| {
+            ApiError::bad_request("invalid_executor", e.to_string())
+        })?,
+    };
+    if body.change.as_ref().is_some_and(|c| c.len() > MAX_NAME) {
+        return Err(ApiError::bad_request(
+            "invalid_change",
+            format!("change is limited to {MAX_NAME} characters"),
+        ));
+    }
+    let scenario = match (&body.spec, &body.scenario) {
+        (Some(spec), None) => {
+            validate_spec(kind, spec)?;
+            let name = body
+                .scenario_name
+                .clone()
+                .unwrap_or_else(|| format!("inline-{kind}"));
+            if name.is_empty() || name.len() > MAX_NAME {
+                return Err(ApiError::bad_request(
+                    "invalid_scenario_name",
+                    "scenario_name must be 1 to 200 characters",
+                ));
+            }
+            shared
+                .store
+                .put_scenario(&account.id, &name, kind.as_str(), spec)
+                .await?
+        }
+        (None, Some(reference)) => {
+            let found = shared
+                .store
+                .scenario(&account.id, &reference.version)
+                .await?
+                .filter(|s| s.id == reference.id)
+                .ok_or_else(|| {
+                    ApiError::bad_request(
+                        "unknown_scenario",
+                        format!(
+                            "scenario {} version {} does not exist",
+                            reference.id, reference.version
+                        ),
+                    )
+                })?;
+            if found.kind != kind.as_str() {
+                return Err(ApiError::bad_request(
+                    "kind_mismatch",
+                    format!(
+                        "scenario {} is of kind {}, not {kind}",
+                        found.id, found.kind
+                    ),
+                ));
+            }
+            found
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                "spec_or_scenario",
+                "give either spec (inline) or scenario {id, version}, not both or neither",
+            ));
+        }
+    };
+    let units = validate_spec(kind, &scenario.spec)?;
+    let reason = waiting_reason(
+        &shared,
+        account.id.as_str(),
+        kind,
+        &body.environment,
+        &executor,
+    )
+    .await?;
+    let started_by = match &caller.0.person {
+        Some(person) => StartedBy {
+            kind: "person".into(),
+            id: person.clone(),
+            change: body.change.clone(),
+        },
+        None => StartedBy {
+            kind: "token".into(),
+            id: caller.0.id.clone(),
+            change: body.change.clone(),
+        },
+    };
+    let run = shared
+        .store
+        .insert_run(&NewRun {
+            account_id: account.id.clone(),
+            kind,
+            scenario_id: scenario.id,
+            scenario_version: scenario.version,
+            environment: body.environment.clone(),
+            target: body.target.clone(),
+            executor,
+            started_by,
+            units_reserved: units as i64,
+            reason,
+        })
+        .await?;
+    shared
+        .store
+        .audit(
+            &account.id,
+            &AuditLine {
+                at: 0,
+                actor: caller.actor(),
+                action: "run.start".into(),
+                run_id: Some(run.id.clone()),
+                targets: Some(run.target.clone()),
+                outcome: "queued".into(),
+            },
+        )
+        .await?;
+    shared.dispatcher.run_queued(&run, account.max_running);
+    tracing::info!(run = %run.id, kind = %kind, account = %account.name, "run queued");
+    Ok((StatusCode::CREATED, Json(run.to_record())))
+}
+
+/// Why a new run may wait forever: no agent (online or not) has declared what it needs.
+async fn waiting_reason(
+    shared: &Shared,
+    account_id: &str,
+    kind: RunKind,
+    environment: &str,
+    executor: &Executor,
+) -> Result<Option<String>, ApiError> {
+    let serves = |agent: &AgentRow, check_env: bool| {
+        agent.declaration.kinds.iter().any(|k| k == kind.as_str())
+            && (!check_env
+                || agent
+                    .declaration
+                    .environments
+                    .iter()
+                    .any(|e| e == environment))
+    };
+    let reason = match executor {
+        Executor::Any => {
+            let agents = shared.store.agents(account_id).await?;
+            (!agents.iter().any(|a| serves(a, true))).then(|| {
+                format!(
+                    "no agent of this account serves environment {environment} with kind {kind}"
+                )
+            })
+        }
+        Executor::Agent(name) => {
+            let agents = shared.store.agents(account_id).await?;
+            match agents.iter().find(|a| &a.name == name) {
+                None => Some(format!("no agent named {name} in this account")),
+                Some(a) if !serves(a, true) => Some(format!(
+                    "agent {name} does not serve environment {environment} with kind {kind}"
+                )),
+                Some(_) => None,
+            }
+        }
+        Executor::Cloud => {
+            let agents = shared.store.platform_agents().await?;
+            (!agents.iter().any(|a| serves(a, false)))
+                .then(|| format!("no cloud agent runs kind {kind}"))
+        }
+    };
+    Ok(reason)
+}
+
+pub async fn get(
+    State(shared): State<Shared>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<RunRecord>, ApiError> {
+    caller.require(Scope::Read)?;
+    let run = shared
+        .store
+        .run_of_account(caller.account_id(), &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
+    Ok(Json(run.to_record()))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    status: Option<String>,
+    kind: Option<String>,
+    environment: Option<String>,
+    agent: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+pub async fn list(
+    State(shared): State<Shared>,
+    caller: Caller,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    caller.require(Scope::Read)?;
+    let Query(query) = query?;
+    let status = query
+        .status
+        .map(|s| s.parse::<RunStatus>())
+        .transpose()
+        .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))?;
+    let kind = query
+        .kind
+        .map(|s| s.parse::<RunKind>())
+        .transpose()
+        .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))?;
+    let limit = query.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "limit must be between 1 and 500",
+        ));
+    }
+    let filter = RunFilter {
+        status,
+        kind,
+        environment: query.environment,
+        agent: query.agent,
+        limit,
+        cursor: query.cursor,
+    };
+    let (runs, next) = shared.store.list_runs(caller.account_id(), &filter).await?;
+    let runs: Vec<RunRecord> = runs.iter().map(|r| r.to_record()).collect();
+    Ok(Json(serde_json::json!({"runs": runs, "next_cursor": next})))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelBody {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// How long a cancel waits for the run to end before answering with where it stands.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+pub async fn cancel(
+    State(shared): State<Shared>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(Scope::Run)?;
+    // The body is optional: nothing, or {"reason": "..."}.
+    let body: CancelBody = if body.iter().all(u8::is_ascii_whitespace) {
+        CancelBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?
+    };
+    let run = shared
+        .store
+        .run_of_account(caller.account_id(), &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
+    if run.status.is_finished() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "already_finished",
+            format!("run {id} already ended {}", run.status),
+        ));
+    }
+    let reason = body
+        .reason
+        .map(|r| r.chars().take(MAX_NAME).collect::<String>())
+        .unwrap_or_else(|| format!("cancelled by {}", caller.actor()));
+    let mut frames = shared.hub.subscribe();
+    shared.dispatcher.cancel(&id, &reason).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the controller is stopping",
+        )
+    })?;
+    let wait = async {
+        loop {
+            match frames.recv().await {
+                Ok(frame) if frame.run_id == id && frame.kind == "finished" => return,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(CANCEL_WAIT, wait).await;
+    let run = shared
+        .store
+        .run_of_account(caller.account_id(), &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
+    shared
+        .store
+        .audit(
+            caller.account_id(),
+            &AuditLine {
+                at: 0,
+                actor: caller.actor(),
+                action: "run.cancel".into(),
+                run_id: Some(id.clone()),
+                targets: Some(run.target.clone()),
+                outcome: run.status.to_string(),
+            },
+        )
+        .await?;
+    let status = if run.status.is_finished() {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    Ok((status, Json(run.to_record())))
+}

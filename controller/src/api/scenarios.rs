@@ -1,0 +1,56 @@
+//! `POST /scenarios`: stores a scenario version, whose id is the hash of its canonical JSON.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use iohr_domain::RunKind;
+use serde::Deserialize;
+
+use super::auth::Caller;
+use super::error::{ApiError, JsonBody};
+use super::runs::validate_spec;
+use crate::Shared;
+use crate::store::{Scope, format_ms};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateScenario {
+    name: String,
+    kind: String,
+    spec: serde_json::Value,
+}
+
+pub async fn create(
+    State(shared): State<Shared>,
+    caller: Caller,
+    JsonBody(body): JsonBody<CreateScenario>,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    caller.require(Scope::Run)?;
+    let kind: RunKind = body
+        .kind
+        .parse()
+        .map_err(|e: iohr_domain::run::UnknownWord| {
+            ApiError::bad_request("unknown_kind", e.to_string())
+        })?;
+    if body.name.is_empty() || body.name.len() > 200 {
+        return Err(ApiError::bad_request(
+            "invalid_name",
+            "name must be 1 to 200 characters",
+        ));
+    }
+    validate_spec(kind, &body.spec)?;
+    let scenario = shared
+        .store
+        .put_scenario(caller.account_id(), &body.name, kind.as_str(), &body.spec)
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(serde_json::json!({
+            "id": scenario.id,
+            "version": scenario.version,
+            "kind": scenario.kind,
+            "spec": scenario.spec,
+            "created_at": format_ms(scenario.created_at),
+        })),
+    ))
+}

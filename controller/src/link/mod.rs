@@ -1,0 +1,10 @@
+//! The agent link, controller side: the gRPC `AgentLink` service over mTLS.
+//!
+//! An agent is known by its client certificate: the TLS layer refuses a certificate not
+//! signed by the controller's CA (or expired), and [`server::LinkService`] refuses one the
+//! store does not know or whose agent was removed, before reading any message.
+
+pub mod server;
+pub mod session;
+
+pub use server::{LinkService, tls_config};

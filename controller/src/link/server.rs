@@ -1,0 +1,71 @@
+//! The `AgentLink` gRPC service and its mTLS configuration.
+
+use std::pin::Pin;
+
+use futures_util::Stream;
+use iohr_certs::{ControllerPki, fingerprint};
+use iohr_proto::link::agent_link_server::AgentLink;
+use iohr_proto::link::{AgentMessage, ControllerMessage};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+use tonic::{Request, Response, Status, Streaming};
+
+use super::session::Session;
+use crate::Shared;
+
+/// Server identity plus the CA every agent certificate must chain to.
+pub fn tls_config(pki: &ControllerPki) -> std::io::Result<ServerTlsConfig> {
+    let cert = std::fs::read(pki.server_cert())?;
+    let key = std::fs::read(pki.server_key())?;
+    let ca = std::fs::read(pki.ca_cert())?;
+    Ok(ServerTlsConfig::new()
+        .identity(Identity::from_pem(cert, key))
+        .client_ca_root(Certificate::from_pem(ca)))
+}
+
+pub struct LinkService {
+    shared: Shared,
+}
+
+impl LinkService {
+    pub fn new(shared: Shared) -> LinkService {
+        LinkService { shared }
+    }
+}
+
+type OutboundStream = Pin<Box<dyn Stream<Item = Result<ControllerMessage, Status>> + Send>>;
+
+/// Messages queued towards one agent before the stream applies backpressure.
+const OUTBOUND_BUFFER: usize = 1024;
+
+#[tonic::async_trait]
+impl AgentLink for LinkService {
+    type SessionStream = OutboundStream;
+
+    async fn session(
+        &self,
+        request: Request<Streaming<AgentMessage>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        let presented = request
+            .peer_certs()
+            .and_then(|certs| certs.first().map(|c| fingerprint(c.as_ref())))
+            .ok_or_else(|| Status::unauthenticated("a client certificate is required"))?;
+        let identity = self
+            .shared
+            .store
+            .agent_by_fingerprint(&presented)
+            .await
+            .map_err(|e| Status::unavailable(format!("store: {e}")))?
+            .ok_or_else(|| {
+                tracing::warn!(fingerprint = %presented, "refused an unknown or removed agent certificate");
+                Status::permission_denied("this certificate belongs to no agent (unknown or removed)")
+            })?;
+        let inbound = request.into_inner();
+        let (tx, rx) = mpsc::channel(OUTBOUND_BUFFER);
+        let session = Session::new(self.shared.clone(), identity, tx);
+        tokio::spawn(session.run(inbound));
+        let outbound = futures_util::StreamExt::map(ReceiverStream::new(rx), Ok);
+        Ok(Response::new(Box::pin(outbound)))
+    }
+}

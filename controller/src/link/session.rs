@@ -1,0 +1,315 @@
+//! One agent's stream: hello, heartbeats, lease answers, frames and completions.
+//!
+//! Frames and completions are written to the store here, fenced by their lease, and
+//! acknowledged; what changes who holds a run goes to the dispatcher.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use iohr_domain::RunStatus;
+use iohr_proto::link::{
+    AgentMessage, CancelLease, Completion, CompletionAck, ControllerMessage, FrameAck, FrameBatch,
+    Heartbeat, Hello, Welcome, agent_message, controller_message,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tonic::Streaming;
+
+use crate::Shared;
+use crate::queue::{AgentUp, SessionId};
+use crate::store::{AgentIdentity, AppendOutcome, Declaration, Ending, LeaseGuard, StoreError};
+
+pub struct Session {
+    shared: Shared,
+    identity: AgentIdentity,
+    tx: mpsc::Sender<ControllerMessage>,
+    id: SessionId,
+    last_heard: Arc<AtomicU64>,
+    close: CancellationToken,
+}
+
+/// Frames one batch may carry; more is a protocol error.
+const MAX_FRAMES_PER_BATCH: usize = 1000;
+
+impl Session {
+    pub fn new(
+        shared: Shared,
+        identity: AgentIdentity,
+        tx: mpsc::Sender<ControllerMessage>,
+    ) -> Session {
+        let id = shared.dispatcher.new_session_id();
+        let last_heard = Arc::new(AtomicU64::new(shared.dispatcher.clock_ms()));
+        Session {
+            shared,
+            identity,
+            tx,
+            id,
+            last_heard,
+            close: CancellationToken::new(),
+        }
+    }
+
+    fn send(&self, body: controller_message::Body) -> bool {
+        self.tx
+            .try_send(ControllerMessage { body: Some(body) })
+            .is_ok()
+    }
+
+    pub async fn run(self, mut inbound: Streaming<AgentMessage>) {
+        let timing = self.shared.timing;
+        let hello = tokio::select! {
+            first = tokio::time::timeout(timing.suspect_after, inbound.message()) => first,
+            _ = self.shared.shutdown.cancelled() => return,
+        };
+        let hello = match hello {
+            Ok(Ok(Some(AgentMessage {
+                body: Some(agent_message::Body::Hello(hello)),
+            }))) => hello,
+            other => {
+                tracing::warn!(agent = %self.identity.name, ?other, "no hello: closing the stream");
+                return;
+            }
+        };
+        if !hello.agent_id.is_empty() && hello.agent_id != self.identity.name {
+            tracing::warn!(agent = %self.identity.name, claimed = %hello.agent_id, "hello names another agent: closing");
+            return;
+        }
+        if !self.register(hello).await {
+            return;
+        }
+        let mut heartbeat = tokio::time::interval(timing.heartbeat);
+        let mut sequence = 0u64;
+        loop {
+            tokio::select! {
+                _ = self.close.cancelled() => break,
+                _ = self.shared.shutdown.cancelled() => break,
+                _ = heartbeat.tick() => {
+                    sequence += 1;
+                    if !self.send(controller_message::Body::Heartbeat(Heartbeat { sequence })) {
+                        break;
+                    }
+                }
+                message = inbound.message() => match message {
+                    Ok(Some(message)) => {
+                        self.last_heard.store(self.shared.dispatcher.clock_ms(), Ordering::Relaxed);
+                        if let Some(body) = message.body {
+                            self.handle(body).await;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(status) => {
+                        tracing::debug!(agent = %self.identity.name, %status, "agent stream failed");
+                        break;
+                    }
+                },
+            }
+        }
+        self.shared.dispatcher.agent_down(self.id);
+    }
+
+    async fn register(&self, hello: Hello) -> bool {
+        let declaration = Declaration {
+            version: hello.version,
+            kinds: hello.kinds,
+            environments: hello.environments,
+            labels: hello.labels.into_iter().collect(),
+            max_concurrent_jobs: hello.max_concurrent_jobs,
+        };
+        if let Err(error) = self
+            .shared
+            .store
+            .record_hello(&self.identity.agent_id, &declaration)
+            .await
+        {
+            tracing::error!(agent = %self.identity.name, %error, "recording the hello failed");
+            return false;
+        }
+        let reported = hello.leases.clone();
+        let up = AgentUp {
+            session: self.id,
+            identity: self.identity.clone(),
+            declaration,
+            reported: hello.leases,
+            tx: self.tx.clone(),
+            last_heard: self.last_heard.clone(),
+            close: self.close.clone(),
+        };
+        let Ok(revoked) = self.shared.dispatcher.agent_up(up).await else {
+            return false;
+        };
+        let welcome = Welcome {
+            heartbeat_interval_ms: timing_ms(self.shared.timing.heartbeat),
+            lease_ttl_ms: timing_ms(self.shared.timing.lease_ttl),
+            revoked_lease_ids: revoked.clone(),
+        };
+        if !self.send(controller_message::Body::Welcome(welcome)) {
+            return false;
+        }
+        // Tell the agent where each kept run stands, so it resends only what is missing.
+        for lease in reported.iter().filter(|l| !revoked.contains(&l.lease_id)) {
+            if let Ok(Some(run)) = self.shared.store.run(&lease.run_id).await {
+                self.send(controller_message::Body::FrameAck(FrameAck {
+                    lease_id: lease.lease_id.clone(),
+                    epoch: lease.epoch,
+                    run_id: lease.run_id.clone(),
+                    contiguous_through: run.frames_through,
+                }));
+            }
+        }
+        true
+    }
+
+    async fn handle(&self, body: agent_message::Body) {
+        match body {
+            agent_message::Body::Hello(_) => {
+                tracing::warn!(agent = %self.identity.name, "second hello on one stream ignored");
+            }
+            agent_message::Body::Heartbeat(_) => {}
+            agent_message::Body::LeaseAnswer(answer) => {
+                let guard = LeaseGuard {
+                    lease_id: answer.lease_id,
+                    epoch: answer.epoch,
+                };
+                self.shared
+                    .dispatcher
+                    .lease_answer(self.id, guard, answer.accepted, answer.reason);
+            }
+            agent_message::Body::Frames(batch) => self.frames(batch).await,
+            agent_message::Body::Completion(completion) => self.completion(completion).await,
+        }
+    }
+
+    fn stale(&self, guard: &LeaseGuard, run_id: &str) {
+        self.send(controller_message::Body::Cancel(CancelLease {
+            lease_id: guard.lease_id.clone(),
+            epoch: guard.epoch,
+            run_id: run_id.to_string(),
+            reason: "stale lease".to_string(),
+        }));
+    }
+
+    async fn frames(&self, batch: FrameBatch) {
+        let guard = LeaseGuard {
+            lease_id: batch.lease_id,
+            epoch: batch.epoch,
+        };
+        if batch.frames.len() > MAX_FRAMES_PER_BATCH {
+            tracing::warn!(agent = %self.identity.name, frames = batch.frames.len(), "oversized frame batch dropped");
+            return;
+        }
+        let mut frames = Vec::with_capacity(batch.frames.len());
+        for frame in batch.frames {
+            // `finished` is the controller's to write; unknown kinds are refused.
+            let known = iohr_domain::FrameKind::parse(&frame.kind)
+                .is_some_and(|k| k != iohr_domain::FrameKind::Finished);
+            let payload = serde_json::from_str(&frame.payload_json);
+            match (known, payload) {
+                (true, Ok(payload)) => frames.push((frame.number, frame.kind, payload)),
+                _ => {
+                    tracing::warn!(agent = %self.identity.name, run = %batch.run_id, number = frame.number, kind = %frame.kind, "malformed frame stored as a phase note");
+                    frames.push((
+                        frame.number,
+                        "phase".to_string(),
+                        serde_json::json!({"note": "malformed frame from the agent", "kind": frame.kind}),
+                    ));
+                }
+            }
+        }
+        match self
+            .shared
+            .store
+            .append_frames(&batch.run_id, &guard, &frames)
+            .await
+        {
+            Ok(AppendOutcome::Stored {
+                contiguous_through,
+                new,
+            }) => {
+                for frame in new {
+                    self.shared.hub.publish(frame);
+                }
+                self.send(controller_message::Body::FrameAck(FrameAck {
+                    lease_id: guard.lease_id,
+                    epoch: guard.epoch,
+                    run_id: batch.run_id,
+                    contiguous_through,
+                }));
+            }
+            Ok(AppendOutcome::Stale) => self.stale(&guard, &batch.run_id),
+            Err(error) => {
+                // Not acknowledged: the agent resends after its next reconnect.
+                tracing::error!(run = %batch.run_id, %error, "storing frames failed");
+            }
+        }
+    }
+
+    async fn completion(&self, completion: Completion) {
+        let guard = LeaseGuard {
+            lease_id: completion.lease_id.clone(),
+            epoch: completion.epoch,
+        };
+        let status = completion
+            .status
+            .parse::<RunStatus>()
+            .ok()
+            .filter(|s| s.is_agent_outcome())
+            .unwrap_or(RunStatus::Error);
+        let result = if completion.result_json.is_empty() {
+            None
+        } else {
+            serde_json::from_str(&completion.result_json).ok()
+        };
+        let ending = Ending {
+            status,
+            reason: Some(completion.reason.clone()).filter(|r| !r.is_empty()),
+            result,
+            units_spent: Some(i64::try_from(completion.units_spent).unwrap_or(i64::MAX)),
+        };
+        let ack = |accepted: bool, reason: &str| {
+            controller_message::Body::CompletionAck(CompletionAck {
+                lease_id: completion.lease_id.clone(),
+                run_id: completion.run_id.clone(),
+                accepted,
+                reason: reason.to_string(),
+            })
+        };
+        match self
+            .shared
+            .store
+            .finish_run(
+                &completion.run_id,
+                Some(&guard),
+                Some(completion.last_frame),
+                &ending,
+            )
+            .await
+        {
+            Ok(Some(frame)) => {
+                tracing::info!(run = %completion.run_id, agent = %self.identity.name, status = %status, "run finished");
+                self.shared.hub.publish(frame);
+                self.shared
+                    .dispatcher
+                    .lease_ended(&completion.run_id, guard.clone());
+                self.send(ack(true, ""));
+            }
+            Ok(None) => {
+                // Ended already (cancelled, agent lost) or a stale lease: nothing to keep.
+                self.shared
+                    .dispatcher
+                    .lease_ended(&completion.run_id, guard.clone());
+                self.send(ack(true, "run already ended or lease stale"));
+            }
+            Err(StoreError::Conflict(reason)) => {
+                self.send(ack(false, &format!("missing frames: {reason}")));
+            }
+            Err(error) => {
+                tracing::error!(run = %completion.run_id, %error, "storing a completion failed");
+                self.send(ack(false, "store unavailable"));
+            }
+        }
+    }
+}
+
+fn timing_ms(d: std::time::Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}

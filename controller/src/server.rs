@@ -1,0 +1,107 @@
+//! Starts a controller: the store, the dispatcher, the API and the agent link.
+
+use std::net::SocketAddr;
+
+use iohr_certs::ControllerPki;
+use iohr_proto::link::agent_link_server::AgentLinkServer;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::hub::FrameHub;
+use crate::link::{LinkService, tls_config};
+use crate::queue::Dispatcher;
+use crate::store::{Store, StoreError};
+use crate::timing::Timing;
+use crate::{Shared, api};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("agent link TLS: {0}")]
+    Tls(#[from] tonic::transport::Error),
+}
+
+pub struct ServeConfig {
+    pub pki: ControllerPki,
+    pub database_url: String,
+    pub api_addr: SocketAddr,
+    pub agent_addr: SocketAddr,
+    pub timing: Timing,
+}
+
+/// A started controller: its bound addresses and the task that ends when it stops.
+pub struct Running {
+    pub api_addr: SocketAddr,
+    pub agent_addr: SocketAddr,
+    pub done: tokio::task::JoinHandle<()>,
+}
+
+pub async fn start(
+    config: ServeConfig,
+    shutdown: CancellationToken,
+) -> Result<Running, ServeError> {
+    let io = |what: String| move |source| ServeError::Io { what, source };
+    let store = Store::open(&config.database_url).await?;
+    let hub = FrameHub::default();
+    let (dispatcher, dispatcher_task) =
+        Dispatcher::start(store.clone(), hub.clone(), config.timing, shutdown.clone()).await?;
+    let shared = Shared {
+        store,
+        hub,
+        dispatcher,
+        timing: config.timing,
+        shutdown: shutdown.clone(),
+    };
+
+    let tls = tls_config(&config.pki).map_err(io(format!(
+        "reading certificates in {}",
+        config.pki.dir.display()
+    )))?;
+    let agent_listener = TcpListener::bind(config.agent_addr)
+        .await
+        .map_err(io(format!(
+            "binding the agent link to {}",
+            config.agent_addr
+        )))?;
+    let agent_addr = agent_listener
+        .local_addr()
+        .map_err(io("agent link address".into()))?;
+    let api_listener = TcpListener::bind(config.api_addr)
+        .await
+        .map_err(io(format!("binding the API to {}", config.api_addr)))?;
+    let api_addr = api_listener
+        .local_addr()
+        .map_err(io("API address".into()))?;
+
+    let link = tonic::transport::Server::builder()
+        .tls_config(tls)?
+        .add_service(AgentLinkServer::new(LinkService::new(shared.clone())))
+        .serve_with_incoming_shutdown(
+            TcpListenerStream::new(agent_listener),
+            shutdown.clone().cancelled_owned(),
+        );
+    let api = axum::serve(api_listener, api::router(shared.clone()))
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let done = tokio::spawn(async move {
+        let (link, api, _) = tokio::join!(link, api, dispatcher_task);
+        if let Err(error) = link {
+            tracing::error!(%error, "agent link server stopped");
+        }
+        if let Err(error) = api {
+            tracing::error!(%error, "API server stopped");
+        }
+        shared.store.close().await;
+    });
+    Ok(Running {
+        api_addr,
+        agent_addr,
+        done,
+    })
+}
