@@ -602,7 +602,7 @@ mod tests {
                 {"name": "down on purpose", "path": "/status/503", "expect_status": 503},
                 {"method": "POST", "path": "/echo-length", "body": "payload-xyz", "expect_text": "got 11 bytes"},
             ],
-            "invariants": [{"rule": "no5xx"}, {"rule": "no_errors"}],
+            "invariants": [{"rule": "no_5xx"}, {"rule": "no_errors"}],
         }));
         let (tx, rx) = mpsc::unbounded_channel();
         let outcome = run(spec, &target, &tx, CancellationToken::new()).await;
