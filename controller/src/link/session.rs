@@ -172,7 +172,8 @@ impl Session {
                 };
                 self.shared
                     .dispatcher
-                    .lease_answer(self.id, guard, answer.accepted, answer.reason);
+                    .lease_answer(self.id, guard, answer.accepted, answer.reason)
+                    .await;
             }
             agent_message::Body::Frames(batch) => self.frames(batch).await,
             agent_message::Body::Completion(completion) => self.completion(completion).await,

@@ -61,6 +61,7 @@ enum Command {
         guard: LeaseGuard,
         accepted: bool,
         reason: String,
+        reply: oneshot::Sender<()>,
     },
     LeaseEnded {
         run_id: String,
@@ -157,19 +158,26 @@ impl DispatcherHandle {
         let _ = self.tx.send(Command::AgentDown { session });
     }
 
-    pub fn lease_answer(
+    /// An agent's answer to an offer; returns once the answer is stored, so the frames
+    /// that follow it on the stream find the run running.
+    pub async fn lease_answer(
         &self,
         session: SessionId,
         guard: LeaseGuard,
         accepted: bool,
         reason: String,
     ) {
-        let _ = self.tx.send(Command::LeaseAnswer {
+        let (reply, rx) = oneshot::channel();
+        let command = Command::LeaseAnswer {
             session,
             guard,
             accepted,
             reason,
-        });
+            reply,
+        };
+        if self.tx.send(command).is_ok() {
+            let _ = rx.await;
+        }
     }
 
     /// A run's completion under this lease was stored (or refused as stale): if the lease
@@ -338,8 +346,10 @@ impl Dispatcher {
                 guard,
                 accepted,
                 reason,
+                reply,
             } => {
                 self.lease_answer(session, guard, accepted, reason).await;
+                let _ = reply.send(());
             }
             Command::LeaseEnded { run_id, guard } => {
                 if self.leases.get(&run_id).is_some_and(|l| l.guard == guard) {

@@ -1,0 +1,226 @@
+//! A small client of the controller's REST API and its SSE stream, for tests.
+
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+use crate::wait_for;
+
+#[derive(Clone)]
+pub struct Api {
+    pub base: String,
+    pub token: Option<String>,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Api {
+    pub fn new(base: &str, token: &str) -> Api {
+        Api {
+            base: base.trim_end_matches('/').to_string(),
+            token: Some(token.to_string()),
+            client: Client::builder(TokioExecutor::new()).build(HttpConnector::new()),
+        }
+    }
+
+    pub fn with_token(&self, token: Option<&str>) -> Api {
+        Api {
+            token: token.map(str::to_string),
+            ..self.clone()
+        }
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(Bytes, &str)>,
+        headers: &[(&str, &str)],
+    ) -> Response<Incoming> {
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            builder = builder.header("authorization", format!("Bearer {token}"));
+        }
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let body = match body {
+            Some((bytes, content_type)) => {
+                builder = builder.header("content-type", content_type);
+                bytes
+            }
+            None => Bytes::new(),
+        };
+        let request = builder.body(Full::new(body)).expect("request");
+        tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
+            .await
+            .expect("API answered within 30 s")
+            .expect("API request")
+    }
+
+    /// Any request; the answer's status and JSON body (`Null` when empty or not JSON).
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(Bytes, &str)>,
+    ) -> (u16, Value) {
+        let response = self.send(method, path, body, &[]).await;
+        let status = response.status().as_u16();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.call(
+            Method::POST,
+            path,
+            Some((Bytes::from(body.to_string()), "application/json")),
+        )
+        .await
+    }
+
+    /// `POST /v1/reliability/runs`, expecting 201.
+    pub async fn create_run(&self, body: &Value) -> Value {
+        let (status, record) = self.post("/v1/reliability/runs", body).await;
+        assert_eq!(status, 201, "creating a run: {record}");
+        record
+    }
+
+    pub async fn run(&self, id: &str) -> Value {
+        let (status, record) = self.get(&format!("/v1/reliability/runs/{id}")).await;
+        assert_eq!(status, 200, "reading run {id}: {record}");
+        record
+    }
+
+    /// Polls the run until its status is one of `statuses`.
+    pub async fn wait_status(&self, id: &str, statuses: &[&str], limit: Duration) -> Value {
+        wait_for(&format!("run {id} to be {statuses:?}"), limit, || async {
+            let record = self.run(id).await;
+            statuses
+                .contains(&record["status"].as_str().unwrap_or_default())
+                .then_some(record)
+        })
+        .await
+    }
+
+    /// Polls until `agent` is online.
+    pub async fn wait_online(&self, agent: &str, limit: Duration) {
+        wait_for(&format!("agent {agent} online"), limit, || async {
+            let (_, body) = self.get("/v1/reliability/agents").await;
+            body["agents"]
+                .as_array()?
+                .iter()
+                .any(|a| a["name"] == agent && a["online"] == true)
+                .then_some(())
+        })
+        .await
+    }
+
+    /// Opens the run's event stream (after `last_event_id` when given).
+    pub async fn events(&self, id: &str, last_event_id: Option<u64>) -> Sse {
+        let last = last_event_id.map(|n| n.to_string());
+        let headers: Vec<(&str, &str)> = last
+            .as_deref()
+            .map(|v| vec![("last-event-id", v)])
+            .unwrap_or_default();
+        let response = self
+            .send(
+                Method::GET,
+                &format!("/v1/reliability/runs/{id}/events"),
+                None,
+                &headers,
+            )
+            .await;
+        assert_eq!(response.status().as_u16(), 200, "events of {id}");
+        Sse {
+            body: response.into_body(),
+            buffer: String::new(),
+        }
+    }
+}
+
+/// One server-sent event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub id: Option<u64>,
+    pub event: String,
+    pub data: Value,
+}
+
+pub struct Sse {
+    body: Incoming,
+    buffer: String,
+}
+
+impl Sse {
+    /// The next event, or `None` when the stream ends. Keep-alive comments do not count:
+    /// `limit` bounds the wait for a real event.
+    pub async fn next(&mut self, limit: Duration) -> Option<Event> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut event = Event {
+                    id: None,
+                    event: "message".into(),
+                    data: Value::Null,
+                };
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        event.id = v.trim().parse().ok();
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        event.event = v.trim().to_string();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                    }
+                }
+                if data.is_empty() && event.id.is_none() {
+                    continue; // a keep-alive comment
+                }
+                event.data = serde_json::from_str(&data).unwrap_or(Value::Null);
+                return Some(event);
+            }
+            let frame = tokio::time::timeout_at(deadline, self.body.frame())
+                .await
+                .expect("an event within the time limit")?;
+            let frame = frame.expect("SSE body");
+            if let Ok(bytes) = frame.into_data() {
+                self.buffer.push_str(&String::from_utf8_lossy(&bytes));
+            }
+        }
+    }
+
+    /// Every event until the stream closes, within `limit` overall.
+    pub async fn collect(mut self, limit: Duration) -> Vec<Event> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut events = Vec::new();
+        while let Some(event) = self
+            .next(deadline.saturating_duration_since(tokio::time::Instant::now()))
+            .await
+        {
+            events.push(event);
+        }
+        events
+    }
+}

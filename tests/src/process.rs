@@ -1,0 +1,225 @@
+//! The real processes of a test: controller, agents and targets. Each is killed when its
+//! handle drops; stderr goes to a log file under the installation's `logs/`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdout, Command};
+
+use crate::setup::{Installation, read_tail};
+
+/// A workspace binary, built next to the test executable (`cargo test --workspace`
+/// builds every binary of the workspace).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` (tests/run does)",
+        path.display()
+    );
+    path
+}
+
+async fn read_line_with(stdout: &mut BufReader<ChildStdout>, prefix: &str, what: &str) -> String {
+    let read = async {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let n = stdout.read_line(&mut line).await.expect("read stdout");
+            assert!(n > 0, "{what} exited before printing {prefix:?}");
+            if let Some(rest) = line.trim().strip_prefix(prefix) {
+                return rest.to_string();
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), read)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not print {prefix:?} within 30 s"))
+}
+
+fn log_file(install: &Installation, name: &str) -> (PathBuf, std::fs::File) {
+    let path = install.logs_dir().join(format!("{name}.log"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .expect("log file");
+    (path, file)
+}
+
+pub struct Controller {
+    child: Child,
+    pub api: SocketAddr,
+    pub agent_link: SocketAddr,
+    pub log: PathBuf,
+    _stdout: BufReader<ChildStdout>,
+}
+
+impl Controller {
+    /// `iohr-controller serve` on free ports (or the given agent port, for restarts).
+    pub async fn start(
+        install: &Installation,
+        heartbeat_ms: u64,
+        agent_port: Option<u16>,
+    ) -> Controller {
+        let (log, file) = log_file(install, "controller");
+        let mut command = Command::new(bin("iohr-controller"));
+        command.arg("serve");
+        command.arg("--data-dir").arg(&install.data_dir);
+        if let Some(url) = &install.database_url {
+            command.arg("--database-url").arg(url);
+        }
+        command
+            .args(["--api-addr", "127.0.0.1:0"])
+            .arg("--agent-addr")
+            .arg(format!("127.0.0.1:{}", agent_port.unwrap_or(0)))
+            .arg("--heartbeat-ms")
+            .arg(heartbeat_ms.to_string())
+            .env("RUST_LOG", "info,iohr_controller=debug")
+            .stdout(Stdio::piped())
+            .stderr(file)
+            .kill_on_drop(true);
+        let mut child = command.spawn().expect("spawn iohr-controller");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let api = read_line_with(&mut stdout, "api listening on http://", "iohr-controller").await;
+        let link = read_line_with(
+            &mut stdout,
+            "agent link listening on https://",
+            "iohr-controller",
+        )
+        .await;
+        Controller {
+            child,
+            api: api.parse().expect("api address"),
+            agent_link: link.parse().expect("agent link address"),
+            log,
+            _stdout: stdout,
+        }
+    }
+
+    pub fn api_url(&self) -> String {
+        format!("http://{}", self.api)
+    }
+
+    pub fn link_url(&self) -> String {
+        format!("https://{}", self.agent_link)
+    }
+
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    /// SIGTERM, then wait for a graceful exit.
+    pub async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+
+    pub fn log_tail(&self) -> String {
+        read_tail(&self.log, 40)
+    }
+}
+
+pub struct Agent {
+    child: Child,
+    pub name: String,
+    pub log: PathBuf,
+}
+
+pub struct AgentOptions<'a> {
+    pub environments: &'a [&'a str],
+    pub max_jobs: u32,
+}
+
+impl Default for AgentOptions<'_> {
+    fn default() -> Self {
+        AgentOptions {
+            environments: &["staging"],
+            max_jobs: 4,
+        }
+    }
+}
+
+impl Agent {
+    /// `iohr-agent run` with the identity in `identity`, dialling `controller`.
+    pub async fn start(
+        install: &Installation,
+        name: &str,
+        identity: &Path,
+        controller: &str,
+        options: AgentOptions<'_>,
+    ) -> Agent {
+        let (log, file) = log_file(install, &format!("agent-{name}"));
+        let mut command = Command::new(bin("iohr-agent"));
+        command
+            .arg("run")
+            .args(["--controller", controller])
+            .arg("--identity")
+            .arg(identity)
+            .args(["--max-concurrent-jobs", &options.max_jobs.to_string()])
+            .args(["--reconnect-min-ms", "20", "--reconnect-max-ms", "200"])
+            .env("RUST_LOG", "info,iohr_agent=debug")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .kill_on_drop(true);
+        for env in options.environments {
+            command.args(["--environment", env]);
+        }
+        let child = command.spawn().expect("spawn iohr-agent");
+        Agent {
+            child,
+            name: name.to_string(),
+            log,
+        }
+    }
+
+    /// SIGKILL: the agent gets no chance to say anything.
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    pub fn log_tail(&self) -> String {
+        read_tail(&self.log, 40)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+}
+
+pub struct Target {
+    _child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Target {
+    pub async fn start() -> Target {
+        let mut child = Command::new(bin("iohr-sample-target"))
+            .args(["--listen", "127.0.0.1:0", "--max-seconds", "600"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn iohr-sample-target");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let addr = read_line_with(&mut stdout, "listening on http://", "iohr-sample-target").await;
+        Target {
+            _child: child,
+            addr: addr.parse().expect("target address"),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}

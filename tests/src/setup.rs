@@ -1,0 +1,188 @@
+//! One installation per test: a data dir with the controller's PKI, a store, accounts,
+//! tokens and agent identities, all made with the real `iohr-controller` commands.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::process::bin;
+
+/// Where the controller keeps its record in a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub const BOTH: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
+}
+
+/// The PostgreSQL server tests use (`IOHR_TEST_POSTGRES`, default the local one).
+pub fn postgres_admin_url() -> String {
+    std::env::var("IOHR_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string())
+}
+
+/// Creates an empty database for one test; fails loudly when PostgreSQL is unreachable.
+pub async fn fresh_postgres_database() -> String {
+    use sqlx::Connection;
+    let admin = postgres_admin_url();
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("PostgreSQL at {admin} is required by the end-to-end tests: {e}")
+        });
+    let name = format!("iohr_e2e_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut conn)
+        .await
+        .expect("create the test database");
+    let (prefix, _) = admin.rsplit_once('/').expect("a database in the URL");
+    format!("{prefix}/{name}")
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+pub struct Installation {
+    pub root: PathBuf,
+    pub data_dir: PathBuf,
+    pub database_url: Option<String>,
+    pub backend: Backend,
+}
+
+impl Installation {
+    /// `iohr-controller init` in a fresh temp dir (and a fresh database for PostgreSQL).
+    pub async fn new(backend: Backend) -> Installation {
+        let root = std::env::temp_dir().join(format!(
+            "iohr-e2e-{}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&root).expect("temp dir");
+        let database_url = match backend {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(fresh_postgres_database().await),
+        };
+        let install = Installation {
+            data_dir: root.join("controller"),
+            root,
+            database_url,
+            backend,
+        };
+        install.ctl(&["init"]);
+        install
+    }
+
+    /// Runs an `iohr-controller` admin command against this installation; returns stdout.
+    pub fn ctl(&self, args: &[&str]) -> String {
+        let mut command = Command::new(bin("iohr-controller"));
+        command.arg(args[0]).args(&args[1..]);
+        self.add_store_args(&mut command);
+        let output = command.output().expect("run iohr-controller");
+        assert!(
+            output.status.success(),
+            "iohr-controller {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Like [`ctl`](Self::ctl) but for two-word commands (`token create`).
+    pub fn ctl2(&self, group: &str, args: &[&str]) -> String {
+        let mut command = Command::new(bin("iohr-controller"));
+        command.arg(group).args(args);
+        self.add_store_args(&mut command);
+        let output = command.output().expect("run iohr-controller");
+        assert!(
+            output.status.success(),
+            "iohr-controller {group} {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    pub fn add_store_args(&self, command: &mut Command) {
+        command.arg("--data-dir").arg(&self.data_dir);
+        if let Some(url) = &self.database_url {
+            command.arg("--database-url").arg(url);
+        }
+    }
+
+    /// A token of `account` with the given scopes: the last line `token create` prints.
+    pub fn token(&self, account: &str, scopes: &[&str], person: Option<&str>) -> String {
+        let mut args = vec!["create", "--account", account];
+        for scope in scopes {
+            args.extend(["--scope", scope]);
+        }
+        if let Some(person) = person {
+            args.extend(["--person", person]);
+        }
+        let out = self.ctl2("token", &args);
+        out.lines().last().expect("a token line").trim().to_string()
+    }
+
+    pub fn full_token(&self) -> String {
+        self.token("default", &["reliability:run", "reliability:read"], None)
+    }
+
+    pub fn create_account(&self, name: &str, max_running: u32, platform: bool) {
+        let max = max_running.to_string();
+        let mut args = vec![
+            "create",
+            "--name",
+            name,
+            "--max-running",
+            &max,
+            "--environment",
+            "staging",
+        ];
+        if platform {
+            args.push("--platform");
+        }
+        self.ctl2("account", &args);
+    }
+
+    /// Issues an agent certificate into `ROOT/agents/NAME`.
+    pub fn agent_identity(&self, account: &str, name: &str) -> PathBuf {
+        let out = self.root.join("agents").join(name);
+        let out_text = out.display().to_string();
+        self.ctl(&[
+            "agent-cert",
+            "--account",
+            account,
+            "--agent",
+            name,
+            "--out",
+            &out_text,
+        ]);
+        out
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    pub fn logs_dir(&self) -> PathBuf {
+        let dir = self.root.join("logs");
+        let _ = std::fs::create_dir_all(&dir);
+        dir
+    }
+}
+
+impl Drop for Installation {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.root);
+        } else {
+            eprintln!("kept the failed test's files in {}", self.root.display());
+        }
+    }
+}
+
+pub fn read_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
