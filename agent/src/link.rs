@@ -125,7 +125,11 @@ pub async fn run(
                 "stream ended; reconnecting"
             ),
             Err(error) => {
-                tracing::warn!(%error, wait_ms = wait.as_millis() as u64, "link failed; reconnecting")
+                tracing::warn!(
+                    error = %error_chain(&error),
+                    wait_ms = wait.as_millis() as u64,
+                    "link failed; reconnecting"
+                )
             }
         }
         tokio::select! {
@@ -134,6 +138,21 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// An error with its causes, so a refused handshake says why ("unknown issuer", ...).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 fn uuid_like() -> String {

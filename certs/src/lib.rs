@@ -54,6 +54,10 @@ impl ControllerPki {
     pub fn ca_key(&self) -> PathBuf {
         self.dir.join("ca.key")
     }
+    /// The CA's common name, from which its issuer name is rebuilt when signing.
+    pub fn ca_name(&self) -> PathBuf {
+        self.dir.join("ca.name")
+    }
     pub fn server_cert(&self) -> PathBuf {
         self.dir.join("server.pem")
     }
@@ -94,11 +98,11 @@ impl AgentIdentityFiles {
 
 /// The CA's subject. The issuer is rebuilt from it and the stored key, so signing an
 /// agent's certificate later needs no certificate parser.
-fn ca_params(valid_days: i64) -> Result<CertificateParams, CertError> {
+fn ca_params(common_name: &str, valid_days: i64) -> Result<CertificateParams, CertError> {
     let mut params = CertificateParams::new(Vec::<String>::new())?;
     let mut dn = DistinguishedName::new();
     dn.push(DnType::OrganizationName, "iohr reliability");
-    dn.push(DnType::CommonName, "iohr reliability controller CA");
+    dn.push(DnType::CommonName, common_name);
     params.distinguished_name = dn;
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
@@ -120,7 +124,14 @@ pub fn init(pki: &ControllerPki, server_names: &[String]) -> Result<(), CertErro
     }
     create_dir(&pki.dir)?;
     let ca_key = KeyPair::generate()?;
-    let ca_cert = ca_params(CA_VALID_DAYS)?.self_signed(&ca_key)?;
+    // A name of its own: two controllers' CAs never look alike to a TLS peer, so a
+    // certificate from another controller is "unknown issuer", not a bad signature.
+    let ca_name = format!(
+        "iohr reliability controller CA {}",
+        &fingerprint(ca_key.public_key_pem().as_bytes())[..12]
+    );
+    let ca_cert = ca_params(&ca_name, CA_VALID_DAYS)?.self_signed(&ca_key)?;
+    write_public(&pki.ca_name(), &ca_name)?;
     write_private(&pki.ca_key(), &ca_key.serialize_pem())?;
     write_public(&pki.ca_cert(), &ca_cert.pem())?;
 
@@ -139,7 +150,7 @@ pub fn init(pki: &ControllerPki, server_names: &[String]) -> Result<(), CertErro
     params.not_before = now - Duration::hours(1);
     params.not_after = now + Duration::days(SERVER_VALID_DAYS);
     let server_key = KeyPair::generate()?;
-    let issuer = Issuer::new(ca_params(CA_VALID_DAYS)?, &ca_key);
+    let issuer = Issuer::new(ca_params(&ca_name, CA_VALID_DAYS)?, &ca_key);
     let server_cert = params.signed_by(&server_key, &issuer)?;
     write_private(&pki.server_key(), &server_key.serialize_pem())?;
     write_public(&pki.server_cert(), &server_cert.pem())?;
@@ -190,10 +201,14 @@ pub fn issue_agent(
     params.distinguished_name.push(DnType::CommonName, agent);
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     let now = OffsetDateTime::now_utc();
-    params.not_before = now + Duration::days(validity.not_before_days) - Duration::hours(1);
     params.not_after = now + Duration::days(validity.not_after_days);
+    // An hour of slack for clocks behind ours; an already expired certificate (tests)
+    // still starts before it ends.
+    params.not_before = (now + Duration::days(validity.not_before_days) - Duration::hours(1))
+        .min(params.not_after - Duration::days(1));
     let key = KeyPair::generate()?;
-    let issuer = Issuer::new(ca_params(CA_VALID_DAYS)?, &ca_key);
+    let ca_name = read(&pki.ca_name())?;
+    let issuer = Issuer::new(ca_params(ca_name.trim(), CA_VALID_DAYS)?, &ca_key);
     let cert = params.signed_by(&key, &issuer)?;
 
     let files = AgentIdentityFiles::in_dir(out);

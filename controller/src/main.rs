@@ -91,7 +91,8 @@ enum Command {
         agent: String,
         #[arg(long)]
         out: PathBuf,
-        #[arg(long, default_value_t = iohr_certs::AGENT_VALID_DAYS)]
+        /// Days the certificate is valid (negative makes an expired one, for tests).
+        #[arg(long, default_value_t = iohr_certs::AGENT_VALID_DAYS, allow_negative_numbers = true)]
         valid_days: i64,
     },
     /// Agents.

@@ -1,0 +1,120 @@
+//! Who may hold an agent stream: a certificate from another CA, an expired one, and one
+//! of a removed agent are refused before any message is read; the account's own is not.
+
+use std::time::Duration;
+
+use iohr_tests::process::AgentOptions;
+use iohr_tests::{Agent, Api, Backend, Controller, Installation, on_both_stores, wait_for};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Waits until the agent's log shows it tried and was refused `attempts` times.
+async fn refused(agent: &Agent, needle: &str) {
+    wait_for(
+        &format!("{} refused ({needle})", agent.name),
+        LIMIT,
+        || async {
+            let log = std::fs::read_to_string(&agent.log).unwrap_or_default();
+            (log.matches("link failed").count() >= 2 && log.to_lowercase().contains(needle))
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+async fn only_known_live_certificates_hold_a_stream(backend: Backend) {
+    let install = Installation::new(backend).await;
+    let controller = Controller::start(&install, 200, None).await;
+    let api = Api::new(&controller.api_url(), &install.full_token());
+
+    // Another controller's CA: the TLS handshake fails.
+    let elsewhere = Installation::new(Backend::Sqlite).await;
+    let foreign = elsewhere.agent_identity("default", "intruder");
+    // It trusts our server (our CA), but its own certificate is signed by the other CA.
+    std::fs::copy(install.data_dir.join("pki/ca.pem"), foreign.join("ca.pem"))
+        .expect("trust our CA");
+    let intruder = Agent::start(
+        &install,
+        "intruder",
+        &foreign,
+        &controller.link_url(),
+        AgentOptions::default(),
+    )
+    .await;
+    refused(&intruder, "link failed").await;
+
+    // Our CA, but expired.
+    let expired = install.path("expired");
+    let expired_text = expired.display().to_string();
+    install.ctl(&[
+        "agent-cert",
+        "--account",
+        "default",
+        "--agent",
+        "stale",
+        "--out",
+        &expired_text,
+        "--valid-days",
+        "-1",
+    ]);
+    let stale = Agent::start(
+        &install,
+        "stale",
+        &expired,
+        &controller.link_url(),
+        AgentOptions::default(),
+    )
+    .await;
+    refused(&stale, "link failed").await;
+
+    // Our CA and valid, then removed by the account.
+    let identity = install.agent_identity("default", "edge-1");
+    let agent = Agent::start(
+        &install,
+        "edge-1",
+        &identity,
+        &controller.link_url(),
+        AgentOptions::default(),
+    )
+    .await;
+    api.wait_online("edge-1", LIMIT).await;
+    agent.kill().await;
+    install.ctl2(
+        "agent",
+        &["remove", "--account", "default", "--agent", "edge-1"],
+    );
+    let removed = Agent::start(
+        &install,
+        "edge-1",
+        &identity,
+        &controller.link_url(),
+        AgentOptions::default(),
+    )
+    .await;
+    refused(&removed, "belongs to no agent").await;
+
+    let (_, agents) = api.get("/v1/reliability/agents").await;
+    let names: Vec<&str> = agents["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter_map(|a| a["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["stale"],
+        "only the registered, unremoved agents are listed"
+    );
+    assert_eq!(
+        agents["agents"][0]["online"], false,
+        "the expired one never came online"
+    );
+    let log = std::fs::read_to_string(&controller.log).expect("controller log");
+    assert_eq!(
+        log.matches("agent connected").count(),
+        1,
+        "only edge-1, before its removal, got as far as a hello"
+    );
+}
+
+on_both_stores!(only_known_live_certificates_hold_a_stream);
