@@ -74,6 +74,7 @@ async fn main() -> anyhow::Result<()> {
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
@@ -162,11 +163,10 @@ async fn exec(kind: &str, target: &str, spec_path: &PathBuf, json: bool) -> anyh
             })
         );
     } else {
-        println!(
-            "{}: {}",
-            outcome.status,
-            outcome.reason.as_deref().unwrap_or("")
-        );
+        match outcome.reason.as_deref() {
+            Some(reason) if !reason.is_empty() => println!("{}: {reason}", outcome.status),
+            _ => println!("{}", outcome.status),
+        }
         println!("{}", serde_json::to_string_pretty(&outcome.result)?);
     }
     std::process::exit(match outcome.status {

@@ -1,5 +1,6 @@
 //! `iohr-controller`: initialise, administer and serve the controller.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -30,7 +31,7 @@ struct StoreArgs {
     #[arg(long, env = "IOHR_DATA_DIR")]
     data_dir: PathBuf,
     /// postgres://... to use PostgreSQL instead of the SQLite file in the data dir.
-    #[arg(long, env = "IOHR_DATABASE_URL")]
+    #[arg(long, env = "IOHR_DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
 }
 
@@ -174,8 +175,10 @@ enum AgentCommand {
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,sqlx=warn".into()),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {

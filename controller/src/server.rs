@@ -17,14 +17,15 @@ use crate::{Shared, api};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("store: {0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         what: String,
+        #[source]
         source: std::io::Error,
     },
-    #[error("agent link TLS: {0}")]
+    #[error("agent link TLS")]
     Tls(#[from] tonic::transport::Error),
 }
 

@@ -9,6 +9,7 @@
 pub mod api;
 pub mod process;
 pub mod proxy;
+pub mod raw_agent;
 pub mod setup;
 
 pub use api::{Api, Sse};

@@ -1,5 +1,7 @@
 //! Who may hold an agent stream: a certificate from another CA, an expired one, and one
-//! of a removed agent are refused before any message is read; the account's own is not.
+//! of a removed agent are refused before any message is read; a second process with an
+//! agent's identity is refused while the first is alive; a removed agent's live stream is
+//! closed.
 
 use std::time::Duration;
 
@@ -8,18 +10,24 @@ use iohr_tests::{Agent, Api, Backend, Controller, Installation, on_both_stores, 
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// Waits until the agent's log shows it tried and was refused `attempts` times.
+/// Waits until the agent's log shows three refusals, `needle` among their reasons.
 async fn refused(agent: &Agent, needle: &str) {
     wait_for(
         &format!("{} refused ({needle})", agent.name),
         LIMIT,
         || async {
             let log = std::fs::read_to_string(&agent.log).unwrap_or_default();
-            (log.matches("link failed").count() >= 2 && log.to_lowercase().contains(needle))
-                .then_some(())
+            (log.matches("link failed").count() >= 3 && log.contains(needle)).then_some(())
         },
     )
     .await;
+}
+
+fn connections_in(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .matches("agent connected")
+        .count()
 }
 
 async fn only_known_live_certificates_hold_a_stream(backend: Backend) {
@@ -27,7 +35,7 @@ async fn only_known_live_certificates_hold_a_stream(backend: Backend) {
     let controller = Controller::start(&install, 200, None).await;
     let api = Api::new(&controller.api_url(), &install.full_token());
 
-    // Another controller's CA: the TLS handshake fails.
+    // Another controller's CA: the handshake fails.
     let elsewhere = Installation::new(Backend::Sqlite).await;
     let foreign = elsewhere.agent_identity("default", "intruder");
     // It trusts our server (our CA), but its own certificate is signed by the other CA.
@@ -66,8 +74,13 @@ async fn only_known_live_certificates_hold_a_stream(backend: Backend) {
     )
     .await;
     refused(&stale, "link failed").await;
+    assert_eq!(
+        connections_in(&controller.log),
+        0,
+        "neither got as far as a hello"
+    );
 
-    // Our CA and valid, then removed by the account.
+    // Our CA and valid.
     let identity = install.agent_identity("default", "edge-1");
     let agent = Agent::start(
         &install,
@@ -78,20 +91,26 @@ async fn only_known_live_certificates_hold_a_stream(backend: Backend) {
     )
     .await;
     api.wait_online("edge-1", LIMIT).await;
-    agent.kill().await;
-    install.ctl2(
-        "agent",
-        &["remove", "--account", "default", "--agent", "edge-1"],
-    );
-    let removed = Agent::start(
+
+    // A second process with the same identity is refused while the first is alive.
+    let twin = Agent::start(
         &install,
-        "edge-1",
+        "edge-1-twin",
         &identity,
         &controller.link_url(),
         AgentOptions::default(),
     )
     .await;
-    refused(&removed, "belongs to no agent").await;
+    refused(&twin, "already connected from another process").await;
+    twin.kill().await;
+    api.wait_online("edge-1", LIMIT).await;
+
+    // Removed while connected: its live stream is closed and every new one refused.
+    install.ctl2(
+        "agent",
+        &["remove", "--account", "default", "--agent", "edge-1"],
+    );
+    refused(&agent, "belongs to no agent").await;
 
     let (_, agents) = api.get("/v1/reliability/agents").await;
     let names: Vec<&str> = agents["agents"]
@@ -109,11 +128,10 @@ async fn only_known_live_certificates_hold_a_stream(backend: Backend) {
         agents["agents"][0]["online"], false,
         "the expired one never came online"
     );
-    let log = std::fs::read_to_string(&controller.log).expect("controller log");
     assert_eq!(
-        log.matches("agent connected").count(),
+        connections_in(&controller.log),
         1,
-        "only edge-1, before its removal, got as far as a hello"
+        "only edge-1, before its removal, held a stream"
     );
 }
 

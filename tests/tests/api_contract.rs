@@ -143,6 +143,11 @@ async fn every_route_guards_its_tokens_scopes_accounts_and_input(backend: Backen
             400,
             "invalid_target",
         ),
+        (
+            with("target", json!("https://127.0.0.1:8443")),
+            400,
+            "invalid_target",
+        ),
         (with("environment", json!("qa")), 400, "unknown_environment"),
         (
             with("executor", json!("somewhere")),

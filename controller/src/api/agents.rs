@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::auth::Caller;
 use super::error::ApiError;
 use crate::Shared;
-use crate::store::{Scope, format_ms};
+use crate::store::{Scope, format_ms, now_ms};
 
 #[derive(Debug, Serialize)]
 pub struct AgentView {
@@ -70,7 +70,11 @@ pub async fn list(
                     .unwrap_or_default(),
                 id: row.id,
                 name: row.name,
-                last_seen_at: row.last_seen_at.map(format_ms),
+                // A connected agent was seen as recently as its last message.
+                last_seen_at: live
+                    .map(|a| now_ms() - a.silent_ms as i64)
+                    .or(row.last_seen_at)
+                    .map(format_ms),
                 version: row.declaration.version,
                 environments: row.declaration.environments,
                 kinds: row.declaration.kinds,

@@ -81,6 +81,12 @@ pub async fn create(
     }
     validate_target(&body.target)
         .map_err(|e| ApiError::bad_request("invalid_target", e.to_string()))?;
+    if body.target.starts_with("https://") {
+        return Err(ApiError::bad_request(
+            "invalid_target",
+            "target: https targets are not supported by agents yet; use http://",
+        ));
+    }
     let executor: Executor = match &body.executor {
         None => Executor::Any,
         Some(text) => text.parse().map_err(|e: iohr_domain::run::UnknownWord| {

@@ -2,11 +2,11 @@
 
 use std::pin::Pin;
 
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use iohr_certs::{ControllerPki, fingerprint};
 use iohr_proto::link::agent_link_server::AgentLink;
 use iohr_proto::link::{AgentMessage, ControllerMessage};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Response, Status, Streaming};
@@ -64,8 +64,16 @@ impl AgentLink for LinkService {
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(OUTBOUND_BUFFER);
         let session = Session::new(self.shared.clone(), identity, tx);
-        tokio::spawn(session.run(inbound));
-        let outbound = futures_util::StreamExt::map(ReceiverStream::new(rx), Ok);
+        // A refused session ends its stream with a status that says why.
+        let (refusal_tx, refusal_rx) = oneshot::channel::<Status>();
+        tokio::spawn(async move {
+            if let Some(status) = session.run(inbound).await {
+                let _ = refusal_tx.send(status);
+            }
+        });
+        let refusal = futures_util::stream::once(refusal_rx)
+            .filter_map(|ended| std::future::ready(ended.ok().map(Err)));
+        let outbound = ReceiverStream::new(rx).map(Ok).chain(refusal);
         Ok(Response::new(Box::pin(outbound)))
     }
 }

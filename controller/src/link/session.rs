@@ -13,7 +13,7 @@ use iohr_proto::link::{
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tonic::Streaming;
+use tonic::{Status, Streaming};
 
 use crate::Shared;
 use crate::queue::{AgentUp, SessionId};
@@ -55,11 +55,13 @@ impl Session {
             .is_ok()
     }
 
-    pub async fn run(self, mut inbound: Streaming<AgentMessage>) {
+    /// Serves the stream until it ends; returns the status to end it with when the
+    /// agent is refused.
+    pub async fn run(self, mut inbound: Streaming<AgentMessage>) -> Option<Status> {
         let timing = self.shared.timing;
         let hello = tokio::select! {
             first = tokio::time::timeout(timing.suspect_after, inbound.message()) => first,
-            _ = self.shared.shutdown.cancelled() => return,
+            _ = self.shared.shutdown.cancelled() => return None,
         };
         let hello = match hello {
             Ok(Ok(Some(AgentMessage {
@@ -67,15 +69,20 @@ impl Session {
             }))) => hello,
             other => {
                 tracing::warn!(agent = %self.identity.name, ?other, "no hello: closing the stream");
-                return;
+                return Some(Status::invalid_argument(
+                    "the first message must be a hello",
+                ));
             }
         };
         if !hello.agent_id.is_empty() && hello.agent_id != self.identity.name {
             tracing::warn!(agent = %self.identity.name, claimed = %hello.agent_id, "hello names another agent: closing");
-            return;
+            return Some(Status::permission_denied(format!(
+                "this certificate belongs to agent {}, not {}",
+                self.identity.name, hello.agent_id
+            )));
         }
-        if !self.register(hello).await {
-            return;
+        if let Err(status) = self.register(hello).await {
+            return Some(status);
         }
         let mut heartbeat = tokio::time::interval(timing.heartbeat);
         let mut sequence = 0u64;
@@ -105,9 +112,10 @@ impl Session {
             }
         }
         self.shared.dispatcher.agent_down(self.id);
+        None
     }
 
-    async fn register(&self, hello: Hello) -> bool {
+    async fn register(&self, hello: Hello) -> Result<(), Status> {
         let declaration = Declaration {
             version: hello.version,
             kinds: hello.kinds,
@@ -122,7 +130,7 @@ impl Session {
             .await
         {
             tracing::error!(agent = %self.identity.name, %error, "recording the hello failed");
-            return false;
+            return Err(Status::unavailable("the controller's store failed; retry"));
         }
         let reported = hello.leases.clone();
         let up = AgentUp {
@@ -130,12 +138,15 @@ impl Session {
             identity: self.identity.clone(),
             declaration,
             reported: hello.leases,
+            incarnation: hello.incarnation,
             tx: self.tx.clone(),
             last_heard: self.last_heard.clone(),
             close: self.close.clone(),
         };
-        let Ok(revoked) = self.shared.dispatcher.agent_up(up).await else {
-            return false;
+        let revoked = match self.shared.dispatcher.agent_up(up).await {
+            Ok(Ok(revoked)) => revoked,
+            Ok(Err(refusal)) => return Err(Status::already_exists(refusal)),
+            Err(_) => return Err(Status::unavailable("the controller is stopping")),
         };
         let welcome = Welcome {
             heartbeat_interval_ms: timing_ms(self.shared.timing.heartbeat),
@@ -143,7 +154,10 @@ impl Session {
             revoked_lease_ids: revoked.clone(),
         };
         if !self.send(controller_message::Body::Welcome(welcome)) {
-            return false;
+            self.shared.dispatcher.agent_down(self.id);
+            return Err(Status::resource_exhausted(
+                "the stream is not taking messages",
+            ));
         }
         // Tell the agent where each kept run stands, so it resends only what is missing.
         for lease in reported.iter().filter(|l| !revoked.contains(&l.lease_id)) {
@@ -156,7 +170,7 @@ impl Session {
                 }));
             }
         }
-        true
+        Ok(())
     }
 
     async fn handle(&self, body: agent_message::Body) {

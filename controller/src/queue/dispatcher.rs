@@ -26,6 +26,9 @@ pub struct AgentUp {
     pub identity: AgentIdentity,
     pub declaration: Declaration,
     pub reported: Vec<RunningLease>,
+    /// Random per agent process: a reconnect of the same process replaces its old stream,
+    /// another process with the same identity is refused while the first is alive.
+    pub incarnation: String,
     pub tx: mpsc::Sender<ControllerMessage>,
     /// Milliseconds since the dispatcher's start when the agent was last heard.
     pub last_heard: Arc<AtomicU64>,
@@ -36,6 +39,8 @@ pub struct AgentUp {
 #[derive(Debug, Clone)]
 pub struct OnlineAgent {
     pub agent_id: String,
+    /// How long ago the agent was last heard.
+    pub silent_ms: u64,
     pub running: Vec<(String, String, RunKind, &'static str)>,
 }
 
@@ -51,7 +56,7 @@ enum Command {
     },
     AgentUp {
         up: Box<AgentUp>,
-        reply: oneshot::Sender<Vec<String>>,
+        reply: oneshot::Sender<Result<Vec<String>, String>>,
     },
     AgentDown {
         session: SessionId,
@@ -95,6 +100,8 @@ struct Lease {
 
 struct Session {
     agent_id: String,
+    name: String,
+    incarnation: String,
     tx: mpsc::Sender<ControllerMessage>,
     last_heard: Arc<AtomicU64>,
     close: CancellationToken,
@@ -142,8 +149,9 @@ impl DispatcherHandle {
         rx.await.map_err(|_| Stopped)
     }
 
-    /// Registers a connected agent; returns the reported leases it must drop.
-    pub async fn agent_up(&self, up: AgentUp) -> Result<Vec<String>, Stopped> {
+    /// Registers a connected agent; returns the reported leases it must drop, or why it
+    /// is refused.
+    pub async fn agent_up(&self, up: AgentUp) -> Result<Result<Vec<String>, String>, Stopped> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Command::AgentUp {
@@ -206,6 +214,7 @@ fn queued_from_row(run: &RunRow) -> QueuedRun {
         environment: run.environment.clone(),
         executor: run.executor.clone(),
         refused_by: BTreeSet::new(),
+        lapsed_with: BTreeSet::new(),
     }
 }
 
@@ -217,6 +226,7 @@ pub struct Dispatcher {
     scheduler: Scheduler,
     leases: HashMap<String, Lease>,
     sessions: HashMap<SessionId, Session>,
+    removed_checked: Instant,
     rx: mpsc::UnboundedReceiver<Command>,
 }
 
@@ -239,6 +249,7 @@ impl Dispatcher {
             scheduler: Scheduler::default(),
             leases: HashMap::new(),
             sessions: HashMap::new(),
+            removed_checked: epoch,
             rx,
         };
         dispatcher.rebuild().await?;
@@ -337,8 +348,8 @@ impl Dispatcher {
                 let _ = reply.send(());
             }
             Command::AgentUp { up, reply } => {
-                let revoked = self.agent_up(*up).await;
-                let _ = reply.send(revoked);
+                let answer = self.agent_up(*up).await;
+                let _ = reply.send(answer);
             }
             Command::AgentDown { session } => self.agent_down(session, "stream ended").await,
             Command::LeaseAnswer {
@@ -362,6 +373,9 @@ impl Dispatcher {
                     .iter()
                     .map(|(id, s)| OnlineAgent {
                         agent_id: s.agent_id.clone(),
+                        silent_ms: self
+                            .now_ms()
+                            .saturating_sub(s.last_heard.load(Ordering::Relaxed)),
                         running: self
                             .leases
                             .iter()
@@ -535,16 +549,30 @@ impl Dispatcher {
         }
     }
 
-    async fn agent_up(&mut self, up: AgentUp) -> Vec<String> {
+    async fn agent_up(&mut self, up: AgentUp) -> Result<Vec<String>, String> {
         let AgentUp {
             session,
             identity,
             declaration,
             reported,
+            incarnation,
             tx,
             last_heard,
             close,
         } = up;
+        let now_ms = self.now_ms();
+        let suspect_ms = self.timing.suspect_after.as_millis() as u64;
+        if let Some(other) = self.sessions.values().find(|s| {
+            s.agent_id == identity.agent_id
+                && s.incarnation != incarnation
+                && now_ms.saturating_sub(s.last_heard.load(Ordering::Relaxed)) < suspect_ms
+        }) {
+            tracing::warn!(agent = %identity.name, "a second process with this agent's identity was refused");
+            return Err(format!(
+                "agent {} is already connected from another process ({}); one identity per agent process",
+                other.name, other.incarnation
+            ));
+        }
         // A newer stream of the same agent replaces the old one.
         let old: Vec<SessionId> = self
             .sessions
@@ -581,6 +609,8 @@ impl Dispatcher {
             session,
             Session {
                 agent_id: identity.agent_id.clone(),
+                name: identity.name.clone(),
+                incarnation,
                 tx,
                 last_heard,
                 close,
@@ -624,7 +654,7 @@ impl Dispatcher {
                 .await;
         }
         tracing::info!(agent = %identity.name, session, kept = kept.len(), revoked = revoked.len(), "agent connected");
-        revoked
+        Ok(revoked)
     }
 
     /// A lease whose agent can no longer run it: back to the queue if it never started,
@@ -683,7 +713,11 @@ impl Dispatcher {
             self.lease_lost(&run_id, "agent lost before accepting")
                 .await;
         }
-        tracing::warn!(agent = %s.agent_id, session, why, "agent disconnected");
+        let seen_at = crate::store::now_ms() - silent_for.as_millis() as i64;
+        if let Err(error) = self.store.touch_agent(&s.agent_id, seen_at).await {
+            tracing::warn!(agent = %s.name, %error, "recording when the agent was last seen failed");
+        }
+        tracing::warn!(agent = %s.name, session, why, "agent disconnected");
     }
 
     async fn lease_answer(
@@ -744,7 +778,34 @@ impl Dispatcher {
         }
     }
 
+    /// Closes the streams of agents removed since the last look: a removed agent's
+    /// certificate is refused at once for new streams, and within a second for live ones.
+    async fn close_removed(&mut self) {
+        if self.removed_checked.elapsed() < std::time::Duration::from_secs(1) {
+            return;
+        }
+        self.removed_checked = Instant::now();
+        let connected: Vec<String> = self.sessions.values().map(|s| s.agent_id.clone()).collect();
+        let removed = match self.store.removed_among(&connected).await {
+            Ok(removed) => removed,
+            Err(error) => {
+                tracing::warn!(%error, "checking for removed agents failed");
+                return;
+            }
+        };
+        let sessions: Vec<SessionId> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| removed.contains(&s.agent_id))
+            .map(|(id, _)| *id)
+            .collect();
+        for session in sessions {
+            self.agent_down(session, "agent removed").await;
+        }
+    }
+
     async fn on_tick(&mut self) {
+        self.close_removed().await;
         let now = Instant::now();
         let now_ms = self.now_ms();
         let silent: Vec<SessionId> = self
@@ -794,8 +855,12 @@ impl Dispatcher {
     async fn detach_and_requeue(&mut self, run_id: &str, lease: Lease) {
         self.forget_lease(run_id);
         if let Ok(true) = self.store.withdraw_offer(run_id, &lease.guard).await {
-            // Not marked refused: a wedged agent gets it again only if no other agent can.
-            self.scheduler.enqueue(lease.run);
+            // Not refused: a wedged agent gets it again only if no other agent can.
+            let mut run = lease.run;
+            if let Some(session) = lease.session {
+                run.lapsed_with.insert(session);
+            }
+            self.scheduler.enqueue(run);
         }
     }
 }

@@ -26,6 +26,9 @@ pub struct QueuedRun {
     pub executor: Executor,
     /// Sessions that refused this run: not offered it again.
     pub refused_by: BTreeSet<SessionId>,
+    /// Sessions that let an offer of this run lapse: offered it again only when no other
+    /// agent can take it (a wedged agent should not hold a run, a lone one should).
+    pub lapsed_with: BTreeSet<SessionId>,
 }
 
 #[derive(Debug, Clone)]
@@ -202,8 +205,15 @@ impl Scheduler {
                 self.agents
                     .values()
                     .filter(|slot| slot.can_take(run))
-                    // The least busy agent; the session id makes the choice deterministic.
-                    .min_by_key(|slot| (slot.leases.len(), slot.session))
+                    // Agents that let this run's offer lapse last, then the least busy; the
+                    // session id makes the choice deterministic.
+                    .min_by_key(|slot| {
+                        (
+                            run.lapsed_with.contains(&slot.session),
+                            slot.leases.len(),
+                            slot.session,
+                        )
+                    })
                     .map(|slot| (i, slot.session))
             })?;
         let run = self.queues.get_mut(account)?.remove(at)?;

@@ -155,15 +155,33 @@ impl Store {
         Ok(())
     }
 
-    pub async fn touch_agents(&self, agent_ids: &[String], at_ms: i64) -> Result<()> {
-        for id in agent_ids {
-            sqlx::query("UPDATE agents SET last_seen_at = $1 WHERE id = $2")
-                .bind(at_ms)
-                .bind(id)
-                .execute(&self.pool)
-                .await?;
-        }
+    /// Records when an agent was last heard (its stream ended then).
+    pub async fn touch_agent(&self, agent_id: &str, at_ms: i64) -> Result<()> {
+        sqlx::query("UPDATE agents SET last_seen_at = $1 WHERE id = $2")
+            .bind(at_ms)
+            .bind(agent_id)
+            .execute(&self.pool)
+            .await?;
         Ok(())
+    }
+
+    /// Which of these agents have been removed.
+    pub async fn removed_among(&self, agent_ids: &[String]) -> Result<Vec<String>> {
+        if agent_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (1..=agent_ids.len()).map(|i| format!("${i}")).collect();
+        let sql = format!(
+            "SELECT id FROM agents WHERE removed_at IS NOT NULL AND id IN ({})",
+            placeholders.join(", ")
+        );
+        // Only placeholders are formatted into the SQL; the ids are bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for id in agent_ids {
+            query = query.bind(id);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
     }
 
     /// The live agents of an account (the platform's too, when `with_platform`).

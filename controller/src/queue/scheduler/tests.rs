@@ -8,6 +8,7 @@ fn run(id: &str, account: &str, kind: RunKind) -> QueuedRun {
         environment: "staging".to_string(),
         executor: Executor::Any,
         refused_by: BTreeSet::new(),
+        lapsed_with: BTreeSet::new(),
     }
 }
 
@@ -149,4 +150,23 @@ fn a_refused_run_goes_to_another_agent_and_keeps_its_place() {
     );
     s.add_agent(agent(2, "a", 1));
     assert_eq!(s.next_placements()[0].run.run_id, "r0");
+}
+
+#[test]
+fn a_lapsed_offer_goes_elsewhere_first_and_back_when_nowhere_else() {
+    let mut s = Scheduler::default();
+    s.add_agent(agent(1, "a", 1));
+    s.add_agent(agent(2, "a", 1));
+    let mut lapsed = run("r0", "a", RunKind::Checks);
+    lapsed.lapsed_with.insert(1);
+    s.enqueue(lapsed.clone());
+    assert_eq!(s.next_placements()[0].session, 2, "the other agent first");
+    let mut alone = Scheduler::default();
+    alone.add_agent(agent(1, "a", 1));
+    alone.enqueue(lapsed);
+    assert_eq!(
+        alone.next_placements()[0].session,
+        1,
+        "the lone agent gets it again"
+    );
 }
