@@ -396,3 +396,37 @@ async fn removed_agents_lose_every_certificate() {
         assert!(store.agents(&account.id).await.expect("list").is_empty());
     }
 }
+
+#[tokio::test]
+async fn audit_lines_stay_with_their_account() {
+    for store in both().await {
+        let (account, run) = seed(&store).await;
+        let other = store
+            .create_account("other", 1, false)
+            .await
+            .expect("other");
+        let line = AuditLine {
+            at: 0,
+            actor: "token:t1".into(),
+            action: "run.start".into(),
+            run_id: Some(run.id.clone()),
+            targets: Some(run.target.clone()),
+            outcome: "queued".into(),
+        };
+        store.audit(&account.id, &line).await.expect("audit");
+        let lines = store.audit_lines(&account.id).await.expect("lines");
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].at > 0, "stamped when written");
+        assert_eq!(
+            (lines[0].action.as_str(), lines[0].run_id.as_deref()),
+            ("run.start", Some(run.id.as_str()))
+        );
+        assert!(
+            store
+                .audit_lines(&other.id)
+                .await
+                .expect("lines")
+                .is_empty()
+        );
+    }
+}
