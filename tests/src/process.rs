@@ -183,6 +183,21 @@ impl Agent {
         }
     }
 
+    /// Issues an identity for `name` in the `default` account, starts the agent and waits
+    /// until the API shows it online.
+    pub async fn enrol(
+        install: &Installation,
+        api: &crate::Api,
+        name: &str,
+        controller: &str,
+        options: AgentOptions<'_>,
+    ) -> Agent {
+        let identity = install.agent_identity("default", name);
+        let agent = Agent::start(install, name, &identity, controller, options).await;
+        api.wait_online(name, Duration::from_secs(30)).await;
+        agent
+    }
+
     /// SIGKILL: the agent gets no chance to say anything.
     pub async fn kill(mut self) {
         let _ = self.child.kill().await;

@@ -35,17 +35,15 @@ async fn cancel_reaches_the_agent_and_the_run_ends_cancelled(backend: Backend) {
     let install = Installation::new(backend).await;
     let controller = Controller::start(&install, 200, None).await;
     let api = Api::new(&controller.api_url(), &install.full_token());
-    let identity = install.agent_identity("default", "edge-1");
-    let _agent = Agent::start(
+    let _agent = Agent::enrol(
         &install,
+        &api,
         "edge-1",
-        &identity,
         &controller.link_url(),
         AgentOptions::default(),
     )
     .await;
     let target = Target::start().await;
-    api.wait_online("edge-1", LIMIT).await;
 
     let run = api.create_run(&slow_checks(&target, 3, 20_000)).await;
     let id = run["id"].as_str().expect("id");
@@ -184,17 +182,15 @@ async fn a_controller_restarted_mid_run_still_finishes_the_run(backend: Backend)
     let link_port = controller.agent_link.port();
     let token = install.full_token();
     let api = Api::new(&controller.api_url(), &token);
-    let identity = install.agent_identity("default", "edge-1");
-    let _agent = Agent::start(
+    let _agent = Agent::enrol(
         &install,
+        &api,
         "edge-1",
-        &identity,
         &controller.link_url(),
         AgentOptions::default(),
     )
     .await;
     let target = Target::start().await;
-    api.wait_online("edge-1", LIMIT).await;
 
     let run = api.create_run(&slow_checks(&target, 12, 250)).await;
     let id = run["id"].as_str().expect("id").to_string();

@@ -23,18 +23,16 @@ async fn stack(backend: Backend) -> Stack {
     let install = Installation::new(backend).await;
     let token = install.full_token();
     let controller = Controller::start(&install, 200, None).await;
-    let identity = install.agent_identity("default", "edge-1");
-    let agent = Agent::start(
+    let api = Api::new(&controller.api_url(), &token);
+    let agent = Agent::enrol(
         &install,
+        &api,
         "edge-1",
-        &identity,
         &controller.link_url(),
         AgentOptions::default(),
     )
     .await;
     let target = Target::start().await;
-    let api = Api::new(&controller.api_url(), &token);
-    api.wait_online("edge-1", LIMIT).await;
     Stack {
         install,
         controller,
