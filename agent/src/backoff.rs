@@ -37,6 +37,11 @@ impl Backoff {
         })
     }
 
+    /// Lowers the largest window (never below the smallest).
+    pub fn cap(&mut self, max: Duration) {
+        self.max = self.max.min(max).max(self.min);
+    }
+
     /// After a session that worked, start again from the smallest window.
     pub fn reset(&mut self) {
         self.attempt = 0;
@@ -60,5 +65,14 @@ mod tests {
         assert_eq!(windows, [100, 200, 400, 800, 1600, 2000, 2000]);
         b.reset();
         assert_eq!(b.window(), Duration::from_millis(100));
+        b.cap(Duration::from_millis(300));
+        for _ in 0..5 {
+            b.next_wait();
+        }
+        assert_eq!(
+            b.window(),
+            Duration::from_millis(300),
+            "capped by the controller"
+        );
     }
 }

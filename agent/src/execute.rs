@@ -65,7 +65,7 @@ pub fn start(leases: &Leases, agent: &str, accepted: Accepted) {
     } = accepted;
     let cancel = leases.insert(&lease_id, epoch, &run_id, kind);
     leases.push_frame(
-        &run_id,
+        &lease_id,
         "started",
         json!({"agent": agent, "kind": kind, "target": target}).to_string(),
     );
@@ -74,10 +74,10 @@ pub fn start(leases: &Leases, agent: &str, accepted: Accepted) {
         let (tx, mut rx) = mpsc::unbounded_channel::<NewFrame>();
         let pump = {
             let leases = leases.clone();
-            let run_id = run_id.clone();
+            let lease_id = lease_id.clone();
             tokio::spawn(async move {
                 while let Some(frame) = rx.recv().await {
-                    leases.push_frame(&run_id, frame.kind.as_str(), frame.data.to_string());
+                    leases.push_frame(&lease_id, frame.kind.as_str(), frame.data.to_string());
                 }
             })
         };
@@ -87,7 +87,7 @@ pub fn start(leases: &Leases, agent: &str, accepted: Accepted) {
         let _ = pump.await;
         tracing::info!(run = %run_id, status = %outcome.status, "run ended on this agent");
         leases.complete(
-            &run_id,
+            &lease_id,
             outcome.status.as_str(),
             outcome.reason.as_deref().unwrap_or_default(),
             outcome.result.to_string(),

@@ -1,8 +1,10 @@
-//! The agent's lease table: for each run it holds, the lease, the frames not yet
+//! The agent's lease table: for each lease it holds, the run, the frames not yet
 //! acknowledged by the controller, and the completion once the run has ended.
 //!
-//! Frames are numbered here, per run, from 1. A frame leaves the table only when the
-//! controller acknowledges it, so after a reconnect everything unacknowledged is resent.
+//! Leases are keyed by lease id, so the output of an executor whose lease was revoked can
+//! never be sent under a newer lease of the same run. Frames are numbered here, per run,
+//! from 1. A frame leaves the table only when the controller acknowledges it, so after a
+//! reconnect everything unacknowledged is resent.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,6 +21,8 @@ pub struct Lease {
     pub run_id: String,
     pub kind: RunKind,
     pub cancel: CancellationToken,
+    /// Stopped by the agent itself after losing the controller (not by a cancel).
+    pub fenced: bool,
     next_number: u64,
     acked: u64,
     unacked: VecDeque<Frame>,
@@ -28,28 +32,32 @@ pub struct Lease {
     completion_sent: bool,
 }
 
+/// A batch of frames of one lease, ready to send.
+#[derive(Debug)]
+pub struct Batch {
+    pub lease_id: String,
+    pub epoch: u64,
+    pub run_id: String,
+    pub frames: Vec<Frame>,
+}
+
 /// What a session should send now.
 #[derive(Debug, Default)]
 pub struct Outgoing {
-    pub frames: Vec<(String, u64, String, Vec<Frame>)>,
+    pub batches: Vec<Batch>,
     pub completions: Vec<Completion>,
-}
-
-#[derive(Debug, Default)]
-struct Table {
-    leases: HashMap<String, Lease>,
 }
 
 /// Shared between the link and the executors.
 #[derive(Debug, Clone, Default)]
 pub struct Leases {
-    table: Arc<Mutex<Table>>,
+    table: Arc<Mutex<HashMap<String, Lease>>>,
     /// Woken when there is something new to send.
     pub changed: Arc<Notify>,
 }
 
 impl Leases {
-    fn lock(&self) -> MutexGuard<'_, Table> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Lease>> {
         // A panic while holding this lock would be a bug; the table stays usable.
         self.table
             .lock()
@@ -57,7 +65,7 @@ impl Leases {
     }
 
     pub fn len(&self) -> usize {
-        self.lock().leases.len()
+        self.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -65,7 +73,12 @@ impl Leases {
     }
 
     pub fn has_exclusive(&self) -> bool {
-        self.lock().leases.values().any(|l| l.kind.is_exclusive())
+        self.lock().values().any(|l| l.kind.is_exclusive())
+    }
+
+    /// Whether any lease of this run is still held (its executor may still be running).
+    pub fn holds_run(&self, run_id: &str) -> bool {
+        self.lock().values().any(|l| l.run_id == run_id)
     }
 
     pub fn insert(
@@ -76,14 +89,15 @@ impl Leases {
         kind: RunKind,
     ) -> CancellationToken {
         let cancel = CancellationToken::new();
-        self.lock().leases.insert(
-            run_id.to_string(),
+        self.lock().insert(
+            lease_id.to_string(),
             Lease {
                 lease_id: lease_id.to_string(),
                 epoch,
                 run_id: run_id.to_string(),
                 kind,
                 cancel: cancel.clone(),
+                fenced: false,
                 next_number: 1,
                 acked: 0,
                 unacked: VecDeque::new(),
@@ -95,10 +109,9 @@ impl Leases {
         cancel
     }
 
-    /// Numbers and queues a frame of a run.
-    pub fn push_frame(&self, run_id: &str, kind: &str, payload_json: String) {
-        let mut table = self.lock();
-        if let Some(lease) = table.leases.get_mut(run_id) {
+    /// Numbers and queues a frame of a lease's run.
+    pub fn push_frame(&self, lease_id: &str, kind: &str, payload_json: String) {
+        if let Some(lease) = self.lock().get_mut(lease_id) {
             let number = lease.next_number;
             lease.next_number += 1;
             lease.unacked.push_back(Frame {
@@ -107,25 +120,32 @@ impl Leases {
                 payload_json,
             });
         }
-        drop(table);
         self.changed.notify_one();
     }
 
-    /// The run ended on this agent: its completion is sent after its last frame.
+    /// The run ended on this agent: its completion is sent after its last frame. A run
+    /// the agent stopped itself (fenced) ends `error`, not `cancelled`.
     pub fn complete(
         &self,
-        run_id: &str,
+        lease_id: &str,
         status: &str,
         reason: &str,
         result_json: String,
         units_spent: u64,
     ) {
-        let mut table = self.lock();
-        if let Some(lease) = table.leases.get_mut(run_id) {
+        if let Some(lease) = self.lock().get_mut(lease_id) {
+            let (status, reason) = if lease.fenced && status == "cancelled" {
+                (
+                    "error",
+                    "lost contact with the controller: the agent stopped the run",
+                )
+            } else {
+                (status, reason)
+            };
             lease.completion = Some(Completion {
                 lease_id: lease.lease_id.clone(),
                 epoch: lease.epoch,
-                run_id: run_id.to_string(),
+                run_id: lease.run_id.clone(),
                 status: status.to_string(),
                 reason: reason.to_string(),
                 result_json,
@@ -133,61 +153,48 @@ impl Leases {
                 units_spent,
             });
         }
-        drop(table);
         self.changed.notify_one();
     }
 
-    pub fn ack(&self, run_id: &str, lease_id: &str, through: u64) {
+    /// The controller stored every frame through `through`. When that is below the last
+    /// frame of the batch it answers, frames went missing: send again from there.
+    pub fn ack(&self, lease_id: &str, through: u64, batch_last: u64) {
         let mut table = self.lock();
-        if let Some(lease) = table
-            .leases
-            .get_mut(run_id)
-            .filter(|l| l.lease_id == lease_id)
+        let Some(lease) = table.get_mut(lease_id) else {
+            return;
+        };
+        lease.acked = lease.acked.max(through);
+        while lease
+            .unacked
+            .front()
+            .is_some_and(|f| f.number <= lease.acked)
         {
-            lease.acked = lease.acked.max(through);
-            while lease
-                .unacked
-                .front()
-                .is_some_and(|f| f.number <= lease.acked)
-            {
-                lease.unacked.pop_front();
-            }
+            lease.unacked.pop_front();
+        }
+        if through < batch_last {
+            lease.sent_through = lease.acked;
+            drop(table);
+            self.changed.notify_one();
         }
     }
 
-    /// The controller stored the completion (or has no use for it): forget the run.
-    pub fn forget(&self, run_id: &str, lease_id: &str) -> Option<Lease> {
-        let mut table = self.lock();
-        let matches = table
-            .leases
-            .get(run_id)
-            .is_some_and(|l| l.lease_id == lease_id);
-        if matches {
-            table.leases.remove(run_id)
-        } else {
-            None
-        }
+    /// The controller stored the completion (or has no use for it): forget the lease.
+    pub fn forget(&self, lease_id: &str) -> Option<Lease> {
+        self.lock().remove(lease_id)
     }
 
     /// The controller asked for everything again (missing frames): resend from the ack.
-    pub fn rewind(&self, run_id: &str) {
-        let mut table = self.lock();
-        if let Some(lease) = table.leases.get_mut(run_id) {
+    pub fn rewind(&self, lease_id: &str) {
+        if let Some(lease) = self.lock().get_mut(lease_id) {
             lease.sent_through = lease.acked;
             lease.completion_sent = false;
         }
-        drop(table);
         self.changed.notify_one();
     }
 
-    /// Cancels the executor of a run (by lease id, or any lease when `lease_id` is empty).
-    pub fn cancel(&self, run_id: &str, lease_id: &str) -> bool {
-        let table = self.lock();
-        let lease = table
-            .leases
-            .values()
-            .find(|l| l.lease_id == lease_id || (lease_id.is_empty() && l.run_id == run_id));
-        match lease {
+    /// Cancels the executor of a lease.
+    pub fn cancel(&self, lease_id: &str) -> bool {
+        match self.lock().get(lease_id) {
             Some(lease) => {
                 lease.cancel.cancel();
                 true
@@ -199,13 +206,7 @@ impl Leases {
     /// Drops a lease the controller revoked: its executor is cancelled and nothing of it
     /// is sent again.
     pub fn revoke(&self, lease_id: &str) {
-        let mut table = self.lock();
-        let run_id = table
-            .leases
-            .values()
-            .find(|l| l.lease_id == lease_id)
-            .map(|l| l.run_id.clone());
-        if let Some(lease) = run_id.and_then(|id| table.leases.remove(&id)) {
+        if let Some(lease) = self.lock().remove(lease_id) {
             lease.cancel.cancel();
         }
     }
@@ -213,14 +214,13 @@ impl Leases {
     /// Stops exclusive runs (the agent lost the controller): they must not go on loading
     /// a target nobody watches.
     pub fn fence_exclusive(&self) -> usize {
-        let table = self.lock();
         let mut stopped = 0;
-        for lease in table
-            .leases
-            .values()
-            .filter(|l| l.kind.is_exclusive() && l.completion.is_none())
-        {
-            if !lease.cancel.is_cancelled() {
+        for lease in self.lock().values_mut() {
+            if lease.kind.is_exclusive()
+                && lease.completion.is_none()
+                && !lease.cancel.is_cancelled()
+            {
+                lease.fenced = true;
                 lease.cancel.cancel();
                 stopped += 1;
             }
@@ -231,9 +231,7 @@ impl Leases {
     /// What the hello reports: every held lease with its last acknowledged frame. A new
     /// stream starts sending from there.
     pub fn report_for_new_stream(&self) -> Vec<RunningLease> {
-        let mut table = self.lock();
-        table
-            .leases
+        self.lock()
             .values_mut()
             .map(|lease| {
                 lease.sent_through = lease.acked;
@@ -248,12 +246,11 @@ impl Leases {
             .collect()
     }
 
-    /// Frames not yet sent on this stream, then completions whose frames have all been
-    /// sent.
+    /// Frames not yet sent on this stream (at most `max_frames` per lease), then
+    /// completions whose frames have all been sent.
     pub fn take_outgoing(&self, max_frames: usize) -> Outgoing {
-        let mut table = self.lock();
         let mut out = Outgoing::default();
-        for lease in table.leases.values_mut() {
+        for lease in self.lock().values_mut() {
             let frames: Vec<Frame> = lease
                 .unacked
                 .iter()
@@ -263,12 +260,12 @@ impl Leases {
                 .collect();
             if let Some(last) = frames.last() {
                 lease.sent_through = last.number;
-                out.frames.push((
-                    lease.lease_id.clone(),
-                    lease.epoch,
-                    lease.run_id.clone(),
+                out.batches.push(Batch {
+                    lease_id: lease.lease_id.clone(),
+                    epoch: lease.epoch,
+                    run_id: lease.run_id.clone(),
                     frames,
-                ));
+                });
             }
             let all_sent = lease.sent_through + 1 >= lease.next_number;
             if let Some(completion) = lease
@@ -285,7 +282,7 @@ impl Leases {
 
     /// Whether anything is still waiting to be sent on this stream.
     pub fn has_outgoing(&self) -> bool {
-        self.lock().leases.values().any(|l| {
+        self.lock().values().any(|l| {
             l.unacked.iter().any(|f| f.number > l.sent_through)
                 || (l.completion.is_some() && !l.completion_sent)
         })
@@ -296,66 +293,105 @@ impl Leases {
 mod tests {
     use super::*;
 
+    fn numbers(out: &Outgoing) -> Vec<u64> {
+        out.batches
+            .iter()
+            .flat_map(|b| b.frames.iter().map(|f| f.number))
+            .collect()
+    }
+
     #[test]
     fn frames_stay_until_acknowledged_and_are_resent_on_a_new_stream() {
         let leases = Leases::default();
         leases.insert("l1", 1, "r1", RunKind::Checks);
         for i in 0..5 {
-            leases.push_frame("r1", "check", format!("{{\"i\":{i}}}"));
+            leases.push_frame("l1", "check", format!("{{\"i\":{i}}}"));
         }
-        let out = leases.take_outgoing(3);
-        assert_eq!(
-            out.frames[0].3.iter().map(|f| f.number).collect::<Vec<_>>(),
-            [1, 2, 3]
-        );
-        let out = leases.take_outgoing(10);
-        assert_eq!(
-            out.frames[0].3.iter().map(|f| f.number).collect::<Vec<_>>(),
-            [4, 5]
-        );
+        assert_eq!(numbers(&leases.take_outgoing(3)), [1, 2, 3]);
+        assert_eq!(numbers(&leases.take_outgoing(10)), [4, 5]);
         assert!(!leases.has_outgoing());
-        leases.ack("r1", "l1", 2);
+        leases.ack("l1", 2, 3);
         let report = leases.report_for_new_stream();
         assert_eq!(report[0].last_acked_frame, 2);
-        let out = leases.take_outgoing(10);
         assert_eq!(
-            out.frames[0].3.iter().map(|f| f.number).collect::<Vec<_>>(),
+            numbers(&leases.take_outgoing(10)),
             [3, 4, 5],
             "resent after the ack"
         );
     }
 
     #[test]
+    fn an_ack_below_its_batch_means_a_gap_and_resends_from_it() {
+        let leases = Leases::default();
+        leases.insert("l1", 1, "r1", RunKind::Checks);
+        for _ in 0..4 {
+            leases.push_frame("l1", "check", "{}".into());
+        }
+        assert_eq!(numbers(&leases.take_outgoing(10)), [1, 2, 3, 4]);
+        leases.ack("l1", 4, 4);
+        leases.push_frame("l1", "check", "{}".into());
+        leases.push_frame("l1", "check", "{}".into());
+        assert_eq!(numbers(&leases.take_outgoing(1)), [5]);
+        assert_eq!(numbers(&leases.take_outgoing(1)), [6]);
+        leases.ack("l1", 4, 5);
+        assert_eq!(
+            numbers(&leases.take_outgoing(10)),
+            [5, 6],
+            "frame 5 was not stored: from 5 again"
+        );
+        leases.ack("l1", 6, 6);
+        assert!(!leases.has_outgoing());
+    }
+
+    #[test]
     fn a_completion_follows_its_last_frame() {
         let leases = Leases::default();
         leases.insert("l1", 1, "r1", RunKind::Checks);
-        leases.push_frame("r1", "started", "{}".into());
-        leases.complete("r1", "passed", "", "{}".into(), 1);
+        leases.push_frame("l1", "started", "{}".into());
+        leases.complete("l1", "passed", "", "{}".into(), 1);
         let out = leases.take_outgoing(10);
-        assert_eq!(out.frames.len(), 1);
+        assert_eq!(out.batches.len(), 1);
         assert_eq!(out.completions.len(), 1);
         assert_eq!(out.completions[0].last_frame, 1);
         assert!(
             leases.take_outgoing(10).completions.is_empty(),
             "sent once per stream"
         );
-        leases.rewind("r1");
+        leases.rewind("l1");
         assert_eq!(
             leases.take_outgoing(10).completions.len(),
             1,
             "sent again when asked"
         );
-        assert!(leases.forget("r1", "other").is_none());
-        assert!(leases.forget("r1", "l1").is_some());
+        assert!(leases.forget("other").is_none());
+        assert!(leases.forget("l1").is_some());
         assert!(leases.is_empty());
     }
 
     #[test]
-    fn fencing_stops_only_exclusive_runs() {
+    fn a_revoked_lease_takes_nothing_into_the_next_lease_of_its_run() {
+        let leases = Leases::default();
+        leases.insert("old", 1, "r1", RunKind::Checks);
+        leases.revoke("old");
+        leases.insert("new", 2, "r1", RunKind::Checks);
+        // The old executor's late output goes nowhere.
+        leases.push_frame("old", "check", "{}".into());
+        leases.complete("old", "cancelled", "", "{}".into(), 0);
+        let out = leases.take_outgoing(10);
+        assert!(out.batches.is_empty() && out.completions.is_empty());
+        assert!(leases.holds_run("r1"));
+    }
+
+    #[test]
+    fn fencing_stops_only_exclusive_runs_and_they_end_in_error() {
         let leases = Leases::default();
         let load = leases.insert("l1", 1, "r1", RunKind::Load);
         let checks = leases.insert("l2", 1, "r2", RunKind::Checks);
         assert_eq!(leases.fence_exclusive(), 1);
         assert!(load.is_cancelled() && !checks.is_cancelled());
+        leases.complete("l1", "cancelled", "cancelled", "{}".into(), 0);
+        let out = leases.take_outgoing(10);
+        assert_eq!(out.completions[0].status, "error");
+        assert!(out.completions[0].reason.contains("lost contact"));
     }
 }

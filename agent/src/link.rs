@@ -245,6 +245,10 @@ impl Session<'_> {
         };
         self.heard();
         backoff.reset();
+        if welcome.reconnect_max_ms > 0 {
+            // The controller waits for agents this long after a restart: come back sooner.
+            backoff.cap(Duration::from_millis(u64::from(welcome.reconnect_max_ms)));
+        }
         let heartbeat = Duration::from_millis(u64::from(welcome.heartbeat_interval_ms.max(10)));
         let ttl = Duration::from_millis(u64::from(welcome.lease_ttl_ms.max(10)));
         self.lease_ttl
@@ -288,17 +292,14 @@ impl Session<'_> {
     async fn flush(&self, tx: &mpsc::Sender<AgentMessage>) {
         while self.leases.has_outgoing() {
             let out = self.leases.take_outgoing(BATCH);
-            for (lease_id, epoch, run_id, frames) in out.frames {
-                send(
-                    tx,
-                    agent_message::Body::Frames(FrameBatch {
-                        lease_id,
-                        epoch,
-                        run_id,
-                        frames,
-                    }),
-                )
-                .await;
+            for batch in out.batches {
+                let frames = FrameBatch {
+                    lease_id: batch.lease_id,
+                    epoch: batch.epoch,
+                    run_id: batch.run_id,
+                    frames: batch.frames,
+                };
+                send(tx, agent_message::Body::Frames(frames)).await;
             }
             for completion in out.completions {
                 send(tx, agent_message::Body::Completion(completion)).await;
@@ -311,21 +312,21 @@ impl Session<'_> {
             controller_message::Body::Welcome(_) | controller_message::Body::Heartbeat(_) => {}
             controller_message::Body::Offer(offer) => {
                 let answer = self.consider(&offer);
-                let accepted = answer.is_ok();
-                let reason = answer.as_ref().err().cloned().unwrap_or_default();
+                let (accepted, retry_later, reason) = match &answer {
+                    Ok(_) => (true, false, String::new()),
+                    Err(refusal) => (false, refusal.retry_later, refusal.reason.clone()),
+                };
                 if !accepted {
-                    tracing::info!(run = %offer.run_id, reason, "offer refused");
+                    tracing::info!(run = %offer.run_id, reason, retry_later, "offer refused");
                 }
-                send(
-                    tx,
-                    agent_message::Body::LeaseAnswer(LeaseAnswer {
-                        lease_id: offer.lease_id.clone(),
-                        epoch: offer.epoch,
-                        accepted,
-                        reason,
-                    }),
-                )
-                .await;
+                let answer_message = LeaseAnswer {
+                    lease_id: offer.lease_id.clone(),
+                    epoch: offer.epoch,
+                    accepted,
+                    reason,
+                    retry_later,
+                };
+                send(tx, agent_message::Body::LeaseAnswer(answer_message)).await;
                 if let Ok((kind, plan)) = answer {
                     tracing::info!(run = %offer.run_id, kind = %kind, "lease accepted");
                     execute::start(
@@ -344,10 +345,10 @@ impl Session<'_> {
             }
             controller_message::Body::FrameAck(ack) => {
                 self.leases
-                    .ack(&ack.run_id, &ack.lease_id, ack.contiguous_through);
+                    .ack(&ack.lease_id, ack.contiguous_through, ack.batch_last);
             }
             controller_message::Body::Cancel(cancel) => {
-                if self.leases.cancel(&cancel.run_id, &cancel.lease_id) {
+                if self.leases.cancel(&cancel.lease_id) {
                     tracing::info!(run = %cancel.run_id, reason = %cancel.reason, "run cancelled by the controller");
                 }
                 if cancel.reason == "stale lease" {
@@ -357,32 +358,61 @@ impl Session<'_> {
             }
             controller_message::Body::CompletionAck(ack) => {
                 if ack.accepted {
-                    self.leases.forget(&ack.run_id, &ack.lease_id);
+                    self.leases.forget(&ack.lease_id);
                 } else {
                     tracing::warn!(run = %ack.run_id, reason = %ack.reason, "completion not accepted yet; resending");
-                    self.leases.rewind(&ack.run_id);
+                    self.leases.rewind(&ack.lease_id);
                 }
             }
         }
     }
 
     /// Accepts an offer this agent can run now; the error is the reason it cannot.
-    fn consider(&self, offer: &LeaseOffer) -> Result<(RunKind, execute::Plan), String> {
+    fn consider(&self, offer: &LeaseOffer) -> Result<(RunKind, execute::Plan), Refusal> {
         let kind: RunKind = offer
             .kind
             .parse()
-            .map_err(|e: iohr_domain::run::UnknownWord| e.to_string())?;
+            .map_err(|e: iohr_domain::run::UnknownWord| Refusal::for_good(e.to_string()))?;
         if !SUPPORTED_KINDS.contains(&kind) {
-            return Err(format!("this agent does not run kind {kind}"));
+            return Err(Refusal::for_good(format!(
+                "this agent does not run kind {kind}"
+            )));
         }
         if self.leases.len() >= self.config.max_concurrent_jobs as usize {
-            return Err("at max_concurrent_jobs".to_string());
+            return Err(Refusal::for_now("at max_concurrent_jobs"));
         }
         if kind.is_exclusive() && self.leases.has_exclusive() {
-            return Err("an exclusive run is already running here".to_string());
+            return Err(Refusal::for_now("an exclusive run is already running here"));
         }
-        let plan = execute::plan(kind, &offer.spec_json)?;
+        if self.leases.holds_run(&offer.run_id) {
+            // The executor of an older lease of this run is still winding down.
+            return Err(Refusal::for_now(
+                "still stopping an earlier lease of this run",
+            ));
+        }
+        let plan = execute::plan(kind, &offer.spec_json).map_err(Refusal::for_good)?;
         Ok((kind, plan))
+    }
+}
+
+/// Why an offer is refused, and whether it may be offered here again later.
+struct Refusal {
+    reason: String,
+    retry_later: bool,
+}
+
+impl Refusal {
+    fn for_now(reason: &str) -> Refusal {
+        Refusal {
+            reason: reason.to_string(),
+            retry_later: true,
+        }
+    }
+    fn for_good(reason: String) -> Refusal {
+        Refusal {
+            reason,
+            retry_later: false,
+        }
     }
 }
 

@@ -297,17 +297,21 @@ impl Controller {
 
     /// CPU seconds (user + system) the controller has used, from /proc.
     pub fn cpu_seconds(&self) -> Option<f64> {
-        let pid = self.child.id()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // Fields after the command name (which may hold spaces) start after the last ')'.
-        let rest = stat.rsplit_once(')')?.1;
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after ')'.
-        let utime: f64 = fields.get(11)?.parse().ok()?;
-        let stime: f64 = fields.get(12)?.parse().ok()?;
-        // USER_HZ is 100 on every Linux this runs on.
-        Some((utime + stime) / 100.0)
+        cpu_seconds(&format!("/proc/{}/stat", self.child.id()?))
     }
+}
+
+/// CPU seconds (user + system, all threads) of a process, from its /proc stat file.
+pub fn cpu_seconds(stat_path: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(stat_path).ok()?;
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after ')'.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // USER_HZ is 100 on every Linux this runs on.
+    Some((utime + stime) / 100.0)
 }
 
 fn database_name(label: &str) -> String {

@@ -98,6 +98,10 @@ struct Opts {
     /// Keep the data dirs (certificates, SQLite files, controller logs) afterwards.
     #[arg(long)]
     keep: bool,
+    /// Before each scenario, wait at most this long for other processes to leave the CPUs
+    /// (0: do not wait).
+    #[arg(long, default_value_t = 300)]
+    quiet_wait_secs: u64,
     /// Print a JSON summary on stdout (the tables then go to stderr).
     #[arg(long)]
     json: bool,
@@ -153,7 +157,12 @@ async fn main() -> anyhow::Result<()> {
         work_dir.display()
     ));
 
-    let result = run_all(&opts, &bin, &work_dir, &out).await;
+    // On Ctrl-C or SIGTERM the scenario future is dropped, and with it the controller
+    // child (started with kill_on_drop).
+    let result = tokio::select! {
+        result = run_all(&opts, &bin, &work_dir, &out) => result,
+        signal = interrupted() => Err(anyhow::anyhow!("interrupted by {signal}")),
+    };
     if !opts.keep {
         let _ = std::fs::remove_dir_all(&work_dir);
     }
@@ -172,6 +181,20 @@ async fn main() -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     }
     Ok(())
+}
+
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+        },
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
+    }
 }
 
 /// Tables go to stdout, or to stderr when stdout carries the JSON summary.
@@ -238,6 +261,9 @@ async fn in_environment(
         Job::Latency(agents) => format!("latency-{}-{agents}", backend.name()),
         Job::Throughput => format!("throughput-{}", backend.name()),
     };
+    if opts.quiet_wait_secs > 0 {
+        wait_for_quiet(Duration::from_secs(opts.quiet_wait_secs), out).await;
+    }
     let env = Environment::create(bin, backend, work_dir.join(&label), &label).await?;
     let result = match job {
         Job::Latency(agents) => latency(opts, &env, backend, agents, out).await,
@@ -347,8 +373,9 @@ async fn latency(
     };
     // The plan must never be what a run waits for.
     let rig = Rig::start(opts, env, agents, 1_000_000, behaviour).await?;
+    let meter = CpuMeter::start(&rig.controller);
     let outcome = latency_load(opts, &rig).await;
-    let cpu = rig.controller.cpu_seconds();
+    let cpu = meter.stop(&rig.controller);
     let rss = rig.controller.rss_mib();
     let verified = rig.api.count_runs("passed", 100).await;
     let log = rig.controller.log_path.clone();
@@ -375,10 +402,14 @@ async fn latency(
     out.line(stats::table(&report.phases).trim_end());
     out.line(&load.summary_line(&times, &verified));
     out.line(&format!(
-        "  controller: {} CPU over the scenario, {} resident; log {}",
-        fmt_opt(cpu, "s"),
+        "  CPU during the load: {}; controller {} resident{}",
+        cpu.describe(),
         fmt_opt(rss, "MiB"),
-        log.display()
+        if opts.keep {
+            format!("; log {}", log.display())
+        } else {
+            String::new()
+        }
     ));
     if let Some(p99) = accept_p99 {
         let verdict = if p99 < GOAL_ACCEPT_P99_MS {
@@ -410,9 +441,97 @@ async fn latency(
         "accept_p99_ms": accept_p99,
         "accept_p99_below_goal": goal,
         "counts": load.counts_json(&times, &verified),
-        "controller_cpu_s": cpu,
+        "cpu": cpu.to_json(),
         "controller_rss_mib": rss,
     }))
+}
+
+/// CPU used by the controller and by the bench itself over a stretch of wall time: on a
+/// small machine the bench competes with the controller, and the reader should see it.
+struct CpuMeter {
+    controller: Option<f64>,
+    bench: Option<f64>,
+    postgres: f64,
+    machine: Option<f64>,
+    at: Instant,
+}
+
+struct CpuUse {
+    controller_s: Option<f64>,
+    bench_s: Option<f64>,
+    /// The PostgreSQL server's processes (on this machine), part of the system under test.
+    postgres_s: f64,
+    /// Busy CPU time of every other process: anything large here means the figures were
+    /// taken on a busy machine.
+    rest_s: Option<f64>,
+    wall_s: f64,
+}
+
+impl CpuMeter {
+    fn start(controller: &Controller) -> CpuMeter {
+        CpuMeter {
+            controller: controller.cpu_seconds(),
+            bench: controller::cpu_seconds("/proc/self/stat"),
+            postgres: postgres_cpu_seconds(),
+            machine: machine_busy_seconds(),
+            at: Instant::now(),
+        }
+    }
+
+    fn stop(self, controller: &Controller) -> CpuUse {
+        let used = |before: Option<f64>, after: Option<f64>| match (before, after) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
+        let controller_s = used(self.controller, controller.cpu_seconds());
+        let bench_s = used(self.bench, controller::cpu_seconds("/proc/self/stat"));
+        // Backends that exited during the load are missed: a slight undercount.
+        let postgres_s = (postgres_cpu_seconds() - self.postgres).max(0.0);
+        let machine_s = used(self.machine, machine_busy_seconds());
+        let rest_s = match (machine_s, controller_s, bench_s) {
+            (Some(m), Some(c), Some(b)) => Some((m - c - b - postgres_s).max(0.0)),
+            _ => None,
+        };
+        CpuUse {
+            controller_s,
+            bench_s,
+            postgres_s,
+            rest_s,
+            wall_s: self.at.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+impl CpuUse {
+    fn share(&self, seconds: Option<f64>) -> String {
+        seconds.map_or("?".to_string(), |s| {
+            format!(
+                "{s:.1} s ({:.0}% of one core)",
+                100.0 * s / self.wall_s.max(f64::EPSILON)
+            )
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "controller {}, bench {}, postgres {}, other processes {}, over {:.1} s",
+            self.share(self.controller_s),
+            self.share(self.bench_s),
+            self.share(Some(self.postgres_s)),
+            self.share(self.rest_s),
+            self.wall_s
+        )
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "wall_s": round2(self.wall_s),
+            "controller_s": self.controller_s.map(round2),
+            "bench_s": self.bench_s.map(round2),
+            "postgres_s": round2(self.postgres_s),
+            "other_processes_s": self.rest_s.map(round2),
+        })
+    }
 }
 
 /// What a workload did besides the per-run times.
@@ -557,9 +676,14 @@ async fn throughput(
     };
     let agents = opts.throughput_agents;
     let rig = Rig::start(opts, env, agents, 1_000_000, behaviour).await?;
-    let cpu_before = rig.controller.cpu_seconds();
-    let outcome = throughput_load(opts, &rig).await;
-    let cpu_after = rig.controller.cpu_seconds();
+    let stop_posting = Instant::now() + Duration::from_secs(opts.throughput_seconds);
+    let meter = CpuMeter::start(&rig.controller);
+    // CPU is read when the posting stops, so the wait for runs that never finish does not
+    // dilute it: the figures cover the steady load only.
+    let (outcome, cpu) = tokio::join!(throughput_load(opts, &rig, stop_posting), async {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(stop_posting)).await;
+        meter.stop(&rig.controller)
+    });
     let rss = rig.controller.rss_mib();
     let max_pages = opts.throughput_max_runs / 500 + 2;
     let verified = rig.api.count_runs("passed", max_pages).await;
@@ -578,11 +702,6 @@ async fn throughput(
         _ => load.elapsed,
     };
     let per_s = finished as f64 / span.as_secs_f64().max(f64::EPSILON);
-    let cpu = match (cpu_before, cpu_after) {
-        (Some(a), Some(b)) => Some(b - a),
-        _ => None,
-    };
-    let cpu_share = cpu.map(|c| c / span.as_secs_f64().max(f64::EPSILON));
 
     out.line("");
     out.line(&format!(
@@ -602,11 +721,14 @@ async fn throughput(
     out.line(stats::table(&report.phases).trim_end());
     out.line(&load.summary_line(&times, &verified));
     out.line(&format!(
-        "  controller: {} CPU during the load ({} of one core), {} resident; log {}",
-        fmt_opt(cpu, "s"),
-        cpu_share.map_or("?".to_string(), |s| format!("{:.0}%", s * 100.0)),
+        "  CPU during the load: {}; controller {} resident{}",
+        cpu.describe(),
         fmt_opt(rss, "MiB"),
-        log.display()
+        if opts.keep {
+            format!("; log {}", log.display())
+        } else {
+            String::new()
+        }
     ));
     let goal = matches!(backend, Backend::Sqlite).then_some(per_s >= GOAL_SQLITE_RUNS_PER_S);
     if let Some(met) = goal {
@@ -632,17 +754,15 @@ async fn throughput(
         "runs_per_s_meets_sqlite_goal": goal,
         "phases": report.phases.iter().map(Phase::to_json).collect::<Vec<_>>(),
         "counts": load.counts_json(&times, &verified),
-        "controller_cpu_s": cpu,
-        "controller_cpu_share_of_one_core": cpu_share.map(round2),
+        "cpu": cpu.to_json(),
         "controller_rss_mib": rss,
     }))
 }
 
 /// `throughput_in_flight` workers, each posting a run and waiting for it to finish, until
 /// the time or the run budget is spent.
-async fn throughput_load(opts: &Opts, rig: &Rig) -> anyhow::Result<Load> {
+async fn throughput_load(opts: &Opts, rig: &Rig, stop_posting: Instant) -> anyhow::Result<Load> {
     let started = Instant::now();
-    let stop_posting = started + Duration::from_secs(opts.throughput_seconds);
     let budget = Arc::new(AtomicUsize::new(opts.throughput_max_runs));
     let unfinished = Arc::new(AtomicU64::new(0));
     let mut workers = Vec::with_capacity(opts.throughput_in_flight);
@@ -775,6 +895,74 @@ fn machine() -> Value {
         "mem_total_gib": mem_total_kb.map(|kb| round2(kb as f64 / 1024.0 / 1024.0)),
         "open_files_soft_limit": open_files_limit(),
     })
+}
+
+/// Busy CPU seconds of the whole machine (all CPUs, everything but idle and iowait),
+/// from /proc/stat.
+fn machine_busy_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let ticks: Vec<f64> = stat
+        .lines()
+        .next()?
+        .strip_prefix("cpu ")?
+        .split_whitespace()
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...: idle and iowait are not busy.
+    let total: f64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3)? + ticks.get(4)?;
+    Some((total - idle) / 100.0)
+}
+
+/// CPU seconds of every process named `postgres` on this machine (the server and its
+/// backends), so the database's share is not mistaken for a busy machine.
+fn postgres_cpu_seconds() -> f64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "postgres")
+        })
+        .filter_map(|e| controller::cpu_seconds(&e.path().join("stat").to_string_lossy()))
+        .sum()
+}
+
+/// Waits (at most `limit`) until the rest of the machine is nearly idle, so a scenario
+/// does not start while something else (a build, a test run) holds the CPUs; says so
+/// when it never gets quiet.
+async fn wait_for_quiet(limit: Duration, out: &Output) {
+    const SAMPLE: Duration = Duration::from_secs(2);
+    // A quarter of one core busy on average counts as quiet.
+    const QUIET_SHARE: f64 = 0.25;
+    let deadline = Instant::now() + limit;
+    let mut share = None;
+    while Instant::now() < deadline {
+        let before = machine_busy_seconds();
+        tokio::time::sleep(SAMPLE).await;
+        let (Some(a), Some(b)) = (before, machine_busy_seconds()) else {
+            return;
+        };
+        let busy = (b - a) / SAMPLE.as_secs_f64();
+        if busy < QUIET_SHARE {
+            return;
+        }
+        share = Some(busy);
+    }
+    if let Some(busy) = share {
+        out.line(&format!(
+            "  warning: the machine stayed busy ({:.0}% of one core used by other processes) for {} s; measuring anyway",
+            busy * 100.0,
+            limit.as_secs()
+        ));
+    }
 }
 
 /// The soft limit on open files, from /proc (this bench runs on Linux).

@@ -16,6 +16,8 @@ pub struct Timing {
     /// went silent plus `lease_ttl`: longer than the agent's own fence, so a run is never
     /// handed on while the lost agent may still be loading the target.
     pub lease_grace: Duration,
+    /// The longest an agent waits between reconnects (it is told in the welcome).
+    pub reconnect_max: Duration,
     /// An offer not accepted within this long returns to the queue.
     pub offer_timeout: Duration,
 }
@@ -27,6 +29,7 @@ impl Default for Timing {
             suspect_after: Duration::from_secs(15),
             lease_ttl: Duration::from_secs(15),
             lease_grace: Duration::from_secs(15),
+            reconnect_max: Duration::from_secs(15),
             offer_timeout: Duration::from_secs(5),
         }
     }
@@ -40,8 +43,16 @@ impl Timing {
             suspect_after: heartbeat * 3,
             lease_ttl: heartbeat * 3,
             lease_grace: heartbeat * 3,
+            reconnect_max: heartbeat * 3,
             offer_timeout: Duration::from_secs(5),
         }
+    }
+
+    /// After a controller restart, how long the leases found in the store wait for their
+    /// agents to come back and report them: one lease period, plus the longest reconnect
+    /// wait the agents were told, so a backed-off agent is not declared lost.
+    pub fn restart_window(&self) -> Duration {
+        self.lease_ttl + self.reconnect_max
     }
 
     /// How often the dispatcher looks at deadlines.

@@ -34,7 +34,8 @@ pub fn validate_target(target: &str) -> Result<(), TargetError> {
     if host.is_empty() {
         return err("names no host");
     }
-    let lower = host.to_ascii_lowercase();
+    // A trailing dot names the same host (`localhost.` is localhost).
+    let lower = host.trim_end_matches('.').to_ascii_lowercase();
     if lower == "localhost" || lower.ends_with(".localhost") {
         return err("names localhost; use its address instead, such as 127.0.0.1 or [::1]");
     }
@@ -65,6 +66,7 @@ mod tests {
             "http://localhost:8080",
             "http://LOCALHOST",
             "http://app.localhost",
+            "http://localhost.:8080",
             "ftp://127.0.0.1",
             "127.0.0.1:8080",
             "http://user:pw@127.0.0.1",

@@ -108,6 +108,16 @@ async fn a_run_goes_from_post_to_passed_and_replays(backend: Backend) {
     // A finished run replays from the start, or after a Last-Event-ID, and closes.
     let again = s.api.events(&id, None).await.collect(LIMIT).await;
     assert_eq!(again, live, "a replay is the same frames");
+    let past_the_end = s
+        .api
+        .events(&id, numbers.last().copied())
+        .await
+        .collect(LIMIT)
+        .await;
+    assert!(
+        past_the_end.is_empty(),
+        "a viewer already past `finished` gets nothing and the stream closes"
+    );
     let after = s.api.events(&id, Some(2)).await.collect(LIMIT).await;
     assert_eq!(frame_numbers(&after), numbers[2..].to_vec());
     let (status, body) = s

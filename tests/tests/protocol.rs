@@ -88,6 +88,7 @@ async fn an_offer_not_accepted_in_time_goes_to_another_agent(backend: Backend) {
             epoch: 1,
             accepted: true,
             reason: String::new(),
+            retry_later: false,
         }))
         .await;
     let controller_message::Body::Cancel(late) = wedged.next(LIMIT).await else {
@@ -123,6 +124,7 @@ async fn stale_leases_are_refused_and_frames_are_stored_once_in_order(backend: B
             epoch: epoch + 1,
             accepted: true,
             reason: String::new(),
+            retry_later: false,
         }))
         .await;
     let controller_message::Body::Cancel(_) = agent.next(LIMIT).await else {
@@ -134,6 +136,7 @@ async fn stale_leases_are_refused_and_frames_are_stored_once_in_order(backend: B
             epoch,
             accepted: true,
             reason: String::new(),
+            retry_later: false,
         }))
         .await;
     api.wait_status(&id, &["running"], LIMIT).await;

@@ -50,7 +50,15 @@ pub fn frame_stream(
                     done = frame.kind == "finished";
                     return Some((Arc::new(frame), (shared, run_id, live, pending, last, done)));
                 }
-                // Read what is stored after `last`; emit only a gapless run of numbers.
+                // Whether the run has ended, asked before reading its frames: an ended
+                // run's frames are all stored, so what is read then is all there is.
+                let ended = match shared.store.run(&run_id).await {
+                    Ok(run) => run.is_none_or(|r| r.status.is_finished()),
+                    Err(error) => {
+                        tracing::error!(run = %run_id, %error, "reading a run for a viewer failed");
+                        return None;
+                    }
+                };
                 let stored = match shared.store.frames_after(&run_id, last, PAGE).await {
                     Ok(frames) => frames,
                     Err(error) => {
@@ -58,6 +66,16 @@ pub fn frame_stream(
                         return None;
                     }
                 };
+                if ended {
+                    // Everything left, past any gap an agent never filled, then the end
+                    // (nothing at all for a viewer already past `finished`).
+                    if stored.is_empty() {
+                        return None;
+                    }
+                    pending = stored.into_iter();
+                    continue;
+                }
+                // A live run: emit only a gapless run of numbers; a gap fills in later.
                 let mut expected = last + 1;
                 let gapless: Vec<StoredFrame> = stored
                     .into_iter()

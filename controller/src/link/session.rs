@@ -123,20 +123,11 @@ impl Session {
             labels: hello.labels.into_iter().collect(),
             max_concurrent_jobs: hello.max_concurrent_jobs,
         };
-        if let Err(error) = self
-            .shared
-            .store
-            .record_hello(&self.identity.agent_id, &declaration)
-            .await
-        {
-            tracing::error!(agent = %self.identity.name, %error, "recording the hello failed");
-            return Err(Status::unavailable("the controller's store failed; retry"));
-        }
         let reported = hello.leases.clone();
         let up = AgentUp {
             session: self.id,
             identity: self.identity.clone(),
-            declaration,
+            declaration: declaration.clone(),
             reported: hello.leases,
             incarnation: hello.incarnation,
             tx: self.tx.clone(),
@@ -148,10 +139,21 @@ impl Session {
             Ok(Err(refusal)) => return Err(Status::already_exists(refusal)),
             Err(_) => return Err(Status::unavailable("the controller is stopping")),
         };
+        // Recorded once the agent is let in: a refused twin must not overwrite what the
+        // live agent declared.
+        if let Err(error) = self
+            .shared
+            .store
+            .record_hello(&self.identity.agent_id, &declaration)
+            .await
+        {
+            tracing::warn!(agent = %self.identity.name, %error, "recording the hello failed");
+        }
         let welcome = Welcome {
             heartbeat_interval_ms: timing_ms(self.shared.timing.heartbeat),
             lease_ttl_ms: timing_ms(self.shared.timing.lease_ttl),
             revoked_lease_ids: revoked.clone(),
+            reconnect_max_ms: timing_ms(self.shared.timing.reconnect_max),
         };
         if !self.send(controller_message::Body::Welcome(welcome)) {
             self.shared.dispatcher.agent_down(self.id);
@@ -167,6 +169,7 @@ impl Session {
                     epoch: lease.epoch,
                     run_id: lease.run_id.clone(),
                     contiguous_through: run.frames_through,
+                    batch_last: run.frames_through,
                 }));
             }
         }
@@ -186,7 +189,13 @@ impl Session {
                 };
                 self.shared
                     .dispatcher
-                    .lease_answer(self.id, guard, answer.accepted, answer.reason)
+                    .lease_answer(
+                        self.id,
+                        guard,
+                        answer.accepted,
+                        answer.retry_later,
+                        answer.reason,
+                    )
                     .await;
             }
             agent_message::Body::Frames(batch) => self.frames(batch).await,
@@ -212,8 +221,14 @@ impl Session {
             tracing::warn!(agent = %self.identity.name, frames = batch.frames.len(), "oversized frame batch dropped");
             return;
         }
+        let batch_last = batch.frames.iter().map(|f| f.number).max().unwrap_or(0);
         let mut frames = Vec::with_capacity(batch.frames.len());
-        for frame in batch.frames {
+        // Numbers are stored as BIGINT: larger ones are a broken agent's, not a frame.
+        for frame in batch
+            .frames
+            .into_iter()
+            .filter(|f| f.number <= i64::MAX as u64)
+        {
             // `finished` is the controller's to write; unknown kinds are refused.
             let known = iohr_domain::FrameKind::parse(&frame.kind)
                 .is_some_and(|k| k != iohr_domain::FrameKind::Finished);
@@ -248,6 +263,7 @@ impl Session {
                     epoch: guard.epoch,
                     run_id: batch.run_id,
                     contiguous_through,
+                    batch_last,
                 }));
             }
             Ok(AppendOutcome::Stale) => self.stale(&guard, &batch.run_id),
@@ -276,7 +292,9 @@ impl Session {
         };
         let ending = Ending {
             status,
-            reason: Some(completion.reason.clone()).filter(|r| !r.is_empty()),
+            // A cancelled run keeps the reason the canceller gave.
+            reason: Some(completion.reason.clone())
+                .filter(|r| !r.is_empty() && status != RunStatus::Cancelled),
             result,
             units_spent: Some(i64::try_from(completion.units_spent).unwrap_or(i64::MAX)),
         };

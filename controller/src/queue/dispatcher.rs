@@ -65,6 +65,7 @@ enum Command {
         session: SessionId,
         guard: LeaseGuard,
         accepted: bool,
+        retry_later: bool,
         reason: String,
         reply: oneshot::Sender<()>,
     },
@@ -96,6 +97,8 @@ struct Lease {
     guard: LeaseGuard,
     state: LeaseState,
     cancel_requested: bool,
+    /// When the cancel was last sent to the agent.
+    cancel_sent: Option<Instant>,
 }
 
 struct Session {
@@ -173,6 +176,7 @@ impl DispatcherHandle {
         session: SessionId,
         guard: LeaseGuard,
         accepted: bool,
+        retry_later: bool,
         reason: String,
     ) {
         let (reply, rx) = oneshot::channel();
@@ -180,6 +184,7 @@ impl DispatcherHandle {
             session,
             guard,
             accepted,
+            retry_later,
             reason,
             reply,
         };
@@ -269,7 +274,7 @@ impl Dispatcher {
                 usize::try_from(account.max_running).unwrap_or(usize::MAX),
             );
         }
-        let deadline = Instant::now() + self.timing.lease_ttl;
+        let deadline = Instant::now() + self.timing.restart_window();
         let mut rebuilt = (0, 0);
         for run in self.store.unfinished_runs().await? {
             match (&run.lease, &run.agent_id) {
@@ -287,6 +292,7 @@ impl Dispatcher {
                                 started: run.status == RunStatus::Running,
                             },
                             cancel_requested: false,
+                            cancel_sent: None,
                         },
                     );
                     rebuilt.1 += 1;
@@ -356,10 +362,12 @@ impl Dispatcher {
                 session,
                 guard,
                 accepted,
+                retry_later,
                 reason,
                 reply,
             } => {
-                self.lease_answer(session, guard, accepted, reason).await;
+                self.lease_answer(session, guard, accepted, retry_later, reason)
+                    .await;
                 let _ = reply.send(());
             }
             Command::LeaseEnded { run_id, guard } => {
@@ -435,6 +443,7 @@ impl Dispatcher {
                     guard,
                     state: LeaseState::Offered { deadline },
                     cancel_requested: false,
+                    cancel_sent: None,
                 },
             );
         }
@@ -493,13 +502,15 @@ impl Dispatcher {
     }
 
     /// Ends a run here (not through its agent) and publishes its `finished` frame.
+    /// True when the run has ended (now or before, or the lease is no longer its);
+    /// false when the store failed, and the caller keeps what it tracks to retry.
     async fn end_run(
         &mut self,
         run_id: &str,
         guard: Option<&LeaseGuard>,
         status: RunStatus,
         reason: &str,
-    ) {
+    ) -> bool {
         let ending = Ending {
             status,
             reason: Some(reason.to_string()),
@@ -510,9 +521,48 @@ impl Dispatcher {
             Ok(Some(frame)) => {
                 tracing::info!(run = %run_id, status = %status, reason, "run ended by the controller");
                 self.hub.publish(frame);
+                true
             }
-            Ok(None) => {}
-            Err(error) => tracing::error!(run = %run_id, %error, "ending a run failed"),
+            Ok(None) => true,
+            Err(error) => {
+                tracing::error!(run = %run_id, %error, "ending a run failed; retrying");
+                false
+            }
+        }
+    }
+
+    /// Returns a lease's run to the queue (its offer was never taken up). False when the
+    /// store failed: the caller retries.
+    async fn requeue(
+        &mut self,
+        run_id: &str,
+        lease: Lease,
+        refused: Option<SessionId>,
+        lapsed: Option<SessionId>,
+    ) -> bool {
+        match self.store.withdraw_offer(run_id, &lease.guard).await {
+            Ok(requeued) => {
+                self.forget_lease(run_id);
+                if requeued {
+                    let mut run = lease.run;
+                    run.refused_by.extend(refused);
+                    run.lapsed_with.extend(lapsed);
+                    self.scheduler.enqueue(run);
+                }
+                true
+            }
+            Err(error) => {
+                tracing::error!(run = %run_id, %error, "returning a run to the queue failed; retrying");
+                false
+            }
+        }
+    }
+
+    /// Keeps a lease whose ending failed in the store, to try again on the next tick.
+    fn retry_next_tick(&mut self, run_id: &str, started: bool) {
+        let deadline = Instant::now() + self.timing.tick();
+        if let Some(lease) = self.leases.get_mut(run_id) {
+            lease.state = LeaseState::Orphaned { deadline, started };
         }
     }
 
@@ -526,9 +576,12 @@ impl Dispatcher {
             .map(|r| r.account_id)
             .filter(|account| self.scheduler.is_queued(account, run_id));
         if let Some(account) = queued_account {
-            self.scheduler.remove_queued(&account, run_id);
-            self.end_run(run_id, None, RunStatus::Cancelled, reason)
-                .await;
+            if self
+                .end_run(run_id, None, RunStatus::Cancelled, reason)
+                .await
+            {
+                self.scheduler.remove_queued(&account, run_id);
+            }
             return;
         }
         let Some(lease) = self.leases.get_mut(run_id) else {
@@ -538,14 +591,24 @@ impl Dispatcher {
             return;
         };
         lease.cancel_requested = true;
+        lease.cancel_sent = Some(Instant::now());
         let (guard, session, state) = (lease.guard.clone(), lease.session, lease.state.clone());
+        // The canceller's reason becomes the run's, whatever the agent says as it stops.
+        if let Err(error) = self.store.set_reason(run_id, Some(reason)).await {
+            tracing::warn!(run = %run_id, %error, "recording the cancel's reason failed");
+        }
         self.send(session, Self::cancel_message(&guard, run_id, reason));
         let agent_will_answer = matches!(state, LeaseState::Running) && session.is_some();
         if !agent_will_answer {
             // Never started, or its agent is gone: nothing will answer for it.
-            self.end_run(run_id, Some(&guard), RunStatus::Cancelled, reason)
-                .await;
-            self.forget_lease(run_id);
+            if self
+                .end_run(run_id, Some(&guard), RunStatus::Cancelled, reason)
+                .await
+            {
+                self.forget_lease(run_id);
+            } else {
+                self.retry_next_tick(run_id, true);
+            }
         }
     }
 
@@ -631,13 +694,19 @@ impl Dispatcher {
             };
             let was_offered = matches!(lease.state, LeaseState::Offered { .. })
                 || matches!(lease.state, LeaseState::Orphaned { started: false, .. });
-            lease.session = Some(session);
-            lease.state = LeaseState::Running;
             let (guard, kind, run_id) =
                 (lease.guard.clone(), lease.run.kind, report.run_id.clone());
             if was_offered {
-                // The agent accepted just before the link broke (or the controller restarted).
-                let _ = self.store.accept_lease(&run_id, &guard).await;
+                // The agent accepted just before the link broke (or the controller
+                // restarted): the run is running now, if the store agrees.
+                if !matches!(self.store.accept_lease(&run_id, &guard).await, Ok(true)) {
+                    revoked.push(report.lease_id);
+                    continue;
+                }
+            }
+            if let Some(lease) = self.leases.get_mut(&run_id) {
+                lease.session = Some(session);
+                lease.state = LeaseState::Running;
             }
             self.scheduler.attach_lease(session, &run_id, kind);
             kept.insert(run_id);
@@ -658,7 +727,7 @@ impl Dispatcher {
     }
 
     /// A lease whose agent can no longer run it: back to the queue if it never started,
-    /// `error` if it did.
+    /// `error` if it did (`cancelled` if a cancel was asked for).
     async fn lease_lost(&mut self, run_id: &str, reason: &str) {
         let Some(lease) = self.leases.get(run_id).cloned() else {
             return;
@@ -668,17 +737,22 @@ impl Dispatcher {
             LeaseState::Orphaned { started, .. } => started,
             LeaseState::Running => true,
         };
-        self.forget_lease(run_id);
         if started || lease.cancel_requested {
             let status = if lease.cancel_requested {
                 RunStatus::Cancelled
             } else {
                 RunStatus::Error
             };
-            self.end_run(run_id, Some(&lease.guard), status, reason)
-                .await;
-        } else if let Ok(true) = self.store.withdraw_offer(run_id, &lease.guard).await {
-            self.scheduler.enqueue(lease.run);
+            if self
+                .end_run(run_id, Some(&lease.guard), status, reason)
+                .await
+            {
+                self.forget_lease(run_id);
+            } else {
+                self.retry_next_tick(run_id, started);
+            }
+        } else if !self.requeue(run_id, lease, None, None).await {
+            self.retry_next_tick(run_id, false);
         }
     }
 
@@ -692,26 +766,16 @@ impl Dispatcher {
         let silent_for = std::time::Duration::from_millis(self.now_ms().saturating_sub(heard_ms));
         let deadline = Instant::now()
             + (self.timing.lease_ttl + self.timing.lease_grace).saturating_sub(silent_for);
-        let mut requeue = Vec::new();
-        for (run_id, lease) in self
+        for lease in self
             .leases
-            .iter_mut()
-            .filter(|(_, l)| l.session == Some(session))
+            .values_mut()
+            .filter(|l| l.session == Some(session))
         {
             lease.session = None;
-            match lease.state {
-                LeaseState::Offered { .. } => requeue.push(run_id.clone()),
-                _ => {
-                    lease.state = LeaseState::Orphaned {
-                        deadline,
-                        started: true,
-                    }
-                }
-            }
-        }
-        for run_id in requeue {
-            self.lease_lost(&run_id, "agent lost before accepting")
-                .await;
+            // An offer the agent may have accepted just before the link broke waits as
+            // long as a started run: handing it on at once could run it twice.
+            let started = !matches!(lease.state, LeaseState::Offered { .. });
+            lease.state = LeaseState::Orphaned { deadline, started };
         }
         let seen_at = crate::store::now_ms() - silent_for.as_millis() as i64;
         if let Err(error) = self.store.touch_agent(&s.agent_id, seen_at).await {
@@ -725,6 +789,7 @@ impl Dispatcher {
         session: SessionId,
         guard: LeaseGuard,
         accepted: bool,
+        retry_later: bool,
         reason: String,
     ) {
         let run_id = self
@@ -759,22 +824,27 @@ impl Dispatcher {
                     }
                     tracing::debug!(run = %run_id, session, "lease accepted");
                 }
-                _ => {
+                Ok(false) => {
                     self.send(
                         Some(session),
                         Self::cancel_message(&guard, &run_id, "lease no longer valid"),
                     );
                     self.forget_lease(&run_id);
                 }
+                // The offer stays as it is and lapses (the agent is told to stop then).
+                Err(error) => {
+                    tracing::error!(run = %run_id, %error, "storing an acceptance failed")
+                }
             }
         } else {
-            tracing::info!(run = %run_id, session, reason, "lease refused");
-            self.forget_lease(&run_id);
-            if let Ok(true) = self.store.withdraw_offer(&run_id, &guard).await {
-                let mut run = lease.run;
-                run.refused_by.insert(session);
-                self.scheduler.enqueue(run);
-            }
+            tracing::info!(run = %run_id, session, reason, retry_later, "lease refused");
+            // A refusal for now (the agent is full) only puts this agent last for the run.
+            let (refused, lapsed) = if retry_later {
+                (None, Some(session))
+            } else {
+                (Some(session), None)
+            };
+            self.requeue(&run_id, lease, refused, lapsed).await;
         }
     }
 
@@ -844,23 +914,37 @@ impl Dispatcher {
                                 "offer not accepted in time",
                             ),
                         );
-                        self.detach_and_requeue(&run_id, lease).await;
+                        if lease.cancel_requested {
+                            self.lease_lost(&run_id, "cancelled").await;
+                        } else {
+                            // Not refused: a wedged agent gets it again only if no other can.
+                            let session = lease.session;
+                            if !self.requeue(&run_id, lease, None, session).await {
+                                self.retry_next_tick(&run_id, false);
+                            }
+                        }
                     }
                 }
                 _ => self.lease_lost(&run_id, "agent lost").await,
             }
         }
-    }
-
-    async fn detach_and_requeue(&mut self, run_id: &str, lease: Lease) {
-        self.forget_lease(run_id);
-        if let Ok(true) = self.store.withdraw_offer(run_id, &lease.guard).await {
-            // Not refused: a wedged agent gets it again only if no other agent can.
-            let mut run = lease.run;
-            if let Some(session) = lease.session {
-                run.lapsed_with.insert(session);
+        // A cancel not yet answered is sent again each second: a dropped message must not
+        // leave a run running after it was cancelled.
+        let unanswered: Vec<(String, LeaseGuard, Option<SessionId>)> = self
+            .leases
+            .iter()
+            .filter(|(_, l)| {
+                l.cancel_requested
+                    && l.cancel_sent
+                        .is_some_and(|at| at.elapsed() >= std::time::Duration::from_secs(1))
+            })
+            .map(|(id, l)| (id.clone(), l.guard.clone(), l.session))
+            .collect();
+        for (run_id, guard, session) in unanswered {
+            self.send(session, Self::cancel_message(&guard, &run_id, "cancelled"));
+            if let Some(lease) = self.leases.get_mut(&run_id) {
+                lease.cancel_sent = Some(Instant::now());
             }
-            self.scheduler.enqueue(run);
         }
     }
 }

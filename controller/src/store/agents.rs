@@ -46,7 +46,7 @@ impl Store {
         name: &str,
         fingerprint: &str,
     ) -> Result<String> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let existing = sqlx::query("SELECT id FROM agents WHERE account_id = $1 AND name = $2")
             .bind(account_id)
             .bind(name)
@@ -89,7 +89,7 @@ impl Store {
 
     /// Removes an agent: every certificate it had is refused from now on.
     pub async fn remove_agent(&self, account_id: &str, name: &str) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let row = sqlx::query(
             "SELECT id FROM agents WHERE account_id = $1 AND name = $2 AND removed_at IS NULL",
         )

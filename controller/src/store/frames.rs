@@ -1,6 +1,6 @@
 //! Frames: append-only, numbered per run, stored exactly once whatever the agent resends.
 
-use sqlx::{Any, Row, Transaction};
+use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 
 use super::runs::LeaseGuard;
 use super::{Result, Store, StoreError, format_ms, now_ms};
@@ -65,10 +65,11 @@ impl Store {
         guard: &LeaseGuard,
         frames: &[(u64, String, serde_json::Value)],
     ) -> Result<AppendOutcome> {
-        let mut tx = self.pool.begin().await?;
-        let row = sqlx::query(
-            "SELECT status, lease_id, lease_epoch, lease_state, frames_through FROM runs WHERE id = $1",
-        )
+        let mut tx = self.write_tx().await?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT status, lease_id, lease_epoch, lease_state, frames_through FROM runs WHERE id = $1{}",
+            self.for_update(None)
+        )))
         .bind(run_id)
         .fetch_optional(&mut *tx)
         .await?;

@@ -99,6 +99,27 @@ impl Store {
         self.backend
     }
 
+    /// A transaction that reads a row and then writes. SQLite takes its write lock at
+    /// `BEGIN IMMEDIATE`, so the read cannot go stale before the write (a deferred
+    /// transaction would fail with "database is locked" under concurrent writers);
+    /// PostgreSQL callers lock what they read with [`Store::for_update`].
+    pub(crate) async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        })
+    }
+
+    /// The row-locking clause for a read inside [`Store::write_tx`] (`OF r` names the
+    /// table when the query joins others).
+    pub(crate) fn for_update(&self, of: Option<&str>) -> String {
+        match (self.backend, of) {
+            (Backend::Sqlite, _) => String::new(),
+            (Backend::Postgres, None) => " FOR UPDATE".to_string(),
+            (Backend::Postgres, Some(alias)) => format!(" FOR UPDATE OF {alias}"),
+        }
+    }
+
     pub async fn close(&self) {
         self.pool.close().await;
     }

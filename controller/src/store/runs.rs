@@ -312,12 +312,15 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Sets the reason of a run that has not ended (why it waits, who cancelled it).
     pub async fn set_reason(&self, run_id: &str, reason: Option<&str>) -> Result<()> {
-        sqlx::query("UPDATE runs SET reason = $1 WHERE id = $2 AND status = 'queued'")
-            .bind(reason)
-            .bind(run_id)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "UPDATE runs SET reason = $1 WHERE id = $2 AND status IN ('queued', 'running')",
+        )
+        .bind(reason)
+        .bind(run_id)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -332,9 +335,10 @@ impl Store {
         frames_through: Option<u64>,
         ending: &Ending,
     ) -> Result<Option<StoredFrame>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let row = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.id = $1"
+            "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.id = $1{}",
+            self.for_update(Some("r"))
         )))
         .bind(run_id)
         .fetch_optional(&mut *tx)
@@ -360,13 +364,16 @@ impl Store {
         }
         let now = now_ms();
         let result_text = ending.result.as_ref().map(|v| v.to_string());
+        // Without a reason of its own, an ending keeps the stored one (a cancel's reason,
+        // written when it was asked for).
+        let reason = ending.reason.clone().or(run.reason);
         sqlx::query(
             "UPDATE runs SET status = $1, reason = $2, result = COALESCE($3, result),
                  units_spent = COALESCE($4, units_spent), lease_state = NULL, ended_at = $5
              WHERE id = $6",
         )
         .bind(ending.status.as_str())
-        .bind(&ending.reason)
+        .bind(&reason)
         .bind(result_text)
         .bind(ending.units_spent)
         .bind(now)
@@ -385,11 +392,16 @@ impl Store {
             kind: "finished".to_string(),
             payload: serde_json::json!({
                 "status": ending.status,
-                "reason": ending.reason,
+                "reason": reason,
             }),
             at: now,
         };
-        super::frames::insert_frame(&mut tx, &frame).await?;
+        if !super::frames::insert_frame(&mut tx, &frame).await? {
+            return Err(StoreError::Conflict(format!(
+                "frame {} of run {run_id} exists",
+                frame.number
+            )));
+        }
         sqlx::query("UPDATE runs SET frames_through = $1 WHERE id = $2")
             .bind(frame.number as i64)
             .bind(run_id)
