@@ -14,6 +14,9 @@ use iohr_proto::link::{Completion, Frame, RunningLease};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+/// The pause before a refused completion is sent again.
+const COMPLETION_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
+
 #[derive(Debug)]
 pub struct Lease {
     pub lease_id: String,
@@ -30,6 +33,9 @@ pub struct Lease {
     sent_through: u64,
     completion: Option<Completion>,
     completion_sent: bool,
+    /// A refused completion is sent again no sooner than this: a store that is failing
+    /// should not be met with a storm of resends.
+    completion_hold: Option<std::time::Instant>,
 }
 
 /// A batch of frames of one lease, ready to send.
@@ -104,6 +110,7 @@ impl Leases {
                 sent_through: 0,
                 completion: None,
                 completion_sent: false,
+                completion_hold: None,
             },
         );
         cancel
@@ -183,11 +190,13 @@ impl Leases {
         self.lock().remove(lease_id)
     }
 
-    /// The controller asked for everything again (missing frames): resend from the ack.
+    /// The controller refused the completion (frames missing, store failing): resend
+    /// from the ack, and the completion after a pause.
     pub fn rewind(&self, lease_id: &str) {
         if let Some(lease) = self.lock().get_mut(lease_id) {
             lease.sent_through = lease.acked;
             lease.completion_sent = false;
+            lease.completion_hold = Some(std::time::Instant::now() + COMPLETION_RETRY);
         }
         self.changed.notify_one();
     }
@@ -268,10 +277,13 @@ impl Leases {
                 });
             }
             let all_sent = lease.sent_through + 1 >= lease.next_number;
+            let held = lease
+                .completion_hold
+                .is_some_and(|until| until > std::time::Instant::now());
             if let Some(completion) = lease
                 .completion
                 .as_ref()
-                .filter(|_| all_sent && !lease.completion_sent)
+                .filter(|_| all_sent && !lease.completion_sent && !held)
             {
                 lease.completion_sent = true;
                 out.completions.push(completion.clone());
@@ -282,9 +294,11 @@ impl Leases {
 
     /// Whether anything is still waiting to be sent on this stream.
     pub fn has_outgoing(&self) -> bool {
+        let now = std::time::Instant::now();
         self.lock().values().any(|l| {
+            let held = l.completion_hold.is_some_and(|until| until > now);
             l.unacked.iter().any(|f| f.number > l.sent_through)
-                || (l.completion.is_some() && !l.completion_sent)
+                || (l.completion.is_some() && !l.completion_sent && !held)
         })
     }
 }
@@ -358,10 +372,17 @@ mod tests {
             "sent once per stream"
         );
         leases.rewind("l1");
+        assert!(
+            leases.take_outgoing(10).completions.is_empty(),
+            "not at once after a refusal"
+        );
+        if let Some(lease) = leases.lock().get_mut("l1") {
+            lease.completion_hold = None;
+        }
         assert_eq!(
             leases.take_outgoing(10).completions.len(),
             1,
-            "sent again when asked"
+            "sent again after the pause"
         );
         assert!(leases.forget("other").is_none());
         assert!(leases.forget("l1").is_some());

@@ -86,6 +86,7 @@ pub async fn run(
         .map_err(|_| LinkError::Address(config.controller.clone()))?
         .tls_config(tls)?
         .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(10))
         .keep_alive_timeout(Duration::from_secs(10));
     let incarnation = uuid_like();

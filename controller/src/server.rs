@@ -2,6 +2,8 @@
 
 use std::net::SocketAddr;
 
+use axum::serve::ListenerExt;
+use futures_util::StreamExt;
 use iohr_certs::ControllerPki;
 use iohr_proto::link::agent_link_server::AgentLinkServer;
 use tokio::net::TcpListener;
@@ -85,9 +87,17 @@ pub async fn start(
         .tls_config(tls)?
         .add_service(AgentLinkServer::new(LinkService::new(shared.clone())))
         .serve_with_incoming_shutdown(
-            TcpListenerStream::new(agent_listener),
+            TcpListenerStream::new(agent_listener).map(|accepted| {
+                // Small messages (acks, offers) must not wait for Nagle's algorithm.
+                accepted.inspect(|stream| {
+                    let _ = stream.set_nodelay(true);
+                })
+            }),
             shutdown.clone().cancelled_owned(),
         );
+    let api_listener = api_listener.tap_io(|stream| {
+        let _ = stream.set_nodelay(true);
+    });
     let api = axum::serve(api_listener, api::router(shared.clone()))
         .with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let done = tokio::spawn(async move {

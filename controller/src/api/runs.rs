@@ -15,7 +15,7 @@ use serde::Deserialize;
 use super::auth::Caller;
 use super::error::{ApiError, JsonBody};
 use crate::Shared;
-use crate::store::{AgentRow, AuditLine, NewRun, RunFilter, Scope};
+use crate::store::{AgentScope, AuditLine, NewRun, RunFilter, Scope};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -213,39 +213,42 @@ async fn waiting_reason(
     environment: &str,
     executor: &Executor,
 ) -> Result<Option<String>, ApiError> {
-    let serves = |agent: &AgentRow, check_env: bool| {
-        agent.declaration.kinds.iter().any(|k| k == kind.as_str())
-            && (!check_env
-                || agent
-                    .declaration
-                    .environments
-                    .iter()
-                    .any(|e| e == environment))
-    };
+    let store = &shared.store;
+    let kind_name = kind.as_str();
     let reason = match executor {
-        Executor::Any => {
-            let agents = shared.store.agents(account_id).await?;
-            (!agents.iter().any(|a| serves(a, true))).then(|| {
+        Executor::Any => (!store
+            .agent_serves(
+                AgentScope::Account(account_id),
+                kind_name,
+                Some(environment),
+            )
+            .await?)
+            .then(|| {
                 format!(
                     "no agent of this account serves environment {environment} with kind {kind}"
                 )
-            })
-        }
+            }),
         Executor::Agent(name) => {
-            let agents = shared.store.agents(account_id).await?;
-            match agents.iter().find(|a| &a.name == name) {
-                None => Some(format!("no agent named {name} in this account")),
-                Some(a) if !serves(a, true) => Some(format!(
+            let named = AgentScope::Named(account_id, name);
+            if !store.agent_serves(named, kind_name, None).await?
+                && !store.agent_exists(account_id, name).await?
+            {
+                Some(format!("no agent named {name} in this account"))
+            } else if !store
+                .agent_serves(named, kind_name, Some(environment))
+                .await?
+            {
+                Some(format!(
                     "agent {name} does not serve environment {environment} with kind {kind}"
-                )),
-                Some(_) => None,
+                ))
+            } else {
+                None
             }
         }
-        Executor::Cloud => {
-            let agents = shared.store.platform_agents().await?;
-            (!agents.iter().any(|a| serves(a, false)))
-                .then(|| format!("no cloud agent runs kind {kind}"))
-        }
+        Executor::Cloud => (!store
+            .agent_serves(AgentScope::Platform, kind_name, None)
+            .await?)
+            .then(|| format!("no cloud agent runs kind {kind}")),
     };
     Ok(reason)
 }

@@ -218,10 +218,15 @@ fn queued_from_row(run: &RunRow) -> QueuedRun {
         kind: run.kind,
         environment: run.environment.clone(),
         executor: run.executor.clone(),
+        target: run.target.clone(),
+        scenario_version: run.scenario_version.clone(),
         refused_by: BTreeSet::new(),
         lapsed_with: BTreeSet::new(),
     }
 }
+
+/// Scenario specs kept in memory before the cache starts over.
+const SPEC_CACHE: usize = 4096;
 
 pub struct Dispatcher {
     store: Store,
@@ -231,6 +236,8 @@ pub struct Dispatcher {
     scheduler: Scheduler,
     leases: HashMap<String, Lease>,
     sessions: HashMap<SessionId, Session>,
+    /// Canonical spec JSON by (account, scenario version).
+    specs: HashMap<(String, String), Arc<str>>,
     removed_checked: Instant,
     rx: mpsc::UnboundedReceiver<Command>,
 }
@@ -254,6 +261,7 @@ impl Dispatcher {
             scheduler: Scheduler::default(),
             leases: HashMap::new(),
             sessions: HashMap::new(),
+            specs: HashMap::new(),
             removed_checked: epoch,
             rx,
         };
@@ -424,10 +432,7 @@ impl Dispatcher {
                     continue;
                 }
             };
-            let spec = match self.store.run(&run.run_id).await {
-                Ok(Some(row)) => self.offer_message(&row, &guard).await,
-                _ => None,
-            };
+            let spec = self.offer_message(&run, &guard).await;
             let sent = match (spec, self.sessions.get(&session)) {
                 (Some(offer), Some(s)) => s.tx.try_send(offer).is_ok(),
                 _ => false,
@@ -449,21 +454,39 @@ impl Dispatcher {
         }
     }
 
-    async fn offer_message(&self, row: &RunRow, guard: &LeaseGuard) -> Option<ControllerMessage> {
-        let scenario = self
-            .store
-            .scenario(&row.account_id, &row.scenario_version)
-            .await
-            .ok()??;
+    /// The offer of a placed run. Specs are read once per scenario version and kept:
+    /// versions never change, and reading one per offer would cost a store round trip.
+    async fn offer_message(
+        &mut self,
+        run: &QueuedRun,
+        guard: &LeaseGuard,
+    ) -> Option<ControllerMessage> {
+        let key = (run.account_id.clone(), run.scenario_version.clone());
+        let spec_json = match self.specs.get(&key) {
+            Some(spec) => spec.clone(),
+            None => {
+                let scenario = self
+                    .store
+                    .scenario(&run.account_id, &run.scenario_version)
+                    .await
+                    .ok()??;
+                let spec: Arc<str> = iohr_domain::scenario::canonical_json(&scenario.spec).into();
+                if self.specs.len() >= SPEC_CACHE {
+                    self.specs.clear();
+                }
+                self.specs.insert(key, spec.clone());
+                spec
+            }
+        };
         Some(ControllerMessage {
             body: Some(controller_message::Body::Offer(LeaseOffer {
                 lease_id: guard.lease_id.clone(),
                 epoch: guard.epoch,
-                run_id: row.id.clone(),
-                kind: row.kind.as_str().to_string(),
-                spec_json: iohr_domain::scenario::canonical_json(&scenario.spec),
-                target: row.target.clone(),
-                environment: row.environment.clone(),
+                run_id: run.run_id.clone(),
+                kind: run.kind.as_str().to_string(),
+                spec_json: spec_json.to_string(),
+                target: run.target.clone(),
+                environment: run.environment.clone(),
                 accept_within_ms: self.timing.offer_timeout.as_millis() as u32,
             })),
         })

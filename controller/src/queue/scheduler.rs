@@ -24,6 +24,9 @@ pub struct QueuedRun {
     pub kind: RunKind,
     pub environment: String,
     pub executor: Executor,
+    /// What the offer carries, so offering needs no store read.
+    pub target: String,
+    pub scenario_version: String,
     /// Sessions that refused this run: not offered it again.
     pub refused_by: BTreeSet<SessionId>,
     /// Sessions that let an offer of this run lapse: offered it again only when no other

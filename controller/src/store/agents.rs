@@ -28,6 +28,28 @@ pub struct Declaration {
     pub max_concurrent_jobs: u32,
 }
 
+/// Whose agents a question is about.
+#[derive(Debug, Clone, Copy)]
+pub enum AgentScope<'a> {
+    Account(&'a str),
+    /// One agent of an account, by name.
+    Named(&'a str, &'a str),
+    /// Our cloud: the platform account's agents.
+    Platform,
+}
+
+/// A LIKE pattern matching `word` as one quoted JSON string in a list.
+fn quoted_like(word: &str) -> String {
+    let escaped: String = word
+        .chars()
+        .flat_map(|c| match c {
+            '%' | '_' | '!' => vec!['!', c],
+            other => vec![other],
+        })
+        .collect();
+    format!("%\"{escaped}\"%")
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentRow {
     pub id: String,
@@ -167,21 +189,85 @@ impl Store {
 
     /// Which of these agents have been removed.
     pub async fn removed_among(&self, agent_ids: &[String]) -> Result<Vec<String>> {
-        if agent_ids.is_empty() {
-            return Ok(Vec::new());
+        // In chunks: both databases limit the parameters of one statement.
+        let mut removed = Vec::new();
+        for chunk in agent_ids.chunks(500) {
+            let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+            let sql = format!(
+                "SELECT id FROM agents WHERE removed_at IS NOT NULL AND id IN ({})",
+                placeholders.join(", ")
+            );
+            // Only placeholders are formatted into the SQL; the ids are bound.
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for id in chunk {
+                query = query.bind(id);
+            }
+            for row in query.fetch_all(&self.pool).await? {
+                removed.push(row.try_get("id")?);
+            }
         }
-        let placeholders: Vec<String> = (1..=agent_ids.len()).map(|i| format!("${i}")).collect();
+        Ok(removed)
+    }
+
+    /// Whether a live agent in `scope` has declared it runs `kind` (in `environment`,
+    /// when given). Declarations are JSON lists, matched as quoted words.
+    pub async fn agent_serves(
+        &self,
+        scope: AgentScope<'_>,
+        kind: &str,
+        environment: Option<&str>,
+    ) -> Result<bool> {
+        let mut binds: Vec<String> = Vec::new();
+        let mut clauses = vec!["a.removed_at IS NULL".to_string()];
+        let mut bind = |clause: &str, value: String, clauses: &mut Vec<String>| {
+            binds.push(value);
+            let escape = if clause.ends_with("LIKE") {
+                " ESCAPE '!'"
+            } else {
+                ""
+            };
+            clauses.push(format!("{clause} ${}{escape}", binds.len()));
+        };
+        match scope {
+            AgentScope::Account(account) => {
+                bind("a.account_id =", account.to_string(), &mut clauses)
+            }
+            AgentScope::Named(account, name) => {
+                bind("a.account_id =", account.to_string(), &mut clauses);
+                bind("a.name =", name.to_string(), &mut clauses);
+            }
+            AgentScope::Platform => clauses.push("acc.is_platform = 1".to_string()),
+        }
+        bind("a.kinds LIKE", quoted_like(kind), &mut clauses);
+        if let Some(environment) = environment {
+            bind(
+                "a.environments LIKE",
+                quoted_like(environment),
+                &mut clauses,
+            );
+        }
         let sql = format!(
-            "SELECT id FROM agents WHERE removed_at IS NOT NULL AND id IN ({})",
-            placeholders.join(", ")
+            "SELECT COUNT(*) AS n FROM agents a JOIN accounts acc ON acc.id = a.account_id WHERE {}",
+            clauses.join(" AND ")
         );
-        // Only placeholders are formatted into the SQL; the ids are bound.
+        // Only placeholders and constant clauses are formatted in; values are bound.
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for id in agent_ids {
-            query = query.bind(id);
+        for value in &binds {
+            query = query.bind(value);
         }
-        let rows = query.fetch_all(&self.pool).await?;
-        rows.iter().map(|row| Ok(row.try_get("id")?)).collect()
+        let n: i64 = query.fetch_one(&self.pool).await?.try_get("n")?;
+        Ok(n > 0)
+    }
+
+    pub async fn agent_exists(&self, account_id: &str, name: &str) -> Result<bool> {
+        let row = sqlx::query(
+            "SELECT id FROM agents WHERE account_id = $1 AND name = $2 AND removed_at IS NULL",
+        )
+        .bind(account_id)
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.is_some())
     }
 
     /// The live agents of an account (the platform's too, when `with_platform`).

@@ -20,7 +20,7 @@ use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Executor};
 
 pub use accounts::{Account, DEFAULT_MAX_RUNNING, Environment, Scope, TokenInfo};
-pub use agents::{AgentIdentity, AgentRow, Declaration};
+pub use agents::{AgentIdentity, AgentRow, AgentScope, Declaration};
 pub use audit::AuditLine;
 pub use frames::{AppendOutcome, StoredFrame};
 pub use runs::{Ending, LeaseGuard, NewRun, RunFilter, RunRow};

@@ -430,3 +430,101 @@ async fn audit_lines_stay_with_their_account() {
         );
     }
 }
+
+#[tokio::test]
+async fn which_agents_serve_a_kind_and_environment() {
+    for store in both().await {
+        let account = store
+            .create_account("acme", 2, false)
+            .await
+            .expect("account");
+        let platform = store
+            .create_account("platform", 2, true)
+            .await
+            .expect("platform");
+        let edge = store
+            .register_agent_cert(&account.id, "edge_1", "fp1")
+            .await
+            .expect("edge");
+        let cloud = store
+            .register_agent_cert(&platform.id, "cloud-1", "fp2")
+            .await
+            .expect("cloud");
+        let declare = |envs: &[&str]| Declaration {
+            kinds: vec!["checks".into()],
+            environments: envs.iter().map(|e| e.to_string()).collect(),
+            ..Declaration::default()
+        };
+        store
+            .record_hello(&edge, &declare(&["staging", "100%_prod"]))
+            .await
+            .expect("hello");
+        store
+            .record_hello(&cloud, &declare(&[]))
+            .await
+            .expect("hello");
+        let acme = AgentScope::Account(&account.id);
+        assert!(
+            store
+                .agent_serves(acme, "checks", Some("staging"))
+                .await
+                .expect("q")
+        );
+        assert!(
+            store
+                .agent_serves(acme, "checks", Some("100%_prod"))
+                .await
+                .expect("q")
+        );
+        assert!(
+            !store
+                .agent_serves(acme, "checks", Some("100xxprod"))
+                .await
+                .expect("q"),
+            "% and _ are literal"
+        );
+        assert!(
+            !store
+                .agent_serves(acme, "checks", Some("stag"))
+                .await
+                .expect("q"),
+            "whole names only"
+        );
+        assert!(
+            !store
+                .agent_serves(acme, "load", Some("staging"))
+                .await
+                .expect("q")
+        );
+        assert!(
+            store
+                .agent_serves(AgentScope::Named(&account.id, "edge_1"), "checks", None)
+                .await
+                .expect("q")
+        );
+        assert!(
+            !store
+                .agent_serves(AgentScope::Named(&account.id, "edge-1"), "checks", None)
+                .await
+                .expect("q")
+        );
+        assert!(
+            store
+                .agent_serves(AgentScope::Platform, "checks", None)
+                .await
+                .expect("q")
+        );
+        assert!(store.agent_exists(&account.id, "edge_1").await.expect("q"));
+        store
+            .remove_agent(&account.id, "edge_1")
+            .await
+            .expect("remove");
+        assert!(
+            !store
+                .agent_serves(acme, "checks", Some("staging"))
+                .await
+                .expect("q"),
+            "removed agents serve nothing"
+        );
+    }
+}
