@@ -413,12 +413,24 @@ impl Dispatcher {
     }
 
     async fn dispatch(&mut self) {
+        let mut placed = Vec::new();
         for Placement { run, session } in self.scheduler.next_placements() {
-            let Some(agent_id) = self.sessions.get(&session).map(|s| s.agent_id.clone()) else {
-                self.unplace(run, session);
-                continue;
-            };
-            let guard = match self.store.offer_lease(&run.run_id, &agent_id).await {
+            match self.sessions.get(&session).map(|s| s.agent_id.clone()) {
+                Some(agent_id) => placed.push((run, session, agent_id)),
+                None => self.unplace(run, session),
+            }
+        }
+        // The leases of one round are written together: each is its own fenced UPDATE,
+        // but they wait on the store side by side instead of one after another.
+        let store = &self.store;
+        let guards = futures_util::future::join_all(
+            placed
+                .iter()
+                .map(|(run, _, agent_id)| store.offer_lease(&run.run_id, agent_id)),
+        )
+        .await;
+        for ((run, session, agent_id), guard) in placed.into_iter().zip(guards) {
+            let guard = match guard {
                 Ok(Some(guard)) => guard,
                 Ok(None) => {
                     // Ended (cancelled) or leased meanwhile: not ours to offer.
