@@ -404,6 +404,7 @@ async fn serve(
     }
     let shutdown = CancellationToken::new();
     let config = ServeConfig {
+        data_dir: args.data_dir.clone(),
         pki,
         database_url: args.url(),
         api_addr,

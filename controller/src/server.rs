@@ -32,6 +32,7 @@ pub enum ServeError {
 }
 
 pub struct ServeConfig {
+    pub data_dir: std::path::PathBuf,
     pub pki: ControllerPki,
     pub database_url: String,
     pub api_addr: SocketAddr,
@@ -52,6 +53,7 @@ pub async fn start(
 ) -> Result<Running, ServeError> {
     let io = |what: String| move |source| ServeError::Io { what, source };
     let store = Store::open(&config.database_url).await?;
+    let claim = store.claim(&config.data_dir).await?;
     let hub = FrameHub::default();
     let (dispatcher, dispatcher_task) =
         Dispatcher::start(store.clone(), hub.clone(), config.timing, shutdown.clone()).await?;
@@ -108,6 +110,7 @@ pub async fn start(
         if let Err(error) = api {
             tracing::error!(%error, "API server stopped");
         }
+        drop(claim);
         shared.store.close().await;
     });
     Ok(Running {

@@ -7,6 +7,7 @@
 mod accounts;
 mod agents;
 mod audit;
+mod claim;
 mod frames;
 mod runs;
 mod scenarios;
@@ -22,6 +23,7 @@ use sqlx::{AnyPool, Executor};
 pub use accounts::{Account, DEFAULT_MAX_RUNNING, Environment, Scope, TokenInfo};
 pub use agents::{AgentIdentity, AgentRow, AgentScope, Declaration};
 pub use audit::AuditLine;
+pub use claim::Claim;
 pub use frames::{AppendOutcome, StoredFrame};
 pub use runs::{Ending, LeaseGuard, NewRun, RunFilter, RunRow};
 pub use scenarios::Scenario;
