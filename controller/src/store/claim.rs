@@ -18,7 +18,7 @@ pub enum Claim {
 }
 
 /// The advisory lock key: any fixed number, the same for every controller.
-const ADVISORY_KEY: i64 = 0x10_4852_5265_6c;
+const ADVISORY_KEY: i64 = 0x1048_5252_656c;
 
 /// How long to keep trying: a controller that was just killed may still hold its lock
 /// until PostgreSQL notices its connection is gone.
