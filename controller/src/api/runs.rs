@@ -173,33 +173,24 @@ pub async fn create(
     };
     let run = shared
         .store
-        .insert_run(&NewRun {
-            account_id: account.id.clone(),
-            kind,
-            scenario_id: scenario.id,
-            scenario_version: scenario.version,
-            environment: body.environment.clone(),
-            target: body.target.clone(),
-            executor,
-            started_by,
-            units_reserved: units as i64,
-            reason,
-        })
-        .await?;
-    shared
-        .store
-        .audit(
-            &account.id,
-            &AuditLine {
-                at: 0,
-                actor: caller.actor(),
-                action: "run.start".into(),
-                run_id: Some(run.id.clone()),
-                targets: Some(run.target.clone()),
-                outcome: "queued".into(),
+        .insert_run(
+            &NewRun {
+                account_id: account.id.clone(),
+                kind,
+                scenario_id: scenario.id,
+                scenario_version: scenario.version,
+                environment: body.environment.clone(),
+                target: body.target.clone(),
+                executor,
+                started_by,
+                units_reserved: units as i64,
+                reason,
             },
+            &caller.actor(),
         )
         .await?;
+    // No await between the commit and this: a client gone now cannot leave a stored run
+    // the dispatcher does not know.
     shared.dispatcher.run_queued(&run, account.max_running);
     tracing::info!(run = %run.id, kind = %kind, account = %account.name, "run queued");
     Ok((StatusCode::CREATED, Json(run.to_record())))
@@ -356,42 +347,51 @@ pub async fn cancel(
         .map(|r| r.chars().take(MAX_NAME).collect::<String>())
         .unwrap_or_else(|| format!("cancelled by {}", caller.actor()));
     let mut frames = shared.hub.subscribe();
-    shared.dispatcher.cancel(&id, &reason).await.map_err(|_| {
+    let account_id = caller.account_id().to_string();
+    let actor = caller.actor();
+    // The cancel, its wait and its audit line run apart from the request: a client that
+    // hangs up does not stop the cancel or lose its audit line.
+    let outcome = tokio::spawn(async move {
+        shared.dispatcher.cancel(&id, &reason).await.map_err(|_| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                "the controller is stopping",
+            )
+        })?;
+        let wait = async {
+            loop {
+                match frames.recv().await {
+                    Ok(frame) if frame.run_id == id && frame.kind == "finished" => return,
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(CANCEL_WAIT, wait).await;
+        let run = shared
+            .store
+            .run_of_account(&account_id, &id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
+        let line = AuditLine {
+            at: 0,
+            actor,
+            action: "run.cancel".into(),
+            run_id: Some(id.clone()),
+            targets: Some(run.target.clone()),
+            outcome: run.status.to_string(),
+        };
+        shared.store.audit(&account_id, &line).await?;
+        Ok::<_, ApiError>(run)
+    });
+    let run = outcome.await.map_err(|_| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "shutting_down",
             "the controller is stopping",
         )
-    })?;
-    let wait = async {
-        loop {
-            match frames.recv().await {
-                Ok(frame) if frame.run_id == id && frame.kind == "finished" => return,
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            }
-        }
-    };
-    let _ = tokio::time::timeout(CANCEL_WAIT, wait).await;
-    let run = shared
-        .store
-        .run_of_account(caller.account_id(), &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
-    shared
-        .store
-        .audit(
-            caller.account_id(),
-            &AuditLine {
-                at: 0,
-                actor: caller.actor(),
-                action: "run.cancel".into(),
-                run_id: Some(id.clone()),
-                targets: Some(run.target.clone()),
-                outcome: run.status.to_string(),
-            },
-        )
-        .await?;
+    })??;
     let status = if run.status.is_finished() {
         StatusCode::OK
     } else {

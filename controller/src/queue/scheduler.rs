@@ -13,7 +13,9 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use iohr_domain::{Executor, RunKind};
 
 /// Runs considered per account per turn: bounds a round when a queue's head is blocked.
-const LOOKAHEAD: usize = 256;
+/// Alike runs that found no agent are skipped without looking again (see `place_one`),
+/// so a long blocked stretch costs a hash lookup per run.
+const LOOKAHEAD: usize = 10_000;
 
 pub type SessionId = u64;
 
@@ -200,12 +202,21 @@ impl Scheduler {
             return None;
         }
         let queue = self.queues.get(account)?;
+        // Runs alike (executor, environment, kind, no refusals) find the same agents:
+        // once one found none, the others are not asked again in this turn.
+        let mut no_agent: HashSet<(&Executor, &str, RunKind)> = HashSet::new();
         let (at, session) = queue
             .iter()
             .take(LOOKAHEAD)
             .enumerate()
             .find_map(|(i, run)| {
-                self.agents
+                let plain = run.refused_by.is_empty() && run.lapsed_with.is_empty();
+                let shape = (&run.executor, run.environment.as_str(), run.kind);
+                if plain && no_agent.contains(&shape) {
+                    return None;
+                }
+                let best = self
+                    .agents
                     .values()
                     .filter(|slot| slot.can_take(run))
                     // Agents that let this run's offer lapse last, then the least busy; the
@@ -217,7 +228,11 @@ impl Scheduler {
                             slot.session,
                         )
                     })
-                    .map(|slot| (i, slot.session))
+                    .map(|slot| (i, slot.session));
+                if best.is_none() && plain {
+                    no_agent.insert(shape);
+                }
+                best
             })?;
         let run = self.queues.get_mut(account)?.remove(at)?;
         self.count_active(account);

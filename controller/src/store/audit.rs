@@ -14,23 +14,34 @@ pub struct AuditLine {
     pub outcome: String,
 }
 
+/// Writes one audit line on a connection (alone, or inside the transaction of the change
+/// it records).
+pub(super) async fn insert_audit(
+    conn: &mut sqlx::AnyConnection,
+    account_id: &str,
+    line: &AuditLine,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO audit (id, at, account_id, actor, action, run_id, targets, outcome)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(new_id())
+    .bind(if line.at == 0 { now_ms() } else { line.at })
+    .bind(account_id)
+    .bind(&line.actor)
+    .bind(&line.action)
+    .bind(&line.run_id)
+    .bind(&line.targets)
+    .bind(&line.outcome)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 impl Store {
     pub async fn audit(&self, account_id: &str, line: &AuditLine) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO audit (id, at, account_id, actor, action, run_id, targets, outcome)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(new_id())
-        .bind(if line.at == 0 { now_ms() } else { line.at })
-        .bind(account_id)
-        .bind(&line.actor)
-        .bind(&line.action)
-        .bind(&line.run_id)
-        .bind(&line.targets)
-        .bind(&line.outcome)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        let mut conn = self.pool.acquire().await?;
+        insert_audit(&mut conn, account_id, line).await
     }
 
     pub async fn audit_lines(&self, account_id: &str) -> Result<Vec<AuditLine>> {

@@ -6,6 +6,7 @@ use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy, Units};
 // Dynamic SQL here is assembled from constants only; every value is bound.
 use sqlx::{AssertSqlSafe, Row};
 
+use super::audit::AuditLine;
 use super::frames::StoredFrame;
 use super::{Result, Store, StoreError, format_ms, json_list, new_id, now_ms};
 
@@ -157,8 +158,10 @@ pub struct Ending {
 }
 
 impl Store {
-    pub async fn insert_run(&self, run: &NewRun) -> Result<RunRow> {
+    /// Stores a new queued run and the audit line of its start, in one transaction.
+    pub async fn insert_run(&self, run: &NewRun, actor: &str) -> Result<RunRow> {
         let id = new_id();
+        let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO runs (id, account_id, kind, scenario_id, scenario_version, environment,
                  target, executor, started_by_type, started_by_id, change_ref, status, reason,
@@ -179,11 +182,26 @@ impl Store {
         .bind(&run.reason)
         .bind(run.units_reserved)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
-        self.run(&id)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("run {id}")))
+        let line = AuditLine {
+            at: 0,
+            actor: actor.to_string(),
+            action: "run.start".to_string(),
+            run_id: Some(id.clone()),
+            targets: Some(run.target.clone()),
+            outcome: "queued".to_string(),
+        };
+        super::audit::insert_audit(&mut tx, &run.account_id, &line).await?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.id = $1"
+        )))
+        .bind(&id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let stored = run_from_row(&row)?;
+        tx.commit().await?;
+        Ok(stored)
     }
 
     pub async fn run(&self, id: &str) -> Result<Option<RunRow>> {

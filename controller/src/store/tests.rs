@@ -57,22 +57,25 @@ async fn seed(store: &Store) -> (Account, RunRow) {
         .await
         .expect("scenario");
     let run = store
-        .insert_run(&NewRun {
-            account_id: account.id.clone(),
-            kind: RunKind::Checks,
-            scenario_id: scenario.id,
-            scenario_version: scenario.version,
-            environment: "staging".into(),
-            target: "http://127.0.0.1:9".into(),
-            executor: Executor::Any,
-            started_by: StartedBy {
-                kind: "token".into(),
-                id: "t1".into(),
-                change: Some("core#212".into()),
+        .insert_run(
+            &NewRun {
+                account_id: account.id.clone(),
+                kind: RunKind::Checks,
+                scenario_id: scenario.id,
+                scenario_version: scenario.version,
+                environment: "staging".into(),
+                target: "http://127.0.0.1:9".into(),
+                executor: Executor::Any,
+                started_by: StartedBy {
+                    kind: "token".into(),
+                    id: "t1".into(),
+                    change: Some("core#212".into()),
+                },
+                units_reserved: 1,
+                reason: None,
             },
-            units_reserved: 1,
-            reason: None,
-        })
+            "token:t1",
+        )
         .await
         .expect("run");
     (account, run)
@@ -269,18 +272,21 @@ async fn runs_list_newest_first_with_filters_and_cursor() {
             let mut run = store.run(&first.id).await.expect("q").expect("run");
             run.id.clear();
             let again = store
-                .insert_run(&NewRun {
-                    account_id: account.id.clone(),
-                    kind: run.kind,
-                    scenario_id: run.scenario_id,
-                    scenario_version: run.scenario_version,
-                    environment: run.environment,
-                    target: run.target,
-                    executor: run.executor,
-                    started_by: run.started_by,
-                    units_reserved: 1,
-                    reason: None,
-                })
+                .insert_run(
+                    &NewRun {
+                        account_id: account.id.clone(),
+                        kind: run.kind,
+                        scenario_id: run.scenario_id,
+                        scenario_version: run.scenario_version,
+                        environment: run.environment,
+                        target: run.target,
+                        executor: run.executor,
+                        started_by: run.started_by,
+                        units_reserved: 1,
+                        reason: None,
+                    },
+                    "token:t1",
+                )
                 .await
                 .expect("run");
             ids.push(again.id);
@@ -405,22 +411,30 @@ async fn audit_lines_stay_with_their_account() {
             .create_account("other", 1, false)
             .await
             .expect("other");
+        let started = store.audit_lines(&account.id).await.expect("lines");
+        assert_eq!(started.len(), 1, "a run's start is audited with the run");
+        assert_eq!(
+            (
+                started[0].action.as_str(),
+                started[0].actor.as_str(),
+                started[0].run_id.as_deref()
+            ),
+            ("run.start", "token:t1", Some(run.id.as_str()))
+        );
+        assert_eq!(started[0].targets.as_deref(), Some(run.target.as_str()));
         let line = AuditLine {
             at: 0,
-            actor: "token:t1".into(),
-            action: "run.start".into(),
+            actor: "person:ada".into(),
+            action: "run.cancel".into(),
             run_id: Some(run.id.clone()),
             targets: Some(run.target.clone()),
-            outcome: "queued".into(),
+            outcome: "cancelled".into(),
         };
         store.audit(&account.id, &line).await.expect("audit");
         let lines = store.audit_lines(&account.id).await.expect("lines");
-        assert_eq!(lines.len(), 1);
-        assert!(lines[0].at > 0, "stamped when written");
-        assert_eq!(
-            (lines[0].action.as_str(), lines[0].run_id.as_deref()),
-            ("run.start", Some(run.id.as_str()))
-        );
+        assert_eq!(lines.len(), 2);
+        assert!(lines[1].at > 0, "stamped when written");
+        assert_eq!(lines[1].action, "run.cancel");
         assert!(
             store
                 .audit_lines(&other.id)

@@ -172,3 +172,18 @@ fn a_lapsed_offer_goes_elsewhere_first_and_back_when_nowhere_else() {
         "the lone agent gets it again"
     );
 }
+
+#[test]
+fn a_long_blocked_stretch_does_not_hide_a_run_that_can_go() {
+    let mut s = Scheduler::default();
+    s.add_agent(agent(1, "a", 4));
+    for i in 0..1000 {
+        let mut waiting = run(&format!("r{i:04}"), "a", RunKind::Checks);
+        waiting.executor = Executor::Agent("offline".to_string());
+        s.enqueue(waiting);
+    }
+    s.enqueue(run("r9999", "a", RunKind::Checks));
+    let placed = s.next_placements();
+    assert_eq!(placed.len(), 1);
+    assert_eq!(placed[0].run.run_id, "r9999");
+}
