@@ -121,10 +121,6 @@ impl Scheduler {
             .is_some_and(|q| q.iter().any(|r| r.run_id == run_id))
     }
 
-    pub fn queued_len(&self) -> usize {
-        self.queues.values().map(VecDeque::len).sum()
-    }
-
     pub fn add_agent(&mut self, slot: AgentSlot) {
         self.agents.insert(slot.session, slot);
     }

@@ -270,22 +270,12 @@ impl Store {
         Ok(row.is_some())
     }
 
-    /// The live agents of an account (the platform's too, when `with_platform`).
+    /// The live agents of an account.
     pub async fn agents(&self, account_id: &str) -> Result<Vec<AgentRow>> {
         let rows = sqlx::query(
             "SELECT * FROM agents WHERE account_id = $1 AND removed_at IS NULL ORDER BY name",
         )
         .bind(account_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(agent_from_row).collect()
-    }
-
-    pub async fn platform_agents(&self) -> Result<Vec<AgentRow>> {
-        let rows = sqlx::query(
-            "SELECT a.* FROM agents a JOIN accounts acc ON acc.id = a.account_id
-             WHERE acc.is_platform = 1 AND a.removed_at IS NULL ORDER BY a.name",
-        )
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(agent_from_row).collect()
