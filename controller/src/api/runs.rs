@@ -37,7 +37,15 @@ pub struct CreateRun {
     pub change: Option<String>,
 }
 
-const MAX_NAME: usize = 200;
+/// The longest name, change reference or cancel reason accepted.
+pub const MAX_NAME: usize = 200;
+
+/// A kind named in a request body.
+pub fn parse_kind(text: &str) -> Result<RunKind, ApiError> {
+    text.parse().map_err(|e: iohr_domain::run::UnknownWord| {
+        ApiError::bad_request("unknown_kind", e.to_string())
+    })
+}
 
 /// Validates a spec for its kind; returns the units the run may spend.
 pub fn validate_spec(kind: RunKind, spec: &serde_json::Value) -> Result<u64, ApiError> {
@@ -61,12 +69,7 @@ pub async fn create(
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require(Scope::Run)?;
     let account = &caller.0.account;
-    let kind: RunKind = body
-        .kind
-        .parse()
-        .map_err(|e: iohr_domain::run::UnknownWord| {
-            ApiError::bad_request("unknown_kind", e.to_string())
-        })?;
+    let kind = parse_kind(&body.kind)?;
     let environments = shared.store.environments(&account.id).await?;
     if !environments.iter().any(|e| e.name == body.environment) {
         let known: Vec<_> = environments.iter().map(|e| e.name.as_str()).collect();
@@ -109,7 +112,7 @@ pub async fn create(
             if name.is_empty() || name.len() > MAX_NAME {
                 return Err(ApiError::bad_request(
                     "invalid_scenario_name",
-                    "scenario_name must be 1 to 200 characters",
+                    format!("scenario_name must be 1 to {MAX_NAME} characters"),
                 ));
             }
             shared

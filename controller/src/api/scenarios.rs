@@ -3,12 +3,11 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use iohr_domain::RunKind;
 use serde::Deserialize;
 
 use super::auth::Caller;
 use super::error::{ApiError, JsonBody};
-use super::runs::validate_spec;
+use super::runs::{MAX_NAME, parse_kind, validate_spec};
 use crate::Shared;
 use crate::store::{Scope, format_ms};
 
@@ -26,16 +25,11 @@ pub async fn create(
     JsonBody(body): JsonBody<CreateScenario>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     caller.require(Scope::Run)?;
-    let kind: RunKind = body
-        .kind
-        .parse()
-        .map_err(|e: iohr_domain::run::UnknownWord| {
-            ApiError::bad_request("unknown_kind", e.to_string())
-        })?;
-    if body.name.is_empty() || body.name.len() > 200 {
+    let kind = parse_kind(&body.kind)?;
+    if body.name.is_empty() || body.name.len() > MAX_NAME {
         return Err(ApiError::bad_request(
             "invalid_name",
-            "name must be 1 to 200 characters",
+            format!("name must be 1 to {MAX_NAME} characters"),
         ));
     }
     validate_spec(kind, &body.spec)?;
