@@ -218,7 +218,50 @@ async fn stale_leases_are_refused_and_frames_are_stored_once_in_order(backend: B
     assert_eq!(events[6].event, "finished");
 }
 
+async fn a_run_refused_for_good_says_so_in_its_record(backend: Backend) {
+    let install = Installation::new(backend).await;
+    let controller = Controller::start(&install, 1000, None).await;
+    let api = Api::new(&controller.api_url(), &install.full_token());
+    let identity = install.agent_identity("default", "refuser");
+    let mut agent = RawAgent::connect(&controller.link_url(), &identity, "refuser", &["staging"])
+        .await
+        .expect("connect");
+    let run = api
+        .create_run(
+            &json!({"kind": "checks", "environment": "staging", "target": "http://127.0.0.1:9",
+            "spec": {"checks": [{"path": "/"}]}}),
+        )
+        .await;
+    let id = run["id"].as_str().expect("id").to_string();
+    let controller_message::Body::Offer(offer) = agent.next(LIMIT).await else {
+        panic!("an offer")
+    };
+    agent
+        .send(agent_message::Body::LeaseAnswer(LeaseAnswer {
+            lease_id: offer.lease_id,
+            epoch: offer.epoch,
+            accepted: false,
+            reason: "cannot run this spec".into(),
+            retry_later: false,
+        }))
+        .await;
+    let record = iohr_tests::wait_for("the refusal in the record", LIMIT, || async {
+        let record = api.run(&id).await;
+        record["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("refused by agent"))
+            .then_some(record)
+    })
+    .await;
+    assert_eq!(record["status"], "queued");
+    assert_eq!(
+        record["reason"],
+        "refused by agent refuser: cannot run this spec"
+    );
+}
+
 on_both_stores!(
     an_offer_not_accepted_in_time_goes_to_another_agent,
     stale_leases_are_refused_and_frames_are_stored_once_in_order,
+    a_run_refused_for_good_says_so_in_its_record,
 );

@@ -879,7 +879,19 @@ impl Dispatcher {
             } else {
                 (Some(session), None)
             };
-            self.requeue(&run_id, lease, refused, lapsed).await;
+            if self.requeue(&run_id, lease, refused, lapsed).await && !retry_later {
+                // Said in the record, so a run that no agent will take does not wait
+                // silently; the next agent that accepts it clears the reason.
+                let agent = self
+                    .sessions
+                    .get(&session)
+                    .map(|s| s.name.clone())
+                    .unwrap_or_default();
+                let why = format!("refused by agent {agent}: {reason}");
+                if let Err(error) = self.store.set_reason(&run_id, Some(&why)).await {
+                    tracing::warn!(run = %run_id, %error, "recording a refusal failed");
+                }
+            }
         }
     }
 
