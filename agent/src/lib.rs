@@ -9,3 +9,4 @@ pub mod execute;
 pub mod kinds;
 pub mod leases;
 pub mod link;
+pub mod load;
