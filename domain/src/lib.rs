@@ -4,6 +4,7 @@
 
 pub mod checks;
 pub mod frame;
+pub mod histogram;
 pub mod quantile;
 pub mod redact;
 pub mod run;
