@@ -27,6 +27,44 @@ fn frames(numbers: &[u64]) -> Vec<Frame> {
         .collect()
 }
 
+/// A controller, a hand-driven agent, and a run offered to it.
+struct Offered {
+    _install: Installation,
+    _controller: Controller,
+    api: Api,
+    agent: RawAgent,
+    id: String,
+    offer: iohr_proto::link::LeaseOffer,
+}
+
+async fn offered(backend: Backend, name: &str) -> Offered {
+    let install = Installation::new(backend).await;
+    let controller = Controller::start(&install, 1000, None).await;
+    let api = Api::new(&controller.api_url(), &install.full_token());
+    let identity = install.agent_identity("default", name);
+    let mut agent = RawAgent::connect(&controller.link_url(), &identity, name, &["staging"])
+        .await
+        .expect("connect");
+    let run = api
+        .create_run(
+            &json!({"kind": "checks", "environment": "staging", "target": "http://127.0.0.1:9",
+            "spec": {"checks": [{"path": "/"}]}}),
+        )
+        .await;
+    let id = run["id"].as_str().expect("id").to_string();
+    let controller_message::Body::Offer(offer) = agent.next(LIMIT).await else {
+        panic!("an offer")
+    };
+    Offered {
+        _install: install,
+        _controller: controller,
+        api,
+        agent,
+        id,
+        offer,
+    }
+}
+
 async fn an_offer_not_accepted_in_time_goes_to_another_agent(backend: Backend) {
     let install = Installation::new(backend).await;
     let controller = Controller::start(&install, 1000, None).await;
@@ -98,23 +136,14 @@ async fn an_offer_not_accepted_in_time_goes_to_another_agent(backend: Backend) {
 }
 
 async fn stale_leases_are_refused_and_frames_are_stored_once_in_order(backend: Backend) {
-    let install = Installation::new(backend).await;
-    let controller = Controller::start(&install, 1000, None).await;
-    let api = Api::new(&controller.api_url(), &install.full_token());
-    let identity = install.agent_identity("default", "raw");
-    let mut agent = RawAgent::connect(&controller.link_url(), &identity, "raw", &["staging"])
-        .await
-        .expect("connect");
-    let run = api
-        .create_run(
-            &json!({"kind": "checks", "environment": "staging", "target": "http://127.0.0.1:9",
-            "spec": {"checks": [{"path": "/"}]}}),
-        )
-        .await;
-    let id = run["id"].as_str().expect("id").to_string();
-    let controller_message::Body::Offer(offer) = agent.next(LIMIT).await else {
-        panic!("an offer")
-    };
+    let Offered {
+        _install,
+        _controller,
+        api,
+        mut agent,
+        id,
+        offer,
+    } = offered(backend, "raw").await;
     let (lease, epoch) = (offer.lease_id.clone(), offer.epoch);
 
     // An answer naming another epoch is not the answer to this offer.
@@ -219,23 +248,14 @@ async fn stale_leases_are_refused_and_frames_are_stored_once_in_order(backend: B
 }
 
 async fn a_run_refused_for_good_says_so_in_its_record(backend: Backend) {
-    let install = Installation::new(backend).await;
-    let controller = Controller::start(&install, 1000, None).await;
-    let api = Api::new(&controller.api_url(), &install.full_token());
-    let identity = install.agent_identity("default", "refuser");
-    let mut agent = RawAgent::connect(&controller.link_url(), &identity, "refuser", &["staging"])
-        .await
-        .expect("connect");
-    let run = api
-        .create_run(
-            &json!({"kind": "checks", "environment": "staging", "target": "http://127.0.0.1:9",
-            "spec": {"checks": [{"path": "/"}]}}),
-        )
-        .await;
-    let id = run["id"].as_str().expect("id").to_string();
-    let controller_message::Body::Offer(offer) = agent.next(LIMIT).await else {
-        panic!("an offer")
-    };
+    let Offered {
+        _install,
+        _controller,
+        api,
+        agent,
+        id,
+        offer,
+    } = offered(backend, "refuser").await;
     agent
         .send(agent_message::Body::LeaseAnswer(LeaseAnswer {
             lease_id: offer.lease_id,
