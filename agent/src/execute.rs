@@ -3,19 +3,22 @@
 
 use iohr_domain::RunKind;
 use iohr_domain::checks::ChecksSpec;
+use iohr_domain::load::{LoadPlan, LoadSpec};
 use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::kinds::{self, NewFrame, Outcome};
 use crate::leases::Leases;
+use crate::load::{self, TargetOptions};
 
 /// The kinds this agent can execute.
-pub const SUPPORTED_KINDS: [RunKind; 1] = [RunKind::Checks];
+pub const SUPPORTED_KINDS: [RunKind; 2] = [RunKind::Checks, RunKind::Load];
 
 /// A spec parsed for its kind, ready to run.
 #[derive(Debug, Clone)]
 pub enum Plan {
     Checks(ChecksSpec),
+    Load(LoadPlan),
 }
 
 /// Parses an offered spec; the error is the reason the offer is refused.
@@ -26,6 +29,10 @@ pub fn plan(kind: RunKind, spec_json: &str) -> Result<Plan, String> {
         RunKind::Checks => ChecksSpec::from_json(&value)
             .map(Plan::Checks)
             .map_err(|e| e.to_string()),
+        RunKind::Load => LoadSpec::from_json(&value)
+            .and_then(|spec| spec.plan())
+            .map(Plan::Load)
+            .map_err(|e| e.to_string()),
         other => Err(format!("this agent does not run kind {other}")),
     }
 }
@@ -34,11 +41,13 @@ pub fn plan(kind: RunKind, spec_json: &str) -> Result<Plan, String> {
 pub async fn run_plan(
     plan: Plan,
     target: &str,
+    options: &TargetOptions,
     frames: &kinds::FrameSender,
     cancel: tokio_util::sync::CancellationToken,
 ) -> Outcome {
     match plan {
         Plan::Checks(spec) => kinds::checks::run(spec, target, frames, cancel).await,
+        Plan::Load(plan) => load::run(plan, None, target, options, frames, cancel).await,
     }
 }
 
@@ -54,7 +63,7 @@ pub struct Accepted {
 }
 
 /// Starts an accepted lease's run in the background.
-pub fn start(leases: &Leases, agent: &str, accepted: Accepted) {
+pub fn start(leases: &Leases, agent: &str, options: &TargetOptions, accepted: Accepted) {
     let Accepted {
         lease_id,
         epoch,
@@ -70,6 +79,7 @@ pub fn start(leases: &Leases, agent: &str, accepted: Accepted) {
         json!({"agent": agent, "kind": kind, "target": target}).to_string(),
     );
     let leases = leases.clone();
+    let options = options.clone();
     tokio::spawn(async move {
         let (tx, mut rx) = mpsc::unbounded_channel::<NewFrame>();
         let pump = {
@@ -81,7 +91,7 @@ pub fn start(leases: &Leases, agent: &str, accepted: Accepted) {
                 }
             })
         };
-        let outcome = run_plan(plan, &target, &tx, cancel).await;
+        let outcome = run_plan(plan, &target, &options, &tx, cancel).await;
         drop(tx);
         // Every frame is in the table before the completion that counts them.
         let _ = pump.await;

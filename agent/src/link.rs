@@ -52,6 +52,7 @@ pub struct AgentConfig {
     pub max_concurrent_jobs: u32,
     pub reconnect_min: Duration,
     pub reconnect_max: Duration,
+    pub target_options: crate::load::TargetOptions,
 }
 
 fn tls(config: &AgentConfig) -> Result<ClientTlsConfig, LinkError> {
@@ -333,6 +334,7 @@ impl Session<'_> {
                     execute::start(
                         self.leases,
                         &self.config.name,
+                        &self.config.target_options,
                         execute::Accepted {
                             lease_id: offer.lease_id.clone(),
                             epoch: offer.epoch,

@@ -12,6 +12,7 @@ use iohr_agent::execute;
 use iohr_agent::kinds::NewFrame;
 use iohr_agent::leases::Leases;
 use iohr_agent::link::{self, AgentConfig};
+use iohr_agent::load::TargetOptions;
 use iohr_domain::RunKind;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -46,6 +47,9 @@ enum Command {
         reconnect_min_ms: u64,
         #[arg(long, default_value_t = 30_000)]
         reconnect_max_ms: u64,
+        /// PEM roots trusted for https targets besides the system's.
+        #[arg(long, env = "IOHR_TARGET_CA")]
+        target_ca: Option<PathBuf>,
     },
     /// Execute a spec against a target on this machine, without a controller.
     Exec {
@@ -58,6 +62,9 @@ enum Command {
         /// Print the outcome as one JSON object.
         #[arg(long)]
         json: bool,
+        /// PEM roots trusted for https targets besides the system's.
+        #[arg(long, env = "IOHR_TARGET_CA")]
+        target_ca: Option<PathBuf>,
     },
 }
 
@@ -86,6 +93,7 @@ async fn main() -> anyhow::Result<()> {
             max_concurrent_jobs,
             reconnect_min_ms,
             reconnect_max_ms,
+            target_ca,
         } => {
             if max_concurrent_jobs == 0 {
                 bail!("--max-concurrent-jobs must be at least 1");
@@ -103,6 +111,9 @@ async fn main() -> anyhow::Result<()> {
                 max_concurrent_jobs,
                 reconnect_min: Duration::from_millis(reconnect_min_ms),
                 reconnect_max: Duration::from_millis(reconnect_max_ms),
+                target_options: TargetOptions {
+                    extra_ca: target_ca,
+                },
             };
             let shutdown = CancellationToken::new();
             let agent = tokio::spawn(link::run(config, Leases::default(), shutdown.clone()));
@@ -117,11 +128,23 @@ async fn main() -> anyhow::Result<()> {
             target,
             spec,
             json,
-        } => exec(&kind, &target, &spec, json).await,
+            target_ca,
+        } => {
+            let options = TargetOptions {
+                extra_ca: target_ca,
+            };
+            exec(&kind, &target, &spec, json, &options).await
+        }
     }
 }
 
-async fn exec(kind: &str, target: &str, spec_path: &PathBuf, json: bool) -> anyhow::Result<()> {
+async fn exec(
+    kind: &str,
+    target: &str,
+    spec_path: &PathBuf,
+    json: bool,
+    options: &TargetOptions,
+) -> anyhow::Result<()> {
     let kind: RunKind = kind.parse()?;
     iohr_domain::target::validate_target(target)?;
     let text = std::fs::read_to_string(spec_path)
@@ -134,7 +157,7 @@ async fn exec(kind: &str, target: &str, spec_path: &PathBuf, json: bool) -> anyh
         while let Some(frame) = rx.recv().await {
             count += 1;
             if progress {
-                eprint!("\r{count} frames, last: {:<10}", frame.kind.as_str());
+                eprint!("\r{:<100}", progress_line(count, &frame));
             }
         }
         if progress {
@@ -147,7 +170,7 @@ async fn exec(kind: &str, target: &str, spec_path: &PathBuf, json: bool) -> anyh
         let _ = tokio::signal::ctrl_c().await;
         on_signal.cancel();
     });
-    let outcome = execute::run_plan(plan, target, &tx, cancel).await;
+    let outcome = execute::run_plan(plan, target, options, &tx, cancel).await;
     drop(tx);
     let _ = printer.await;
     if json {
@@ -174,6 +197,30 @@ async fn exec(kind: &str, target: &str, spec_path: &PathBuf, json: bool) -> anyh
         iohr_domain::RunStatus::Failed => 1,
         _ => 3,
     });
+}
+
+/// The one-line progress display of `exec` on a terminal.
+fn progress_line(count: u64, frame: &NewFrame) -> String {
+    use iohr_domain::load::LoadSecond;
+    let Ok(second) = serde_json::from_value::<LoadSecond>(frame.data.clone()) else {
+        return format!("{count} frames, last: {}", frame.kind.as_str());
+    };
+    let p99 = second
+        .histogram
+        .as_deref()
+        .and_then(|h| iohr_domain::histogram::decode(h).ok())
+        .filter(|h| !h.is_empty())
+        .map(|h| format!("{:.2} ms", h.value_at_quantile(0.99) as f64 / 1000.0))
+        .unwrap_or_else(|| "-".to_string());
+    format!(
+        "{} {:>4}s  {:>7} req/s  p99 {p99:>10}  failed {}  late {}  dropped {}",
+        second.phase,
+        second.second,
+        second.counts.requests,
+        second.counts.failed(),
+        second.late,
+        second.dropped
+    )
 }
 
 async fn wait_for_signal() {

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::redact::is_credential_header;
+pub use crate::request::{SpecError, env_reference};
+use crate::request::{spec_error, validate_request};
 
 pub const MAX_CHECKS: usize = 1000;
 pub const MAX_TIMEOUT_MS: u64 = 60_000;
@@ -89,27 +90,6 @@ impl Invariant {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct SpecError {
-    pub field: String,
-    pub message: String,
-}
-
-fn spec_error(field: impl Into<String>, message: impl Into<String>) -> SpecError {
-    SpecError {
-        field: field.into(),
-        message: message.into(),
-    }
-}
-
-/// The reference a credential header's value must be: `${env:NAME}`.
-pub fn env_reference(value: &str) -> Option<&str> {
-    let name = value.strip_prefix("${env:")?.strip_suffix('}')?;
-    let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    valid.then_some(name)
-}
-
 impl ChecksSpec {
     /// Parses and validates a spec; the error says what to fix.
     pub fn from_json(value: &serde_json::Value) -> Result<ChecksSpec, SpecError> {
@@ -137,33 +117,12 @@ impl ChecksSpec {
         }
         for (i, check) in self.checks.iter().enumerate() {
             let field = format!("spec.checks[{i}]");
-            if !check.path.starts_with('/') {
-                return Err(spec_error(
-                    format!("{field}.path"),
-                    "must start with '/' (the spec never names the target)",
-                ));
-            }
-            let method_ok =
-                !check.method.is_empty() && check.method.bytes().all(|b| b.is_ascii_uppercase());
-            if !method_ok {
-                return Err(spec_error(
-                    format!("{field}.method"),
-                    "must be an upper-case HTTP method such as GET",
-                ));
-            }
+            validate_request(&field, &check.method, &check.path, &check.headers)?;
             if !(100..=599).contains(&check.expect_status) {
                 return Err(spec_error(
                     format!("{field}.expect_status"),
                     "must be an HTTP status between 100 and 599",
                 ));
-            }
-            for (name, value) in &check.headers {
-                if is_credential_header(name) && env_reference(value).is_none() {
-                    return Err(spec_error(
-                        format!("{field}.headers.{name}"),
-                        "a credential-named header's value must be \"${env:NAME}\", read by the agent from its environment; secrets are never stored",
-                    ));
-                }
             }
         }
         Ok(())

@@ -5,8 +5,10 @@
 pub mod checks;
 pub mod frame;
 pub mod histogram;
+pub mod load;
 pub mod quantile;
 pub mod redact;
+pub mod request;
 pub mod run;
 pub mod scenario;
 pub mod target;

@@ -1,7 +1,264 @@
-//! The load engine (issue 3, in progress): today its arrival schedule.
+//! The load engine, used by the `load` and `replay` kinds (and by `iohr-agent exec`).
 //!
 //! - [`schedule`]: open-model arrival times, constant or ramping (k6's
-//!   `ramping-arrival-rate` semantics: each request's intended start time comes from the
-//!   integral of the rate, so latency can be measured from the intended time).
+//!   `ramping-arrival-rate` semantics).
+//! - [`client`]: connections (HTTP/1.1, h2, h2c, rustls).
+//! - [`request`]: operations built once, cloned per request.
+//! - [`recorder`]: counters and HdrHistograms in a few shards; constant memory.
+//! - [`engine`]: the dispatcher, the workers and the once-a-second reporter.
+//!
+//! [`run`] turns a plan into the run's outcome: the merged histograms per operation and
+//! in total, percentiles with their intervals, thresholds, late and dropped counts.
 
+pub mod client;
+pub mod engine;
+pub mod recorder;
+pub mod request;
 pub mod schedule;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use iohr_domain::RunStatus;
+use iohr_domain::load::{
+    LoadPlan, LoadResult, Model, OperationResult, ThresholdResult, WarmupResult, judge,
+    summarise_latency,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::kinds::{FrameSender, Outcome};
+use client::Endpoint;
+use engine::{Arrivals, Engine, LATE_TOLERANCE, Report};
+use request::PreparedOp;
+use schedule::{ArrivalSchedule, Stage};
+
+/// What the agent's configuration adds to every run's connections.
+#[derive(Debug, Clone, Default)]
+pub struct TargetOptions {
+    /// PEM roots trusted for https targets besides the system's.
+    pub extra_ca: Option<PathBuf>,
+}
+
+fn error_outcome(reason: String) -> Outcome {
+    Outcome {
+        status: RunStatus::Error,
+        reason: Some(reason),
+        result: serde_json::Value::Null,
+        units_spent: 0,
+    }
+}
+
+/// Runs a load plan against `target`; `recorded` replaces the schedule (replay).
+pub async fn run(
+    plan: LoadPlan,
+    recorded: Option<Vec<(std::time::Duration, usize)>>,
+    target: &str,
+    options: &TargetOptions,
+    frames: &FrameSender,
+    cancel: CancellationToken,
+) -> Outcome {
+    run_with_env(plan, recorded, target, options, frames, cancel, |name| {
+        std::env::var(name).ok()
+    })
+    .await
+}
+
+pub async fn run_with_env(
+    plan: LoadPlan,
+    recorded: Option<Vec<(std::time::Duration, usize)>>,
+    target: &str,
+    options: &TargetOptions,
+    frames: &FrameSender,
+    cancel: CancellationToken,
+    env: impl Fn(&str) -> Option<String>,
+) -> Outcome {
+    let endpoint = match Endpoint::new(target, plan.http, options.extra_ca.as_deref()) {
+        Ok(e) => Arc::new(e),
+        Err(e) => return error_outcome(e.to_string()),
+    };
+    let operations = match plan
+        .operations
+        .iter()
+        .map(|op| PreparedOp::new(op, &endpoint, &env))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(ops) => Arc::new(ops),
+        Err(e) => return error_outcome(e.to_string()),
+    };
+    let arrivals = match (plan.model, recorded) {
+        (Model::Closed, _) => None,
+        (Model::Open, Some(list)) => Some(Arrivals::Recorded(list)),
+        (Model::Open, None) => {
+            let stages = plan
+                .stages
+                .iter()
+                .map(|(duration, target_rate)| Stage {
+                    duration: *duration,
+                    target_rate: *target_rate,
+                })
+                .collect();
+            match ArrivalSchedule::ramping(plan.start_rate, stages) {
+                Ok(s) => Some(Arrivals::Schedule(s)),
+                Err(e) => return error_outcome(e.to_string()),
+            }
+        }
+    };
+    // A ramp from zero warms up at the rate of its first stage.
+    let warmup_rate = if plan.start_rate > 0.0 {
+        plan.start_rate
+    } else {
+        plan.stages.first().map_or(0.0, |(_, r)| *r)
+    };
+    let engine = Engine {
+        endpoint,
+        operations,
+        plan: plan.clone(),
+        arrivals,
+        warmup_rate,
+    };
+    let report = match engine.run(frames, cancel).await {
+        Ok(report) => report,
+        Err(e) => return error_outcome(e.to_string()),
+    };
+    outcome(&plan, report)
+}
+
+fn outcome(plan: &LoadPlan, report: Report) -> Outcome {
+    match result(plan, &report) {
+        Ok((result, status, reason)) => {
+            let units_spent = report.measure.schedule.sent + report.warmup.schedule.sent;
+            Outcome {
+                status,
+                reason,
+                result: serde_json::to_value(&result).unwrap_or_default(),
+                units_spent,
+            }
+        }
+        Err(e) => error_outcome(e.to_string()),
+    }
+}
+
+type Judged = (LoadResult, RunStatus, Option<String>);
+
+fn result(
+    plan: &LoadPlan,
+    report: &Report,
+) -> Result<Judged, iohr_domain::histogram::HistogramError> {
+    let measure = &report.measure;
+    let latency = measure.total_latency()?;
+    let counts = measure.total_counts();
+    let seconds = report.measured.as_secs_f64();
+    let operations = plan
+        .operations
+        .iter()
+        .enumerate()
+        .map(|(i, op)| {
+            let counts = measure.tallies[i].counts();
+            Ok(OperationResult {
+                name: op.display_name(),
+                method: op.method.clone(),
+                path: op.path.clone(),
+                error_rate: counts.error_rate(),
+                counts,
+                latency: summarise_latency(&measure.latency[i])?,
+            })
+        })
+        .collect::<Result<Vec<_>, iohr_domain::histogram::HistogramError>>()?;
+    let thresholds: Vec<ThresholdResult> = plan
+        .thresholds
+        .iter()
+        .map(|t| {
+            let (verdict, observed) = judge(t, &latency, &counts);
+            ThresholdResult {
+                threshold: t.expression.clone(),
+                // A threshold the measure cannot judge (too few samples) does not pass.
+                passed: verdict.unwrap_or(false),
+                observed,
+            }
+        })
+        .collect();
+    let schedule = measure.schedule;
+    let mut notes = Vec::new();
+    if plan.model == Model::Open {
+        if schedule.dropped > 0 || schedule.late > 0 {
+            notes.push(format!(
+                "the schedule was not kept: {} of {} requests dropped (every connection busy), {} started more than {} ms late; more connections, or a target that keeps up, would keep it",
+                schedule.dropped,
+                schedule.intended,
+                schedule.late,
+                LATE_TOLERANCE.as_millis()
+            ));
+        } else {
+            notes.push(format!(
+                "the schedule was kept: {} of {} requests sent, none late by more than {} ms",
+                schedule.sent,
+                schedule.intended,
+                LATE_TOLERANCE.as_millis()
+            ));
+        }
+    }
+    let warmup_requests = report.warmup.total_counts().requests;
+    if warmup_requests > 0 {
+        notes.push(format!(
+            "warm-up of {warmup_requests} requests run and discarded"
+        ));
+    }
+    let intended_rate = (plan.model == Model::Open && seconds > 0.0)
+        .then(|| plan.expected_requests().unwrap_or(0) as f64 / plan.duration.as_secs_f64());
+    let result = LoadResult {
+        model: plan.model,
+        http: plan.http,
+        connections: plan.connections,
+        intended_rate,
+        achieved_rate: if seconds > 0.0 {
+            counts.requests as f64 / seconds
+        } else {
+            0.0
+        },
+        measured_seconds: seconds,
+        warmup: WarmupResult {
+            plan: plan.warmup,
+            requests: warmup_requests,
+            discarded: true,
+        },
+        error_rate: counts.error_rate(),
+        intended: schedule.intended,
+        sent: schedule.sent,
+        late: schedule.late,
+        dropped: schedule.dropped,
+        late_tolerance_ms: LATE_TOLERANCE.as_millis() as u64,
+        latency: summarise_latency(&latency)?,
+        uncorrected_latency: summarise_latency(&measure.uncorrected)?,
+        operations,
+        thresholds,
+        aborted: report.aborted.clone(),
+        notes,
+        counts,
+    };
+    let failed_threshold = result.thresholds.iter().find(|t| !t.passed);
+    let answered: u64 = result.counts.responses.values().sum();
+    let (status, reason) = if report.cancelled {
+        (RunStatus::Cancelled, Some("cancelled".to_string()))
+    } else if result.counts.requests > 0 && answered == 0 {
+        let kinds: Vec<String> = result
+            .counts
+            .errors
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        (
+            RunStatus::Error,
+            Some(format!("target unreachable: {}", kinds.join(", "))),
+        )
+    } else if let Some(aborted) = &result.aborted {
+        (RunStatus::Failed, Some(aborted.clone()))
+    } else if let Some(t) = failed_threshold {
+        (
+            RunStatus::Failed,
+            Some(format!("threshold {} failed: {}", t.threshold, t.observed)),
+        )
+    } else {
+        (RunStatus::Passed, None)
+    };
+    Ok((result, status, reason))
+}

@@ -1,0 +1,285 @@
+//! The load engine's HTTP client: one connection per worker (HTTP/1.1 keep-alive) or
+//! shared by a few streams (HTTP/2: ALPN `h2` over TLS, prior-knowledge h2c over plain
+//! TCP), made directly with hyper's connection API so that a request costs no pool lock.
+//! TLS is rustls with the system's roots plus an optional extra CA.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::client::conn::{http1, http2};
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use iohr_domain::load::HttpVersion;
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+/// Why a request got no response: the kinds `load` frames count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Failure {
+    Timeout,
+    Connect,
+    Reset,
+    Tls,
+    Protocol,
+}
+
+impl Failure {
+    pub const ALL: [Failure; 5] = [
+        Failure::Timeout,
+        Failure::Connect,
+        Failure::Reset,
+        Failure::Tls,
+        Failure::Protocol,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Failure::Timeout => "timeout",
+            Failure::Connect => "connect",
+            Failure::Reset => "reset",
+            Failure::Tls => "tls",
+            Failure::Protocol => "protocol",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error("target {0:?}: {1}")]
+    Target(String, String),
+    #[error("TLS roots: {0}")]
+    Roots(String),
+}
+
+/// Where requests go and how to connect there.
+pub struct Endpoint {
+    host: String,
+    port: u16,
+    /// `host[:port]` as the Host header and `:authority` carry it.
+    authority: String,
+    scheme: &'static str,
+    /// The target's path, prefixed to every operation's path (without a trailing '/').
+    base_path: String,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+    http: HttpVersion,
+}
+
+impl Endpoint {
+    /// `target` is `http(s)://HOST[:PORT][/BASE]`; `extra_ca` a PEM file of more roots.
+    pub fn new(
+        target: &str,
+        http: HttpVersion,
+        extra_ca: Option<&Path>,
+    ) -> Result<Endpoint, EndpointError> {
+        let bad = |m: &str| EndpointError::Target(target.to_string(), m.to_string());
+        let uri: hyper::Uri = target.parse().map_err(|_| bad("not a URL"))?;
+        let scheme = match uri.scheme_str() {
+            Some("http") => "http",
+            Some("https") => "https",
+            _ => return Err(bad("must start with http:// or https://")),
+        };
+        let host = uri.host().ok_or_else(|| bad("has no host"))?;
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = uri
+            .port_u16()
+            .unwrap_or(if scheme == "https" { 443 } else { 80 });
+        let authority = uri
+            .authority()
+            .map(|a| a.as_str().to_string())
+            .ok_or_else(|| bad("has no host"))?;
+        let base_path = uri.path().trim_end_matches('/').to_string();
+        let tls = if scheme == "https" {
+            let config = tls_config(http, extra_ca)?;
+            let name = ServerName::try_from(host.clone()).map_err(|_| bad("bad TLS name"))?;
+            Some((TlsConnector::from(Arc::new(config)), name))
+        } else {
+            None
+        };
+        Ok(Endpoint {
+            host,
+            port,
+            authority,
+            scheme,
+            base_path,
+            tls,
+            http,
+        })
+    }
+
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// The URI a request for `path` carries: origin-form for HTTP/1.1 (with a Host
+    /// header), absolute for HTTP/2 (its `:scheme` and `:authority`).
+    pub fn uri_for(&self, path: &str) -> Result<hyper::Uri, EndpointError> {
+        let text = match self.http {
+            HttpVersion::Http1 => format!("{}{path}", self.base_path),
+            HttpVersion::Http2 => format!(
+                "{}://{}{}{path}",
+                self.scheme, self.authority, self.base_path
+            ),
+        };
+        text.parse()
+            .map_err(|_| EndpointError::Target(text, "not a valid request URI".into()))
+    }
+
+    pub fn http(&self) -> HttpVersion {
+        self.http
+    }
+
+    /// A new connection, ready for requests.
+    pub async fn connect(&self) -> Result<Connection, Failure> {
+        let tcp = TcpStream::connect((self.host.as_str(), self.port))
+            .await
+            .map_err(|_| Failure::Connect)?;
+        let _ = tcp.set_nodelay(true);
+        match &self.tls {
+            None => self.handshake(TokioIo::new(tcp)).await,
+            Some((connector, name)) => {
+                let stream = connector
+                    .connect(name.clone(), tcp)
+                    .await
+                    .map_err(|_| Failure::Tls)?;
+                self.handshake(TokioIo::new(stream)).await
+            }
+        }
+    }
+
+    async fn handshake<T>(&self, io: TokioIo<T>) -> Result<Connection, Failure>
+    where
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        match self.http {
+            HttpVersion::Http1 => {
+                let (sender, connection) =
+                    http1::handshake(io).await.map_err(|_| Failure::Connect)?;
+                tokio::spawn(async move {
+                    // Its end is seen by the sender as a closed connection.
+                    let _ = connection.await;
+                });
+                Ok(Connection::H1(sender))
+            }
+            HttpVersion::Http2 => {
+                let (sender, connection) = http2::Builder::new(TokioExecutor::new())
+                    .handshake(io)
+                    .await
+                    .map_err(|_| Failure::Protocol)?;
+                tokio::spawn(async move {
+                    let _ = connection.await;
+                });
+                Ok(Connection::H2(sender))
+            }
+        }
+    }
+}
+
+fn tls_config(
+    http: HttpVersion,
+    extra_ca: Option<&Path>,
+) -> Result<rustls::ClientConfig, EndpointError> {
+    let mut roots = rustls::RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    for cert in native.certs {
+        // A system root rustls cannot parse is skipped, as browsers do.
+        let _ = roots.add(cert);
+    }
+    if let Some(path) = extra_ca {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|e| EndpointError::Roots(format!("{}: {e}", path.display())))?;
+        for cert in certs {
+            let cert =
+                cert.map_err(|e| EndpointError::Roots(format!("{}: {e}", path.display())))?;
+            roots
+                .add(cert)
+                .map_err(|e| EndpointError::Roots(format!("{}: {e}", path.display())))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| EndpointError::Roots(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = match http {
+        HttpVersion::Http1 => vec![b"http/1.1".to_vec()],
+        HttpVersion::Http2 => vec![b"h2".to_vec()],
+    };
+    Ok(config)
+}
+
+/// An open connection. HTTP/2 senders are cheap clones sharing one connection.
+#[derive(Debug)]
+pub enum Connection {
+    H1(http1::SendRequest<Full<Bytes>>),
+    H2(http2::SendRequest<Full<Bytes>>),
+}
+
+impl Connection {
+    /// A sender for another stream on the same HTTP/2 connection.
+    pub fn share(&self) -> Option<Connection> {
+        match self {
+            Connection::H1(_) => None,
+            Connection::H2(sender) => Some(Connection::H2(sender.clone())),
+        }
+    }
+
+    /// Sends one request and reads its body to the end (the body is counted, never
+    /// kept). Returns the status.
+    pub async fn send(&mut self, request: Request<Full<Bytes>>) -> Result<u16, Failure> {
+        let response = match self {
+            Connection::H1(sender) => {
+                sender.ready().await.map_err(|e| classify(&e))?;
+                sender.send_request(request).await
+            }
+            Connection::H2(sender) => {
+                sender.ready().await.map_err(|e| classify(&e))?;
+                sender.send_request(request).await
+            }
+        }
+        .map_err(|e| classify(&e))?;
+        drain(response).await
+    }
+}
+
+async fn drain(response: Response<Incoming>) -> Result<u16, Failure> {
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    while let Some(frame) = body.frame().await {
+        frame.map_err(|e| classify(&e))?;
+    }
+    Ok(status)
+}
+
+/// Maps hyper's errors onto the failure kinds.
+fn classify(error: &hyper::Error) -> Failure {
+    use std::error::Error as _;
+    let mut source = error.source();
+    while let Some(inner) = source {
+        if let Some(io) = inner.downcast_ref::<io::Error>() {
+            return match io.kind() {
+                io::ErrorKind::TimedOut => Failure::Timeout,
+                _ => Failure::Reset,
+            };
+        }
+        source = inner.source();
+    }
+    if error.is_canceled() || error.is_closed() || error.is_incomplete_message() {
+        Failure::Reset
+    } else {
+        Failure::Protocol
+    }
+}

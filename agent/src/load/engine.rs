@@ -1,0 +1,559 @@
+//! The engine loop. Open model: every connection's worker, when free, takes the next
+//! request of the arrival timeline (a shared counter, so no queue and constant memory),
+//! waits for its intended time if it is early and sends at once if it is late; latency is
+//! measured from the *intended* time, so a stalled target shows in the tail (wrk2's
+//! correction) while the uncorrected figure is kept beside it. A request that starts more
+//! than [`LATE_TOLERANCE`] after its time counts as late; one whose time is already a
+//! whole timeout in the past when a connection gets to it could not succeed in time and
+//! is dropped and counted (as k6's `dropped_iterations`). Closed model: each connection
+//! sends as fast as the target answers. A reporter emits one `load` frame a second.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use iohr_domain::FrameKind;
+use iohr_domain::histogram::{HistogramError, encode};
+use iohr_domain::load::{HttpVersion, LoadPlan, LoadSecond, Model, OperationSecond, judge};
+use tokio::sync::Mutex;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::client::{Connection, Endpoint, Failure};
+use super::recorder::{Phase, Recorder, Window};
+use super::request::PreparedOp;
+use super::schedule::ArrivalSchedule;
+use crate::kinds::{FrameSender, NewFrame};
+
+/// A request that starts later than this after its intended time counts as late.
+pub const LATE_TOLERANCE: Duration = Duration::from_millis(10);
+
+/// Where the open model's measured requests come from.
+pub enum Arrivals {
+    /// A schedule; operations are picked by weight in a fixed interleaving.
+    Schedule(ArrivalSchedule),
+    /// Recorded requests (replay): offset from the start and operation index, in order.
+    Recorded(Vec<(Duration, usize)>),
+}
+
+/// What the engine runs.
+pub struct Engine {
+    pub endpoint: Arc<Endpoint>,
+    pub operations: Arc<Vec<PreparedOp>>,
+    pub plan: LoadPlan,
+    /// Open model only.
+    pub arrivals: Option<Arrivals>,
+    /// Open model: the warm-up's constant rate (requests per second).
+    pub warmup_rate: f64,
+}
+
+/// What the engine measured.
+pub struct Report {
+    pub measure: Window,
+    pub warmup: Window,
+    pub measured: Duration,
+    pub aborted: Option<String>,
+    pub cancelled: bool,
+}
+
+/// Fixed interleaving of operations by weight (smooth weighted round robin), so a run's
+/// mix is the same every time.
+struct Picker {
+    table: Vec<usize>,
+}
+
+impl Picker {
+    fn new(weights: &[u32]) -> Picker {
+        let total: i64 = weights.iter().map(|w| i64::from(*w)).sum();
+        let mut current = vec![0i64; weights.len()];
+        let mut table = Vec::with_capacity(total.max(1) as usize);
+        for _ in 0..total {
+            for (c, w) in current.iter_mut().zip(weights) {
+                *c += i64::from(*w);
+            }
+            let (best, _) = current
+                .iter()
+                .enumerate()
+                .max_by_key(|(i, c)| (**c, -(*i as i64)))
+                .unwrap_or((0, &0));
+            current[best] -= total;
+            table.push(best);
+        }
+        if table.is_empty() {
+            table.push(0);
+        }
+        Picker { table }
+    }
+
+    fn pick(&self, seq: u64) -> usize {
+        self.table[(seq % self.table.len() as u64) as usize]
+    }
+}
+
+/// When the measure starts: known at the start for a timed warm-up, when the last
+/// warm-up request starts for a counted one.
+struct PhaseClock {
+    start: Instant,
+    measure_start: OnceLock<Instant>,
+}
+
+impl PhaseClock {
+    fn measure_start(&self) -> Option<Instant> {
+        self.measure_start.get().copied()
+    }
+}
+
+/// The open model's requests in order: the warm-up's, then the measure's.
+struct Timeline {
+    warmup: Option<ArrivalSchedule>,
+    warmup_total: u64,
+    measure_start: Duration,
+    arrivals: Arrivals,
+    picker: Picker,
+}
+
+impl Timeline {
+    /// The i-th request: its offset from the start, its operation and phase.
+    fn at(&self, i: u64) -> Option<(Duration, usize, Phase)> {
+        if i < self.warmup_total {
+            let offset = self.warmup.as_ref()?.offset_of(i)?;
+            return Some((offset, self.picker.pick(i), Phase::Warmup));
+        }
+        let j = i - self.warmup_total;
+        let (offset, operation) = match &self.arrivals {
+            Arrivals::Schedule(schedule) => (schedule.offset_of(j)?, self.picker.pick(i)),
+            Arrivals::Recorded(list) => *list.get(usize::try_from(j).ok()?)?,
+        };
+        Some((self.measure_start + offset, operation, Phase::Measure))
+    }
+}
+
+/// One worker's connection: its own, or (HTTP/2 with several streams) one shared by its
+/// group.
+enum Link {
+    Own(Option<Connection>),
+    Shared(Arc<Mutex<Option<Connection>>>),
+}
+
+struct Shared {
+    endpoint: Arc<Endpoint>,
+    operations: Arc<Vec<PreparedOp>>,
+    recorder: Recorder,
+    timeout: Duration,
+    stop: CancellationToken,
+}
+
+impl Shared {
+    /// One request on the worker's link, bounded by the per-request timeout (which
+    /// covers connecting when the link has to). A failure drops the connection.
+    async fn exchange(&self, link: &mut Link, operation: usize) -> Result<u16, Failure> {
+        let request = self.operations[operation].request();
+        let attempt = async {
+            let mut shared_conn: Option<Connection>;
+            let conn = match link {
+                Link::Own(slot) => {
+                    if slot.is_none() {
+                        *slot = Some(self.endpoint.connect().await?);
+                    }
+                    slot.as_mut().ok_or(Failure::Connect)?
+                }
+                Link::Shared(slot) => {
+                    let mut guard = slot.lock().await;
+                    if guard.is_none() {
+                        *guard = Some(self.endpoint.connect().await?);
+                    }
+                    shared_conn = guard.as_ref().and_then(Connection::share);
+                    shared_conn.as_mut().ok_or(Failure::Connect)?
+                }
+            };
+            conn.send(request).await
+        };
+        let outcome = tokio::time::timeout(self.timeout, attempt)
+            .await
+            .unwrap_or(Err(Failure::Timeout));
+        if outcome.is_err() {
+            match link {
+                Link::Own(slot) => *slot = None,
+                Link::Shared(slot) => *slot.lock().await = None,
+            }
+        }
+        outcome
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+impl Engine {
+    pub async fn run(
+        self,
+        frames: &FrameSender,
+        cancel: CancellationToken,
+    ) -> Result<Report, HistogramError> {
+        let plan = self.plan;
+        let workers = (plan.connections * plan.streams) as usize;
+        let shards = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let shared = Arc::new(Shared {
+            endpoint: self.endpoint,
+            operations: self.operations,
+            recorder: Recorder::new(plan.operations.len(), shards)?,
+            timeout: plan.timeout,
+            stop: cancel.child_token(),
+        });
+        let weights: Vec<u32> = plan.operations.iter().map(|o| o.weight).collect();
+        let start = Instant::now();
+        let clock = Arc::new(PhaseClock {
+            start,
+            measure_start: OnceLock::new(),
+        });
+        let links = make_links(workers, plan.http, plan.streams);
+        let mut tasks = JoinSet::new();
+
+        match plan.model {
+            Model::Open => {
+                let warmup = match plan.warmup {
+                    iohr_domain::load::WarmupPlan::None => Duration::ZERO,
+                    iohr_domain::load::WarmupPlan::Duration(d) => d,
+                    iohr_domain::load::WarmupPlan::Requests(n) if self.warmup_rate > 0.0 => {
+                        Duration::from_secs_f64(n as f64 / self.warmup_rate)
+                    }
+                    iohr_domain::load::WarmupPlan::Requests(_) => Duration::ZERO,
+                };
+                let _ = clock.measure_start.set(start + warmup);
+                let warm = (!warmup.is_zero() && self.warmup_rate > 0.0)
+                    .then(|| ArrivalSchedule::constant(self.warmup_rate, warmup).ok())
+                    .flatten();
+                let timeline = Arc::new(Timeline {
+                    warmup_total: warm.as_ref().map_or(0, ArrivalSchedule::total),
+                    warmup: warm,
+                    measure_start: warmup,
+                    arrivals: self.arrivals.unwrap_or(Arrivals::Recorded(Vec::new())),
+                    picker: Picker::new(&weights),
+                });
+                let next = Arc::new(AtomicU64::new(0));
+                for (id, link) in links.into_iter().enumerate() {
+                    tasks.spawn(open_worker(OpenWorker {
+                        id,
+                        link,
+                        shared: shared.clone(),
+                        timeline: timeline.clone(),
+                        next: next.clone(),
+                        start,
+                    }));
+                }
+            }
+            Model::Closed => {
+                let counter = Arc::new(AtomicU64::new(0));
+                let picker = Arc::new(Picker::new(&weights));
+                match plan.warmup {
+                    iohr_domain::load::WarmupPlan::None => {
+                        let _ = clock.measure_start.set(start);
+                    }
+                    iohr_domain::load::WarmupPlan::Duration(d) => {
+                        let _ = clock.measure_start.set(start + d);
+                    }
+                    iohr_domain::load::WarmupPlan::Requests(_) => {}
+                }
+                let warmup_requests = match plan.warmup {
+                    iohr_domain::load::WarmupPlan::Requests(n) => n,
+                    _ => 0,
+                };
+                for (id, link) in links.into_iter().enumerate() {
+                    tasks.spawn(closed_worker(ClosedWorker {
+                        id,
+                        link,
+                        shared: shared.clone(),
+                        picker: picker.clone(),
+                        counter: counter.clone(),
+                        clock: clock.clone(),
+                        warmup_requests,
+                        duration: plan.duration,
+                    }));
+                }
+            }
+        }
+
+        let (done_tx, mut done_rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            while tasks.join_next().await.is_some() {}
+            let _ = done_tx.send(());
+        });
+
+        let reporter = Reporter {
+            shared: shared.clone(),
+            plan: &plan,
+            frames,
+        };
+        reporter.run(&clock, &mut done_rx, &cancel).await
+    }
+}
+
+fn make_links(workers: usize, http: HttpVersion, streams: u32) -> Vec<Link> {
+    if http == HttpVersion::Http2 && streams > 1 {
+        let groups: Vec<_> = (0..workers.div_ceil(streams as usize))
+            .map(|_| Arc::new(Mutex::new(None)))
+            .collect();
+        (0..workers)
+            .map(|i| Link::Shared(groups[i / streams as usize].clone()))
+            .collect()
+    } else {
+        (0..workers).map(|_| Link::Own(None)).collect()
+    }
+}
+
+struct OpenWorker {
+    id: usize,
+    link: Link,
+    shared: Arc<Shared>,
+    timeline: Arc<Timeline>,
+    next: Arc<AtomicU64>,
+    start: Instant,
+}
+
+async fn open_worker(mut w: OpenWorker) {
+    let recorder = &w.shared.recorder;
+    loop {
+        let i = w.next.fetch_add(1, Ordering::Relaxed);
+        let Some((offset, operation, phase)) = w.timeline.at(i) else {
+            return;
+        };
+        let intended = w.start + offset;
+        let now = Instant::now();
+        if intended > now {
+            tokio::select! {
+                _ = tokio::time::sleep_until(intended) => {}
+                _ = w.shared.stop.cancelled() => return,
+            }
+        } else if now - intended > w.shared.timeout {
+            recorder.schedule(w.id, phase, |s| {
+                s.intended += 1;
+                s.dropped += 1;
+            });
+            continue;
+        }
+        if w.shared.stop.is_cancelled() {
+            return;
+        }
+        let started = Instant::now();
+        let late = started.saturating_duration_since(intended) > LATE_TOLERANCE;
+        recorder.schedule(w.id, phase, |s| {
+            s.intended += 1;
+            s.sent += 1;
+            s.late += u64::from(late);
+        });
+        let outcome = tokio::select! {
+            outcome = w.shared.exchange(&mut w.link, operation) => outcome,
+            _ = w.shared.stop.cancelled() => return,
+        };
+        let ended = Instant::now();
+        recorder.record(
+            w.id,
+            phase,
+            operation,
+            outcome,
+            micros(ended - intended),
+            micros(ended - started),
+        );
+    }
+}
+
+struct ClosedWorker {
+    id: usize,
+    link: Link,
+    shared: Arc<Shared>,
+    picker: Arc<Picker>,
+    counter: Arc<AtomicU64>,
+    clock: Arc<PhaseClock>,
+    warmup_requests: u64,
+    duration: Duration,
+}
+
+async fn closed_worker(mut w: ClosedWorker) {
+    loop {
+        let now = Instant::now();
+        let measure_start = w.clock.measure_start();
+        if measure_start.is_some_and(|t0| now >= t0 + w.duration) || w.shared.stop.is_cancelled() {
+            return;
+        }
+        let seq = w.counter.fetch_add(1, Ordering::Relaxed);
+        let phase = match measure_start {
+            Some(t0) if now >= t0 => Phase::Measure,
+            Some(_) => Phase::Warmup,
+            // A counted warm-up that takes as long as the measure would gives up.
+            None if seq < w.warmup_requests && now < w.clock.start + w.duration => Phase::Warmup,
+            None => {
+                // The first request past a counted warm-up starts the measure.
+                let _ = w.clock.measure_start.set(now);
+                Phase::Measure
+            }
+        };
+        let operation = w.picker.pick(seq);
+        w.shared.recorder.schedule(w.id, phase, |s| {
+            s.intended += 1;
+            s.sent += 1;
+        });
+        let outcome = tokio::select! {
+            outcome = w.shared.exchange(&mut w.link, operation) => outcome,
+            _ = w.shared.stop.cancelled() => return,
+        };
+        let took = micros(now.elapsed());
+        w.shared
+            .recorder
+            .record(w.id, phase, operation, outcome, took, took);
+    }
+}
+
+struct Reporter<'a> {
+    shared: Arc<Shared>,
+    plan: &'a LoadPlan,
+    frames: &'a FrameSender,
+}
+
+impl Reporter<'_> {
+    async fn run(
+        &self,
+        clock: &PhaseClock,
+        done: &mut tokio::sync::oneshot::Receiver<()>,
+        cancel: &CancellationToken,
+    ) -> Result<Report, HistogramError> {
+        let names: Vec<String> = self
+            .plan
+            .operations
+            .iter()
+            .map(|o| o.display_name())
+            .collect();
+        let mut warm_total = Window::new(names.len())?;
+        warm_total.latency.clear();
+        let mut measure_total = Window::new(names.len())?;
+        let mut in_measure = clock.measure_start().is_some_and(|t0| t0 <= clock.start);
+        let mut anchor = clock.start;
+        let mut second = 1u64;
+        let mut aborted = None;
+        let mut finished = false;
+        while !finished {
+            let tick = anchor + Duration::from_secs(second);
+            let next = match clock.measure_start() {
+                Some(t0) if !in_measure => tick.min(t0),
+                _ => tick,
+            };
+            tokio::select! {
+                _ = tokio::time::sleep_until(next) => {}
+                _ = &mut *done => finished = true,
+                _ = cancel.cancelled() => finished = true,
+            }
+            let now = Instant::now();
+            if !in_measure {
+                let crossed = clock.measure_start().filter(|t0| *t0 <= now);
+                let window = self.shared.recorder.take(Phase::Warmup)?;
+                self.emit(second, Phase::Warmup, &window, &names)?;
+                warm_total.add(&window);
+                if let Some(t0) = crossed {
+                    in_measure = true;
+                    anchor = t0;
+                    second = 1;
+                } else {
+                    second += 1;
+                }
+                if !finished {
+                    continue;
+                }
+            }
+            let window = self.shared.recorder.take(Phase::Measure)?;
+            if window.total_counts().requests > 0 || window.schedule.intended > 0 || !finished {
+                self.emit(second, Phase::Measure, &window, &names)?;
+            }
+            measure_total.add(&window);
+            second += 1;
+            if self.plan.abort_on_fail && aborted.is_none() {
+                let latency = measure_total.total_latency()?;
+                let counts = measure_total.total_counts();
+                for threshold in &self.plan.thresholds {
+                    if let (Some(false), observed) = judge(threshold, &latency, &counts) {
+                        let at = now.saturating_duration_since(anchor).as_secs();
+                        aborted = Some(format!(
+                            "threshold {threshold} crossed after {at} s ({observed}): aborted"
+                        ));
+                        self.shared.stop.cancel();
+                        break;
+                    }
+                }
+            }
+        }
+        // Late completions of the warm-up still count as warm-up requests.
+        warm_total.add(&self.shared.recorder.take(Phase::Warmup)?);
+        let ended = Instant::now();
+        let measured = match clock.measure_start() {
+            Some(t0) if ended > t0 => (ended - t0).min(self.plan.duration),
+            _ => Duration::ZERO,
+        };
+        Ok(Report {
+            measure: measure_total,
+            warmup: warm_total,
+            measured,
+            aborted,
+            cancelled: cancel.is_cancelled(),
+        })
+    }
+
+    fn emit(
+        &self,
+        second: u64,
+        phase: Phase,
+        window: &Window,
+        names: &[String],
+    ) -> Result<(), HistogramError> {
+        let measure = phase == Phase::Measure;
+        let mut operations = std::collections::BTreeMap::new();
+        for (i, name) in names.iter().enumerate() {
+            let counts = window.tallies[i].counts();
+            let histogram = match window.latency.get(i) {
+                Some(h) if measure => Some(encode(h)?),
+                _ => None,
+            };
+            operations.insert(name.clone(), OperationSecond { counts, histogram });
+        }
+        let frame = LoadSecond {
+            second,
+            phase: if measure { "measure" } else { "warmup" }.to_string(),
+            counts: window.total_counts(),
+            intended: window.schedule.intended,
+            sent: window.schedule.sent,
+            late: window.schedule.late,
+            dropped: window.schedule.dropped,
+            histogram: if measure {
+                Some(encode(&window.total_latency()?)?)
+            } else {
+                None
+            },
+            uncorrected_histogram: if measure {
+                Some(encode(&window.uncorrected)?)
+            } else {
+                None
+            },
+            operations,
+        };
+        let data = serde_json::to_value(&frame).unwrap_or_default();
+        let _ = self.frames.send(NewFrame {
+            kind: FrameKind::Load,
+            data,
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_picker_interleaves_by_weight() {
+        let picker = Picker::new(&[1, 3]);
+        let picks: Vec<usize> = (0..8).map(|i| picker.pick(i)).collect();
+        assert_eq!(picks.iter().filter(|p| **p == 1).count(), 6);
+        assert_eq!(picks[..4].iter().filter(|p| **p == 0).count(), 1);
+        let one = Picker::new(&[5]);
+        assert!((0..10).all(|i| one.pick(i) == 0));
+    }
+}
