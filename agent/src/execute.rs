@@ -4,6 +4,7 @@
 use iohr_domain::RunKind;
 use iohr_domain::checks::ChecksSpec;
 use iohr_domain::load::{LoadPlan, LoadSpec};
+use iohr_domain::replay::ReplaySpec;
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -12,7 +13,7 @@ use crate::leases::Leases;
 use crate::load::{self, TargetOptions};
 
 /// The kinds this agent can execute.
-pub const SUPPORTED_KINDS: [RunKind; 2] = [RunKind::Checks, RunKind::Load];
+pub const SUPPORTED_KINDS: [RunKind; 3] = [RunKind::Checks, RunKind::Load, RunKind::Replay];
 
 /// A spec parsed for its kind, ready to run.
 #[derive(Debug, Clone)]
@@ -33,6 +34,11 @@ pub fn plan(kind: RunKind, spec_json: &str) -> Result<Plan, String> {
             .and_then(|spec| spec.plan())
             .map(Plan::Load)
             .map_err(|e| e.to_string()),
+        // A replay is the engine with the log's arrivals in place of a schedule.
+        RunKind::Replay => ReplaySpec::from_json(&value)
+            .and_then(|spec| spec.plan())
+            .map(Plan::Load)
+            .map_err(|e| e.to_string()),
         other => Err(format!("this agent does not run kind {other}")),
     }
 }
@@ -47,7 +53,7 @@ pub async fn run_plan(
 ) -> Outcome {
     match plan {
         Plan::Checks(spec) => kinds::checks::run(spec, target, frames, cancel).await,
-        Plan::Load(plan) => load::run(plan, None, target, options, frames, cancel).await,
+        Plan::Load(plan) => load::run(plan, target, options, frames, cancel).await,
     }
 }
 

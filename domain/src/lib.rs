@@ -8,6 +8,7 @@ pub mod histogram;
 pub mod load;
 pub mod quantile;
 pub mod redact;
+pub mod replay;
 pub mod request;
 pub mod run;
 pub mod scenario;

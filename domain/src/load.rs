@@ -160,6 +160,9 @@ pub struct LoadPlan {
     pub streams: u32,
     pub thresholds: Vec<Threshold>,
     pub abort_on_fail: bool,
+    /// Replay: the recorded arrivals (offset from the start, operation index), in time
+    /// order, in place of the stages.
+    pub recorded: Option<Vec<(Duration, usize)>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -340,6 +343,7 @@ impl LoadSpec {
             streams,
             thresholds,
             abort_on_fail: self.abort_on_fail,
+            recorded: None,
         })
     }
 
@@ -360,6 +364,9 @@ impl LoadPlan {
     /// The most requests the run may send (for the units it reserves): the schedule's
     /// total for the open model, none known for the closed one.
     pub fn expected_requests(&self) -> Option<u64> {
+        if let Some(recorded) = &self.recorded {
+            return Some(recorded.len() as u64);
+        }
         match self.model {
             Model::Closed => None,
             Model::Open => {

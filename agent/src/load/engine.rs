@@ -484,7 +484,11 @@ impl Reporter<'_> {
         // Late completions of the warm-up still count as warm-up requests.
         warm_total.add(&self.shared.recorder.take(Phase::Warmup)?);
         let ended = Instant::now();
+        // A run that ran its course measured its planned span; one stopped early, up to
+        // the stop.
+        let stopped = aborted.is_some() || cancel.is_cancelled();
         let measured = match clock.measure_start() {
+            Some(_) if !stopped => self.plan.duration,
             Some(t0) if ended > t0 => (ended - t0).min(self.plan.duration),
             _ => Duration::ZERO,
         };

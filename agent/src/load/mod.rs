@@ -48,16 +48,15 @@ fn error_outcome(reason: String) -> Outcome {
     }
 }
 
-/// Runs a load plan against `target`; `recorded` replaces the schedule (replay).
+/// Runs a load plan (or a replay's) against `target`.
 pub async fn run(
     plan: LoadPlan,
-    recorded: Option<Vec<(std::time::Duration, usize)>>,
     target: &str,
     options: &TargetOptions,
     frames: &FrameSender,
     cancel: CancellationToken,
 ) -> Outcome {
-    run_with_env(plan, recorded, target, options, frames, cancel, |name| {
+    run_with_env(plan, target, options, frames, cancel, |name| {
         std::env::var(name).ok()
     })
     .await
@@ -65,7 +64,6 @@ pub async fn run(
 
 pub async fn run_with_env(
     plan: LoadPlan,
-    recorded: Option<Vec<(std::time::Duration, usize)>>,
     target: &str,
     options: &TargetOptions,
     frames: &FrameSender,
@@ -85,9 +83,9 @@ pub async fn run_with_env(
         Ok(ops) => Arc::new(ops),
         Err(e) => return error_outcome(e.to_string()),
     };
-    let arrivals = match (plan.model, recorded) {
+    let arrivals = match (plan.model, &plan.recorded) {
         (Model::Closed, _) => None,
-        (Model::Open, Some(list)) => Some(Arrivals::Recorded(list)),
+        (Model::Open, Some(list)) => Some(Arrivals::Recorded(list.clone())),
         (Model::Open, None) => {
             let stages = plan
                 .stages

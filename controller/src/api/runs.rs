@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use iohr_domain::checks::ChecksSpec;
 use iohr_domain::load::LoadSpec;
+use iohr_domain::replay::ReplaySpec;
 use iohr_domain::run::ScenarioRef;
 use iohr_domain::target::validate_target;
 use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy};
@@ -63,9 +64,17 @@ pub fn validate_spec(kind: RunKind, spec: &serde_json::Value) -> Result<u64, Api
             // A closed-model run's count is not known before it runs.
             Ok(plan.expected_requests().unwrap_or(0))
         }
+        RunKind::Replay => {
+            let plan = ReplaySpec::from_json(spec)
+                .and_then(|spec| spec.plan())
+                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
+            Ok(plan.expected_requests().unwrap_or(0))
+        }
         other => Err(ApiError::bad_request(
             "unsupported_kind",
-            format!("kind {other} is not available yet; this controller runs: checks, load"),
+            format!(
+                "kind {other} is not available yet; this controller runs: checks, load, replay"
+            ),
         )),
     }
 }
@@ -92,10 +101,10 @@ pub async fn create(
     }
     validate_target(&body.target)
         .map_err(|e| ApiError::bad_request("invalid_target", e.to_string()))?;
-    if body.target.starts_with("https://") && !matches!(kind, RunKind::Load) {
+    if body.target.starts_with("https://") && !matches!(kind, RunKind::Load | RunKind::Replay) {
         return Err(ApiError::bad_request(
             "invalid_target",
-            "target: https targets are supported by load runs only so far; use http://",
+            "target: https targets are supported by load and replay runs only so far; use http://",
         ));
     }
     let executor: Executor = match &body.executor {
