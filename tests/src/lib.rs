@@ -10,6 +10,7 @@ pub mod api;
 pub mod process;
 pub mod proxy;
 pub mod raw_agent;
+pub mod records;
 pub mod setup;
 
 pub use api::{Api, Sse};

@@ -219,8 +219,14 @@ pub struct Target {
 
 impl Target {
     pub async fn start() -> Target {
+        Target::start_with(&[]).await
+    }
+
+    /// With extra flags, such as `--service-ms 2` or the stall and error switches.
+    pub async fn start_with(flags: &[&str]) -> Target {
         let mut child = Command::new(bin("iohr-sample-target"))
             .args(["--listen", "127.0.0.1:0", "--max-seconds", "600"])
+            .args(flags)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -237,4 +243,36 @@ impl Target {
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
+}
+
+/// `iohr-agent exec --kind KIND --target TARGET SPEC --json [extra]`: the exit status and
+/// the one JSON object it prints.
+pub async fn agent_exec(
+    kind: &str,
+    target: &str,
+    spec: &serde_json::Value,
+    extra: &[&str],
+) -> (i32, serde_json::Value) {
+    let path = std::env::temp_dir().join(format!("iohr-spec-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&path, spec.to_string()).expect("write spec");
+    let output = Command::new(bin("iohr-agent"))
+        .args(["exec", "--kind", kind, "--target", target])
+        .arg(&path)
+        .arg("--json")
+        .args(extra)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(120), output)
+        .await
+        .expect("exec within 120 s")
+        .expect("run iohr-agent exec");
+    let _ = std::fs::remove_file(&path);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "exec printed no JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output.status.code().unwrap_or(-1), value)
 }

@@ -5,42 +5,11 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use iohr_tests::process::AgentOptions;
+use iohr_tests::records::{max_overlap, millis, rfc3339_ms};
 use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target, on_both_stores};
 use serde_json::{Value, json};
 
 const LIMIT: Duration = Duration::from_secs(90);
-
-fn millis(record: &Value, field: &str) -> u128 {
-    let text = record[field]
-        .as_str()
-        .unwrap_or_else(|| panic!("{field} in {record}"));
-    humantime_ms(text)
-}
-
-/// RFC 3339 with milliseconds (what the API writes) to milliseconds since the epoch.
-fn humantime_ms(text: &str) -> u128 {
-    let t = humantime::parse_rfc3339(text).unwrap_or_else(|e| panic!("{text}: {e}"));
-    t.duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_millis()
-}
-
-/// The most runs whose [started_at, ended_at) intervals overlap at one instant.
-fn max_overlap(records: &[&Value]) -> usize {
-    let mut edges: Vec<(u128, i32)> = Vec::new();
-    for r in records {
-        edges.push((millis(r, "started_at"), 1));
-        edges.push((millis(r, "ended_at"), -1));
-    }
-    // Ends sort before starts at the same millisecond: touching intervals do not overlap.
-    edges.sort();
-    let (mut now, mut most) = (0i32, 0i32);
-    for (_, delta) in edges {
-        now += delta;
-        most = most.max(now);
-    }
-    most as usize
-}
 
 async fn the_plan_and_max_concurrent_jobs_hold_under_concurrent_posts(backend: Backend) {
     let install = Installation::new(backend).await;
@@ -134,7 +103,7 @@ async fn accounts_take_turns_on_cloud_agents(backend: Backend) {
     let mut overtook = 0;
     for record in &many {
         let r = busy.run(record["id"].as_str().expect("id")).await;
-        if let Some(start) = r["started_at"].as_str().map(humantime_ms)
+        if let Some(start) = r["started_at"].as_str().map(rfc3339_ms)
             && start >= posted
             && start < started
         {

@@ -1,0 +1,158 @@
+//! Load runs through the controller and a real agent: per-second `load` frames whose
+//! histograms merge exactly into the run's totals, and load runs that never overlap on
+//! one agent however many are posted at once (checks runs do not wait for them).
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use iohr_domain::histogram::{decode, latency_histogram};
+use iohr_tests::process::AgentOptions;
+use iohr_tests::records::max_overlap;
+use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target, on_both_stores};
+use serde_json::{Value, json};
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+async fn per_second_frames_merge_into_the_run_totals(backend: Backend) {
+    let install = Installation::new(backend).await;
+    let controller = Controller::start(&install, 200, None).await;
+    let api = Api::new(&controller.api_url(), &install.full_token());
+    let _agent = Agent::enrol(
+        &install,
+        &api,
+        "edge-1",
+        &controller.link_url(),
+        AgentOptions::default(),
+    )
+    .await;
+    let target = Target::start().await;
+    let record = api
+        .create_run(&json!({
+            "kind": "load", "environment": "staging", "target": target.url(),
+            "spec": {"operations": [{"path": "/"}, {"path": "/health"}], "model": "open",
+                     "rate": 200, "duration": "3s", "warmup": "1s"}
+        }))
+        .await;
+    let id = record["id"].as_str().expect("id");
+    let done = api.wait_status(id, &["passed"], LIMIT).await;
+    let result = &done["result"];
+    assert_eq!(result["requests"], 600, "{done}");
+
+    let events = api.events(id, None).await.collect(LIMIT).await;
+    let seconds: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.event == "load")
+        .map(|e| &e.data["data"])
+        .collect();
+    let (warmup, measure): (Vec<&Value>, Vec<&Value>) =
+        seconds.iter().partition(|s| s["phase"] == "warmup");
+    assert!(
+        !warmup.is_empty(),
+        "warm-up seconds are streamed too: {seconds:?}"
+    );
+    assert!(
+        warmup.iter().all(|s| s.get("histogram").is_none()),
+        "warm-up latencies are discarded"
+    );
+    assert!(measure.len() >= 3, "one frame a second: {}", measure.len());
+
+    let mut merged = latency_histogram().expect("histogram");
+    let mut uncorrected = latency_histogram().expect("histogram");
+    let mut per_op = [
+        latency_histogram().expect("histogram"),
+        latency_histogram().expect("histogram"),
+    ];
+    let mut requests = 0;
+    for second in &measure {
+        requests += second["requests"].as_u64().expect("requests");
+        merged
+            .add(decode(second["histogram"].as_str().expect("histogram")).expect("decode"))
+            .expect("merge");
+        uncorrected
+            .add(decode(second["uncorrected_histogram"].as_str().expect("h")).expect("decode"))
+            .expect("merge");
+        for (i, name) in ["GET /", "GET /health"].iter().enumerate() {
+            let h = second["operations"][name]["histogram"]
+                .as_str()
+                .expect("operation histogram");
+            per_op[i].add(decode(h).expect("decode")).expect("merge");
+        }
+    }
+    assert_eq!(requests, 600);
+    let total = decode(result["latency"]["histogram"].as_str().expect("total")).expect("decode");
+    assert_eq!(merged, total, "the seconds merge exactly into the total");
+    assert_eq!(
+        merged.value_at_quantile(0.99),
+        result["latency"]["percentiles"]["p99"]["value"]
+            .as_u64()
+            .expect("p99")
+    );
+    let total_uncorrected = decode(
+        result["uncorrected_latency"]["histogram"]
+            .as_str()
+            .expect("h"),
+    )
+    .expect("decode");
+    assert_eq!(uncorrected, total_uncorrected);
+    for (i, op) in result["operations"]
+        .as_array()
+        .expect("operations")
+        .iter()
+        .enumerate()
+    {
+        let h = decode(op["latency"]["histogram"].as_str().expect("h")).expect("decode");
+        assert_eq!(per_op[i], h, "operation {i} merges exactly");
+    }
+}
+
+async fn load_runs_never_overlap_on_one_agent(backend: Backend) {
+    let install = Installation::new(backend).await;
+    install.ctl2(
+        "account",
+        &["set-plan", "--name", "default", "--max-running", "8"],
+    );
+    let controller = Controller::start(&install, 200, None).await;
+    let api = Api::new(&controller.api_url(), &install.full_token());
+    let _agent = Agent::enrol(
+        &install,
+        &api,
+        "edge-1",
+        &controller.link_url(),
+        AgentOptions {
+            max_jobs: 4,
+            ..AgentOptions::default()
+        },
+    )
+    .await;
+    let target = Target::start().await;
+    let load = json!({"kind": "load", "environment": "staging", "target": target.url(),
+        "spec": {"operations": [{"path": "/"}], "model": "open", "rate": 50, "duration": "1s"}});
+    let replay = json!({"kind": "replay", "environment": "staging", "target": target.url(),
+        "spec": {"requests": [{"offset_ms": 0, "method": "GET", "path": "/"},
+                              {"offset_ms": 500, "method": "GET", "path": "/"}]}});
+    let checks = json!({"kind": "checks", "environment": "staging", "target": target.url(),
+        "spec": {"checks": [{"path": "/slow?ms=300"}]}});
+    let mut bodies = vec![load.clone(); 4];
+    bodies.extend([replay.clone(), replay, checks.clone(), checks]);
+    let created = join_all(bodies.iter().map(|b| api.create_run(b))).await;
+    let mut done = Vec::new();
+    for record in &created {
+        let id = record["id"].as_str().expect("id");
+        done.push(api.wait_status(id, &["passed"], LIMIT).await);
+    }
+    let exclusive: Vec<&Value> = done
+        .iter()
+        .filter(|r| r["kind"] == "load" || r["kind"] == "replay")
+        .collect();
+    assert_eq!(exclusive.len(), 6);
+    assert_eq!(
+        max_overlap(&exclusive),
+        1,
+        "load and replay runs one at a time on the agent"
+    );
+}
+
+on_both_stores!(
+    per_second_frames_merge_into_the_run_totals,
+    load_runs_never_overlap_on_one_agent
+);
