@@ -215,26 +215,37 @@ impl Agent {
 pub struct Target {
     _child: Child,
     pub addr: SocketAddr,
+    /// `http` or `https`, from the target's `listening on` line.
+    pub scheme: String,
 }
 
 impl Target {
     pub async fn start() -> Target {
-        let mut child = Command::new(bin("iohr-sample-target"))
+        Target::start_with(&bin("iohr-sample-target"), &[]).await
+    }
+
+    /// `program` (an `iohr-sample-target`, e.g. `env!("CARGO_BIN_EXE_iohr-sample-target")`
+    /// in this crate's tests) on a free loopback port with extra `args`, e.g. its switches.
+    pub async fn start_with(program: &Path, args: &[&str]) -> Target {
+        let mut child = Command::new(program)
             .args(["--listen", "127.0.0.1:0", "--max-seconds", "600"])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
             .expect("spawn iohr-sample-target");
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let addr = read_line_with(&mut stdout, "listening on http://", "iohr-sample-target").await;
+        let url = read_line_with(&mut stdout, "listening on ", "iohr-sample-target").await;
+        let (scheme, addr) = url.split_once("://").expect("a URL after `listening on`");
         Target {
             _child: child,
             addr: addr.parse().expect("target address"),
+            scheme: scheme.to_string(),
         }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 }
