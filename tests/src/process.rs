@@ -215,6 +215,8 @@ impl Agent {
 pub struct Target {
     _child: Child,
     pub addr: SocketAddr,
+    /// `http` or `https`, from the target's `listening on` line.
+    pub scheme: String,
 }
 
 impl Target {
@@ -233,15 +235,17 @@ impl Target {
             .spawn()
             .expect("spawn iohr-sample-target");
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let addr = read_line_with(&mut stdout, "listening on http://", "iohr-sample-target").await;
+        let url = read_line_with(&mut stdout, "listening on ", "iohr-sample-target").await;
+        let (scheme, addr) = url.split_once("://").expect("a URL after `listening on`");
         Target {
             _child: child,
             addr: addr.parse().expect("target address"),
+            scheme: scheme.to_string(),
         }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 }
 

@@ -1,22 +1,42 @@
-//! `iohr-sample-target`: a small HTTP target for the README quickstart and the end-to-end
-//! tests. Its first stdout line is `listening on http://ADDR`, so a test that asked for
-//! port 0 learns the real port. It stops on SIGTERM, ctrl-c or after `--max-seconds`,
-//! so a forgotten test process cannot outlive its run by long.
+//! `iohr-sample-target`: a small HTTP target for the README quickstart, the end-to-end
+//! tests and the load benchmarks. Its first stdout line is `listening on http://ADDR`
+//! (`https://` with TLS), so a test that asked for port 0 learns the real port. It stops on
+//! SIGTERM, ctrl-c or after `--max-seconds`, so a forgotten test process cannot outlive
+//! its run by long.
+//!
+//! Switches, all off by default, make it behave like a server under test:
+//! - `--service-ms N`: every answer takes N ms (a delay; requests are served concurrently).
+//! - `--stall-every-ms P --stall-ms S`: no answer during [k*P, k*P+S) after start, k >= 1.
+//! - `--error-percent P`: of every 100 requests, the first P are answered `500`.
+//! - `--http2`: prior-knowledge HTTP/2 (h2c, or ALPN `h2` with TLS) besides HTTP/1.1.
+//! - `--tls-dir DIR` / `--make-tls-dir DIR`: HTTPS with `DIR/server.pem` + `DIR/server.key`.
+//!
+//! `GET /_stats` answers `{"requests":N,"errors":N,"stalled":N,"uptime_ms":X}`. It is the
+//! observer's route: no switch applies to it and it is not counted, so a test can read
+//! the counts and the target's clock in the middle of a stall.
 
 use std::convert::Infallible;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::Parser;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
+use hyper::rt::{Read as HyperRead, Write as HyperWrite};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -30,18 +50,109 @@ struct Args {
     /// Stop on its own after this many seconds.
     #[arg(long, default_value_t = 3600)]
     max_seconds: u64,
+    /// Service time of every request, in milliseconds (fractions allowed): a delay
+    /// before the answer; requests are served concurrently, not queued.
+    #[arg(long, value_name = "MS", default_value_t = 0.0)]
+    service_ms: f64,
+    /// Stall period in milliseconds: from the server's start, no request is answered
+    /// during [k*P, k*P+S) for k = 1, 2, ... (with --stall-ms S).
+    #[arg(long, value_name = "P", requires = "stall_ms")]
+    stall_every_ms: Option<u64>,
+    /// Length of each stall in milliseconds (with --stall-every-ms P; S < P).
+    #[arg(long, value_name = "S", requires = "stall_every_ms")]
+    stall_ms: Option<u64>,
+    /// Of every 100 requests (by arrival), the first P are answered 500.
+    #[arg(long, value_name = "P", default_value_t = 0,
+          value_parser = clap::value_parser!(u8).range(0..=100))]
+    error_percent: u8,
+    /// Serve prior-knowledge HTTP/2 (h2c; ALPN h2 with TLS) as well as HTTP/1.1.
+    #[arg(long)]
+    http2: bool,
+    /// Serve HTTPS with DIR/server.pem (chain) and DIR/server.key.
+    #[arg(long, value_name = "DIR", conflicts_with = "make_tls_dir")]
+    tls_dir: Option<PathBuf>,
+    /// Write a fresh CA (DIR/ca.pem) and a server certificate for 127.0.0.1, ::1 and
+    /// localhost into DIR, then serve HTTPS from it. Refuses a DIR that already has a CA.
+    #[arg(long, value_name = "DIR")]
+    make_tls_dir: Option<PathBuf>,
+}
+
+/// Stall windows, measured from the server's start.
+#[derive(Debug, Clone, Copy)]
+struct Stalls {
+    every: Duration,
+    length: Duration,
+}
+
+impl Stalls {
+    /// The end of the stall window `since_start` falls in, if any (k = 0 is skipped).
+    fn window_end(&self, since_start: Duration) -> Option<Duration> {
+        let every = self.every.as_nanos();
+        let now = since_start.as_nanos();
+        let k = now / every;
+        let into = now % every;
+        if k == 0 || into >= self.length.as_nanos() {
+            return None;
+        }
+        // k*every + length fits: it is at most one period past `now`, itself a Duration.
+        Some(since_start - Duration::from_nanos(into as u64) + self.length)
+    }
+}
+
+struct State {
+    started: Instant,
+    service: Duration,
+    stalls: Option<Stalls>,
+    error_percent: u64,
+    requests: AtomicU64,
+    errors: AtomicU64,
+    stalled: AtomicU64,
+}
+
+impl State {
+    /// Waits while the server is in a stall window; true if it had to.
+    async fn hold_while_stalled(&self) -> bool {
+        let Some(stalls) = self.stalls else {
+            return false;
+        };
+        let mut held = false;
+        // A loop, not one sleep: waking exactly at a window's end is outside it, but a
+        // late wake-up must not land in the next window unnoticed.
+        while let Some(end) = stalls.window_end(self.started.elapsed()) {
+            held = true;
+            tokio::time::sleep_until(self.started + end).await;
+        }
+        held
+    }
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let state = Arc::new(state_from(&args)?);
+    let tls = match (&args.tls_dir, &args.make_tls_dir) {
+        (Some(dir), _) => Some(tls_acceptor(dir, args.http2)?),
+        (None, Some(dir)) => {
+            let pki = iohr_certs::ControllerPki {
+                dir: dir.to_path_buf(),
+            };
+            iohr_certs::init(&pki, &[]).with_context(|| {
+                format!("making a CA and server certificate in {}", dir.display())
+            })?;
+            Some(tls_acceptor(dir, args.http2)?)
+        }
+        (None, None) => None,
+    };
+    eprintln!("switches: {}", describe(&args));
+
     let listener = TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr().context("reading the bound address")?;
     {
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let mut out = std::io::stdout().lock();
-        writeln!(out, "listening on http://{addr}")?;
+        writeln!(out, "listening on {scheme}://{addr}")?;
         // Tests block on this line; stdout to a pipe is block-buffered.
         out.flush()?;
     }
@@ -56,11 +167,19 @@ async fn main() -> anyhow::Result<()> {
             }
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    let state = state.clone();
+                    let tls = tls.clone();
+                    let http2 = args.http2;
                     tokio::spawn(async move {
-                        // A client that goes away mid-request is not this target's problem.
-                        let _ = http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service_fn(route))
-                            .await;
+                        match tls {
+                            Some(acceptor) => {
+                                // A failed handshake is the client's problem, not a reason to stop.
+                                if let Ok(stream) = acceptor.accept(stream).await {
+                                    serve(TokioIo::new(stream), http2, state).await;
+                                }
+                            }
+                            None => serve(TokioIo::new(stream), http2, state).await,
+                        }
                     });
                 }
                 Err(e) => {
@@ -71,6 +190,138 @@ async fn main() -> anyhow::Result<()> {
             },
         }
     }
+}
+
+fn state_from(args: &Args) -> anyhow::Result<State> {
+    if !args.service_ms.is_finite() || args.service_ms < 0.0 {
+        bail!("--service-ms must be a number of milliseconds >= 0");
+    }
+    let stalls = match (args.stall_every_ms, args.stall_ms) {
+        (Some(every), Some(length)) => {
+            if length >= every {
+                bail!("--stall-ms ({length}) must be shorter than --stall-every-ms ({every})");
+            }
+            Some(Stalls {
+                every: Duration::from_millis(every),
+                length: Duration::from_millis(length),
+            })
+        }
+        // clap makes the two flags require each other.
+        _ => None,
+    };
+    Ok(State {
+        started: Instant::now(),
+        service: Duration::from_secs_f64(args.service_ms / 1000.0),
+        stalls,
+        error_percent: u64::from(args.error_percent),
+        requests: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        stalled: AtomicU64::new(0),
+    })
+}
+
+fn describe(args: &Args) -> String {
+    let stall = match (args.stall_every_ms, args.stall_ms) {
+        (Some(every), Some(length)) => format!("{length} ms every {every} ms"),
+        _ => "off".to_string(),
+    };
+    let tls = match (&args.tls_dir, &args.make_tls_dir) {
+        (Some(dir), _) => dir.display().to_string(),
+        (None, Some(dir)) => format!("{} (made now)", dir.display()),
+        (None, None) => "off".to_string(),
+    };
+    format!(
+        "service-ms={} stall={stall} error-percent={} http2={} tls={tls}",
+        args.service_ms,
+        args.error_percent,
+        if args.http2 { "on" } else { "off" },
+    )
+}
+
+/// rustls with the ring provider given explicitly: the process default is never installed.
+fn tls_acceptor(dir: &Path, http2: bool) -> anyhow::Result<TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let cert_path = dir.join("server.pem");
+    let key_path = dir.join("server.key");
+    let certs = CertificateDer::pem_file_iter(&cert_path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("reading {}", cert_path.display()))?;
+    let key = PrivateKeyDer::from_pem_file(&key_path)
+        .with_context(|| format!("reading {}", key_path.display()))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .context("TLS protocol versions")?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .context("TLS server certificate and key")?;
+    config.alpn_protocols = if http2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+async fn serve<I>(io: I, http2: bool, state: Arc<State>)
+where
+    I: HyperRead + HyperWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req| handle(state.clone(), req));
+    // A client that goes away mid-request is not this target's problem.
+    if http2 {
+        let _ = auto::Builder::new(TokioExecutor::new())
+            .serve_connection(io, service)
+            .await;
+    } else {
+        let _ = http1::Builder::new().serve_connection(io, service).await;
+    }
+}
+
+/// The switches around the routes: count, hold while stalled, service time, injected
+/// error, hold again if the answer is ready inside a stall.
+async fn handle(
+    state: Arc<State>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    if req.uri().path() == "/_stats" && req.method() == Method::GET {
+        return Ok(stats(&state));
+    }
+    let n = state.requests.fetch_add(1, Ordering::Relaxed);
+    let inject_error = n % 100 < state.error_percent;
+    let mut held = state.hold_while_stalled().await;
+    if !state.service.is_zero() {
+        tokio::time::sleep(state.service).await;
+    }
+    let response = if inject_error {
+        reply(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "text/plain",
+            "injected error".to_string(),
+        )
+    } else {
+        route(req).await
+    };
+    held |= state.hold_while_stalled().await;
+    if held {
+        state.stalled.fetch_add(1, Ordering::Relaxed);
+    }
+    if response.status().is_server_error() {
+        state.errors.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(response)
+}
+
+fn stats(state: &State) -> Response<Full<Bytes>> {
+    let body = serde_json::json!({
+        "requests": state.requests.load(Ordering::Relaxed),
+        "errors": state.errors.load(Ordering::Relaxed),
+        "stalled": state.stalled.load(Ordering::Relaxed),
+        "uptime_ms": state.started.elapsed().as_secs_f64() * 1000.0,
+    });
+    reply(StatusCode::OK, "application/json", body.to_string())
 }
 
 /// Resolves with the reason to stop.
@@ -84,10 +335,10 @@ async fn shutdown(limit: Duration) -> anyhow::Result<&'static str> {
     })
 }
 
-async fn route(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn route(req: Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path();
     let get = req.method() == Method::GET;
-    let response = match path {
+    match path {
         "/" if get => reply(StatusCode::OK, "text/plain", "ok".to_string()),
         "/health" if get => reply(
             StatusCode::OK,
@@ -117,8 +368,7 @@ async fn route(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallib
             ),
             None => reply(StatusCode::NOT_FOUND, "text/plain", "not found".to_string()),
         },
-    };
-    Ok(response)
+    }
 }
 
 /// Final statuses only: a 1xx is not a complete response.
@@ -144,4 +394,32 @@ fn reply(status: StatusCode, content_type: &'static str, body: String) -> Respon
         hyper::header::HeaderValue::from_static(content_type),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stall_windows_skip_the_first_period_and_end_on_time() {
+        let stalls = Stalls {
+            every: Duration::from_millis(400),
+            length: Duration::from_millis(200),
+        };
+        let ms = Duration::from_millis;
+        assert_eq!(stalls.window_end(ms(0)), None);
+        assert_eq!(stalls.window_end(ms(199)), None);
+        assert_eq!(stalls.window_end(ms(399)), None);
+        assert_eq!(stalls.window_end(ms(400)), Some(ms(600)));
+        assert_eq!(stalls.window_end(ms(599)), Some(ms(600)));
+        assert_eq!(stalls.window_end(ms(600)), None);
+        assert_eq!(stalls.window_end(ms(799)), None);
+        assert_eq!(stalls.window_end(ms(800)), Some(ms(1000)));
+        assert_eq!(stalls.window_end(ms(999)), Some(ms(1000)));
+        assert_eq!(stalls.window_end(ms(1000)), None);
+        // A month in: still whole windows, no drift.
+        let month = ms(30 * 24 * 3600 * 1000);
+        assert_eq!(stalls.window_end(month + ms(150)), Some(month + ms(200)));
+        assert_eq!(stalls.window_end(month + ms(200)), None);
+    }
 }

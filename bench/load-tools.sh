@@ -1,0 +1,352 @@
+#!/usr/bin/env bash
+# Side-by-side load benchmark: the iohr load engine (`iohr-agent exec --kind load`) against
+# wrk, oha and hey, all hitting one nginx worker that serves a 612-byte static page on
+# 127.0.0.1. nginx is pinned to core 0 and every load tool to core 1, so each tool gets
+# one core, like the target; each run is wrapped in GNU time for its peak RSS.
+#
+# Rounds are interleaved (round 1: iohr, wrk, oha, hey; round 2: the same, ...) so a
+# machine that slows down over time slows every tool alike. Prints a markdown table of
+# requests/s and peak RSS per run, the median per tool and the ratios iohr/wrk and iohr/oha.
+#
+#   bench/load-tools.sh [--rounds N] [--connections C] [--duration D] [--agent-bin PATH]
+#                       [--port PORT] [--skip-iohr] [--open RATE]
+#
+# --open RATE runs only the iohr engine's open model at RATE requests/s (one run per
+# round) and prints its achieved rate, late and dropped counts and p99, for the record.
+#
+# Needs nginx, wrk, hey, taskset, GNU time (/usr/bin/time) and jq (Debian: apt-get install
+# nginx wrk hey util-linux time jq); oha is taken from ${OHA:-/tmp/oha/bin/oha} and
+# skipped when absent. Loopback only.
+set -euo pipefail
+
+ROUNDS=3
+CONNECTIONS=64
+DURATION=10s
+AGENT_BIN=target/release/iohr-agent
+PORT=
+SKIP_IOHR=0
+OPEN_RATE=
+OHA_BIN=${OHA:-/tmp/oha/bin/oha}
+NGINX_BIN=/usr/sbin/nginx
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+usage() {
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+    exit "${1:-0}"
+}
+
+die() {
+    echo "load-tools.sh: $*" >&2
+    exit 1
+}
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --rounds) ROUNDS=${2:?--rounds needs a number}; shift 2 ;;
+        --connections) CONNECTIONS=${2:?--connections needs a number}; shift 2 ;;
+        --duration) DURATION=${2:?--duration needs e.g. 10s}; shift 2 ;;
+        --agent-bin) AGENT_BIN=${2:?--agent-bin needs a path}; shift 2 ;;
+        --port) PORT=${2:?--port needs a number}; shift 2 ;;
+        --skip-iohr) SKIP_IOHR=1; shift ;;
+        --open) OPEN_RATE=${2:?--open needs a rate}; shift 2 ;;
+        -h | --help) usage 0 ;;
+        *) echo "load-tools.sh: unknown argument $1" >&2; usage 2 ;;
+    esac
+done
+
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive integer, not '$ROUNDS'"
+[[ $CONNECTIONS =~ ^[1-9][0-9]*$ ]] || die "--connections must be a positive integer, not '$CONNECTIONS'"
+# One spelling every tool takes: wrk -d, oha -z, hey -z and the engine's humantime.
+[[ $DURATION =~ ^[1-9][0-9]*[sm]$ ]] || die "--duration must look like 10s or 2m, not '$DURATION'"
+[ -z "$PORT" ] || [[ $PORT =~ ^[1-9][0-9]*$ ]] || die "--port must be a number, not '$PORT'"
+[ -z "$OPEN_RATE" ] || [[ $OPEN_RATE =~ ^[1-9][0-9]*$ ]] || die "--open must be a positive integer rate, not '$OPEN_RATE'"
+if [ -n "$OPEN_RATE" ] && [ "$SKIP_IOHR" = 1 ]; then
+    die "--open runs only the iohr engine; it cannot go with --skip-iohr"
+fi
+
+# --- tools ------------------------------------------------------------------------------
+missing=()
+[ -x "$NGINX_BIN" ] || missing+=("nginx ($NGINX_BIN; apt-get install nginx)")
+for tool in wrk hey taskset setsid jq; do
+    command -v "$tool" >/dev/null || missing+=("$tool (apt-get install $tool)")
+done
+/usr/bin/time -V >/dev/null 2>&1 || missing+=("GNU time (/usr/bin/time; apt-get install time)")
+[ ${#missing[@]} -eq 0 ] || die "missing: ${missing[*]}"
+if [ "$SKIP_IOHR" = 0 ] && [ ! -x "$AGENT_BIN" ]; then
+    die "no iohr agent at $AGENT_BIN (cargo build --release -p iohr-agent, or --agent-bin PATH, or --skip-iohr)"
+fi
+HAVE_OHA=1
+if [ -z "$OPEN_RATE" ] && [ ! -x "$OHA_BIN" ]; then
+    echo "load-tools.sh: oha not found at $OHA_BIN (set OHA=PATH); skipping oha" >&2
+    HAVE_OHA=0
+fi
+if [ "$(nproc)" -lt 2 ]; then
+    echo "load-tools.sh: warning: fewer than 2 cores; nginx and the tools share one" >&2
+fi
+
+# --- cleanup ----------------------------------------------------------------------------
+WORK=$(mktemp -d -t iohr-load-tools.XXXXXX)
+NGINX_PID=
+RUN_PID=
+
+# Each child runs in a session of its own (setsid), so one signal to its process group
+# reaches everything it started (nginx's worker, GNU time's child).
+stop_group() {
+    local pid=$1
+    [ -n "$pid" ] || return 0
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM
+    stop_group "$RUN_PID"
+    stop_group "$NGINX_PID"
+    rm -rf "$WORK"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- nginx ------------------------------------------------------------------------------
+port_in_use() {
+    # A refused connect means nobody listens there.
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+if [ -z "$PORT" ]; then
+    for candidate in $(seq 18080 18180); do
+        if ! port_in_use "$candidate"; then
+            PORT=$candidate
+            break
+        fi
+    done
+    [ -n "$PORT" ] || die "no free port in 18080-18180; pass --port"
+elif port_in_use "$PORT"; then
+    die "port $PORT on 127.0.0.1 is in use"
+fi
+URL="http://127.0.0.1:$PORT/"
+
+# nginx's workers drop to an unprivileged user when started as root: they must be able to
+# read the page.
+chmod 755 "$WORK"
+mkdir -p "$WORK/www"
+cat >"$WORK/www/index.html" <<'HTML'
+<!DOCTYPE html>
+<html>
+<head>
+<title>Welcome to nginx!</title>
+<style>
+    body {
+        width: 35em;
+        margin: 0 auto;
+        font-family: Tahoma, Verdana, Arial, sans-serif;
+    }
+</style>
+</head>
+<body>
+<h1>Welcome to nginx!</h1>
+<p>If you see this page, the nginx web server is successfully installed and
+working. Further configuration is required.</p>
+
+<p>For online documentation and support please refer to
+<a href="http://nginx.org/">nginx.org</a>.<br/>
+Commercial support is available at
+<a href="http://nginx.com/">nginx.com</a>.</p>
+
+<p><em>Thank you for using nginx.</em></p>
+</body>
+</html>
+HTML
+chmod -R a+rX "$WORK/www"
+sed -e "s#@DIR@#$WORK#g" -e "s#@PORT@#$PORT#g" "$HERE/nginx.conf.template" >"$WORK/nginx.conf"
+
+# -e: the packaged binary opens its compiled-in error log before reading the config.
+setsid taskset -c 0 "$NGINX_BIN" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" \
+    >"$WORK/nginx.out" 2>&1 &
+NGINX_PID=$!
+
+ready=0
+for _ in $(seq 1 100); do
+    if ! kill -0 "$NGINX_PID" 2>/dev/null; then
+        cat "$WORK/nginx.out" "$WORK/error.log" >&2 2>/dev/null || true
+        die "nginx exited at start"
+    fi
+    if port_in_use "$PORT"; then
+        ready=1
+        break
+    fi
+    sleep 0.1
+done
+[ "$ready" = 1 ] || die "nginx did not listen on 127.0.0.1:$PORT within 10 s"
+page_bytes=$(wc -c <"$WORK/www/index.html")
+echo "nginx $("$NGINX_BIN" -v 2>&1 | sed 's#.*/##') on $URL (core 0, ${page_bytes}-byte page);" \
+    "tools on core 1; rounds=$ROUNDS connections=$CONNECTIONS duration=$DURATION" >&2
+
+# --- one run ----------------------------------------------------------------------------
+# run NAME CMD...: CMD pinned to core 1 under GNU time; stdout to $WORK/NAME.out, stderr to
+# $WORK/NAME.err, time's report to $WORK/NAME.time. Interruptible: waits in the background.
+run() {
+    local name=$1
+    shift
+    setsid /usr/bin/time -v -o "$WORK/$name.time" taskset -c 1 "$@" \
+        >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null &
+    RUN_PID=$!
+    local status=0
+    wait "$RUN_PID" || status=$?
+    RUN_PID=
+    if [ "$status" -ne 0 ]; then
+        echo "load-tools.sh: $name exited with $status; its output:" >&2
+        tail -n 20 "$WORK/$name.out" "$WORK/$name.err" >&2 || true
+        return 1
+    fi
+}
+
+peak_rss_mib() {
+    awk -F': *' '/Maximum resident set size/ { printf "%.1f", $2 / 1024 }' "$WORK/$1.time"
+}
+
+# Sets RPS to a number, or dies with the output it came from.
+RPS=
+set_rps() {
+    local name=$1 value=$2
+    if ! [[ $value =~ ^[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$ ]]; then
+        echo "load-tools.sh: could not read requests/s from $name's output:" >&2
+        head -c 2000 "$WORK/$name.out" >&2 || true
+        exit 1
+    fi
+    RPS=$value
+}
+
+closed_spec() {
+    printf '{"operations":[{"path":"/"}],"model":"closed","connections":%s,"duration":"%s"}\n' \
+        "$CONNECTIONS" "$DURATION"
+}
+
+open_spec() {
+    printf '{"operations":[{"path":"/"}],"model":"open","rate":%s,"connections":%s,"duration":"%s"}\n' \
+        "$OPEN_RATE" "$CONNECTIONS" "$DURATION"
+}
+
+# Each rps_TOOL runs the tool once and sets RPS; a warning goes to stderr when the tool saw
+# errors, so a fast run of failures does not pass for throughput. They run in this shell,
+# never in $(...): a subshell would not know RUN_PID, and ctrl-c would leave the tool.
+rps_iohr() {
+    closed_spec >"$WORK/spec.json"
+    run iohr "$AGENT_BIN" exec --kind load --target "$URL" "$WORK/spec.json" --json || exit 1
+    local errors
+    errors=$(jq -r '[.result.errors // {} | to_entries[] | .value] | add // 0' "$WORK/iohr.out" 2>/dev/null || echo "?")
+    [ "$errors" = 0 ] || echo "load-tools.sh: warning: iohr reported errors: $(jq -c '.result.errors' "$WORK/iohr.out")" >&2
+    set_rps iohr "$(jq -r '.result.achieved_rate // empty' "$WORK/iohr.out" 2>/dev/null)"
+}
+
+rps_wrk() {
+    run wrk wrk -t1 "-c$CONNECTIONS" "-d$DURATION" "$URL" || exit 1
+    if grep -qE 'Non-2xx|Socket errors' "$WORK/wrk.out"; then
+        echo "load-tools.sh: warning: wrk: $(grep -E 'Non-2xx|Socket errors' "$WORK/wrk.out" | tr -s ' ')" >&2
+    fi
+    set_rps wrk "$(awk '/^Requests\/sec:/ { print $2 }' "$WORK/wrk.out")"
+}
+
+rps_oha() {
+    run oha "$OHA_BIN" -c "$CONNECTIONS" -z "$DURATION" --no-tui --output-format json "$URL" || exit 1
+    local errors
+    errors=$(jq -r '.errorDistribution // {} | length' "$WORK/oha.out" 2>/dev/null || echo "?")
+    [ "$errors" = 0 ] || echo "load-tools.sh: warning: oha errors: $(jq -c '.errorDistribution' "$WORK/oha.out")" >&2
+    set_rps oha "$(jq -r '.summary.requestsPerSec // empty' "$WORK/oha.out" 2>/dev/null)"
+}
+
+rps_hey() {
+    run hey hey -c "$CONNECTIONS" -z "$DURATION" "$URL" || exit 1
+    if grep -q 'Error distribution' "$WORK/hey.out"; then
+        echo "load-tools.sh: warning: hey saw errors:" >&2
+        sed -n '/Error distribution/,$p' "$WORK/hey.out" | head -n 10 >&2
+    fi
+    local non200
+    non200=$(awk '/Status code distribution/ { on = 1; next } on && /\[[0-9]+\]/ && $1 != "[200]" { n += $2 } END { print n + 0 }' "$WORK/hey.out")
+    [ "$non200" = 0 ] || echo "load-tools.sh: warning: hey saw $non200 non-200 responses" >&2
+    set_rps hey "$(awk '/Requests\/sec:/ { print $2 }' "$WORK/hey.out")"
+}
+
+median() {
+    sort -g | awk '{ v[NR] = $1 } END {
+        if (NR == 0) exit
+        if (NR % 2) printf "%.1f", v[(NR + 1) / 2]
+        else printf "%.1f", (v[NR / 2] + v[NR / 2 + 1]) / 2
+    }'
+}
+
+# --- open model -------------------------------------------------------------------------
+if [ -n "$OPEN_RATE" ]; then
+    open_spec >"$WORK/spec.json"
+    echo
+    echo "iohr open model at $OPEN_RATE/s, connections=$CONNECTIONS, duration=$DURATION"
+    echo
+    echo "| round | target rate/s | achieved rate/s | late | dropped | p99 (ms) | peak RSS (MiB) |"
+    echo "|---|---|---|---|---|---|---|"
+    for round in $(seq 1 "$ROUNDS"); do
+        run iohr-open "$AGENT_BIN" exec --kind load --target "$URL" "$WORK/spec.json" --json || exit 1
+        row=$(jq -r '.result | [
+            (.achieved_rate // "n/a"),
+            (.late // "n/a"),
+            (.dropped // "n/a"),
+            (if .latency.percentiles.p99.value == null then "n/a"
+             else ((.latency.percentiles.p99.value | round) / 1000) end)
+        ] | map(tostring) | join(" | ")' "$WORK/iohr-open.out") ||
+            { echo "load-tools.sh: could not read the engine's JSON:" >&2; head -c 2000 "$WORK/iohr-open.out" >&2; exit 1; }
+        echo "| $round | $OPEN_RATE | $row | $(peak_rss_mib iohr-open) |"
+        cp "$WORK/iohr-open.out" "$WORK/iohr-open-$round.json"
+    done
+    exit 0
+fi
+
+# --- closed model, interleaved ----------------------------------------------------------
+TOOLS=()
+[ "$SKIP_IOHR" = 1 ] || TOOLS+=(iohr)
+TOOLS+=(wrk)
+[ "$HAVE_OHA" = 0 ] || TOOLS+=(oha)
+TOOLS+=(hey)
+
+: >"$WORK/results.tsv"
+echo
+echo "| tool | round | requests/s | peak RSS (MiB) |"
+echo "|---|---|---|---|"
+for round in $(seq 1 "$ROUNDS"); do
+    for tool in "${TOOLS[@]}"; do
+        "rps_$tool"
+        rps=$RPS
+        rss=$(peak_rss_mib "$tool")
+        printf '%s\t%s\t%s\t%s\n' "$tool" "$round" "$rps" "$rss" >>"$WORK/results.tsv"
+        printf '| %s | %s | %.1f | %s |\n' "$tool" "$round" "$rps" "$rss"
+    done
+done
+
+echo
+echo "| tool | median requests/s | median peak RSS (MiB) |"
+echo "|---|---|---|"
+declare -A MEDIAN
+for tool in "${TOOLS[@]}"; do
+    MEDIAN[$tool]=$(awk -F'\t' -v t="$tool" '$1 == t { print $3 }' "$WORK/results.tsv" | median)
+    rss=$(awk -F'\t' -v t="$tool" '$1 == t { print $4 }' "$WORK/results.tsv" | median)
+    echo "| $tool | ${MEDIAN[$tool]} | $rss |"
+done
+
+echo
+ratio() {
+    local a=$1 b=$2
+    if [ -n "${MEDIAN[$a]:-}" ] && [ -n "${MEDIAN[$b]:-}" ]; then
+        awk -v x="${MEDIAN[$a]}" -v y="${MEDIAN[$b]}" -v a="$a" -v b="$b" \
+            'BEGIN { if (y > 0) printf "%s/%s (median requests/s): %.3f\n", a, b, x / y }'
+    else
+        echo "$a/$b: n/a (a tool was skipped)"
+    fi
+}
+ratio iohr wrk
+ratio iohr oha
