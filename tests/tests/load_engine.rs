@@ -286,3 +286,27 @@ async fn a_replay_keeps_the_recorded_spacing() {
         vec![("GET /".to_string(), 3), ("GET /health".to_string(), 1)]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_targets_are_verified_against_the_given_ca_over_http1_and_h2() {
+    let dir = std::env::temp_dir().join(format!("iohr-tls-{}", uuid::Uuid::new_v4()));
+    let dir_arg = dir.to_str().expect("UTF-8 temp dir");
+    let target = Target::start_with(&["--make-tls-dir", dir_arg, "--http2"]).await;
+    assert!(target.url().starts_with("https://"), "{}", target.url());
+    let ca = dir.join("ca.pem");
+    let ca_arg = ca.to_str().expect("UTF-8 path");
+    for http in ["1.1", "2"] {
+        let spec = json!({"operations": [{"path": "/"}], "model": "open", "rate": 50,
+            "duration": "1s", "http": http});
+        let (code, out) = agent_exec("load", &target.url(), &spec, &["--target-ca", ca_arg]).await;
+        assert_eq!(code, 0, "http {http}: {out}");
+        assert_eq!(out["result"]["responses"]["2xx"], 50, "http {http}: {out}");
+    }
+    // Without the CA the certificate is not trusted: every request fails as `tls`.
+    let spec =
+        json!({"operations": [{"path": "/"}], "model": "open", "rate": 10, "duration": "1s"});
+    let (_, out) = agent_exec("load", &target.url(), &spec, &[]).await;
+    assert_eq!(out["status"], "error", "{out}");
+    assert_eq!(out["result"]["errors"]["tls"], 10, "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
