@@ -2,7 +2,7 @@
 //! spec locally without a controller.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -173,8 +173,11 @@ async fn exec(
     let outcome = execute::run_plan(plan, target, options, &tx, cancel).await;
     drop(tx);
     let _ = printer.await;
+    // A closed pipe (`| head`) is the reader's choice, not an error worth a panic.
+    let mut out = std::io::stdout().lock();
     if json {
-        println!(
+        let _ = writeln!(
+            out,
             "{}",
             serde_json::json!({
                 "kind": kind,
@@ -186,12 +189,22 @@ async fn exec(
             })
         );
     } else {
-        match outcome.reason.as_deref() {
-            Some(reason) if !reason.is_empty() => println!("{}: {reason}", outcome.status),
-            _ => println!("{}", outcome.status),
+        let _ = match outcome.reason.as_deref() {
+            Some(reason) if !reason.is_empty() => writeln!(out, "{}: {reason}", outcome.status),
+            _ => writeln!(out, "{}", outcome.status),
+        };
+        match serde_json::from_value::<iohr_domain::load::LoadResult>(outcome.result.clone()) {
+            Ok(load) => {
+                for line in load.summary() {
+                    let _ = writeln!(out, "  {line}");
+                }
+            }
+            Err(_) => {
+                let _ = writeln!(out, "{}", serde_json::to_string_pretty(&outcome.result)?);
+            }
         }
-        println!("{}", serde_json::to_string_pretty(&outcome.result)?);
     }
+    let _ = out.flush();
     std::process::exit(match outcome.status {
         iohr_domain::RunStatus::Passed => 0,
         iohr_domain::RunStatus::Failed => 1,

@@ -5,6 +5,7 @@ use std::io::Write;
 
 use iohr_domain::RunRecord;
 use iohr_domain::checks::ChecksResult;
+use iohr_domain::load::LoadResult;
 use serde_json::Value;
 
 use crate::error::{Failure, Result};
@@ -159,6 +160,15 @@ fn result(result: Option<&Value>) -> String {
     let Some(value) = result.filter(|v| !v.is_null()) else {
         return "result       -\n".to_string();
     };
+    if let Ok(load) = serde_json::from_value::<LoadResult>(value.clone()) {
+        let mut out = "result\n".to_string();
+        for line in load.summary() {
+            out.push_str("  ");
+            out.push_str(&clean(&line));
+            out.push('\n');
+        }
+        return out;
+    }
     let Ok(checks) = serde_json::from_value::<ChecksResult>(value.clone()) else {
         let pretty = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
         let mut out = "result\n".to_string();

@@ -670,6 +670,92 @@ pub struct LoadResult {
     pub notes: Vec<String>,
 }
 
+impl LatencySummary {
+    /// `p50 1.21 ms [1.18, 1.25]  p99 insufficient samples (need 368)`.
+    pub fn line(&self) -> String {
+        let ms = |us: u64| us as f64 / 1000.0;
+        QUOTED
+            .iter()
+            .filter_map(|(name, _)| {
+                let shown = match self.percentiles.get(*name)? {
+                    Percentile::Estimate {
+                        value, low, high, ..
+                    } => format!("{:.2} ms [{:.2}, {:.2}]", ms(*value), ms(*low), ms(*high)),
+                    Percentile::Insufficient { insufficient, .. } => insufficient.clone(),
+                };
+                Some(format!("{name} {shown}"))
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+    }
+}
+
+impl LoadResult {
+    /// The result in a few lines for people: what was asked and done, the latencies with
+    /// their 95% intervals, each operation, the thresholds and the notes.
+    pub fn summary(&self) -> Vec<String> {
+        let describe = |c: &Counts| {
+            let mut parts: Vec<String> = c
+                .responses
+                .iter()
+                .chain(c.errors.iter())
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            if parts.is_empty() {
+                parts.push("none".to_string());
+            }
+            parts.join(", ")
+        };
+        let model = match (self.model, self.intended_rate) {
+            (Model::Open, Some(rate)) => format!("open model, {rate:.1}/s intended"),
+            (Model::Open, None) => "open model".to_string(),
+            (Model::Closed, _) => format!("closed model, {} connections", self.connections),
+        };
+        let mut lines = vec![
+            format!(
+                "{model}, {:.1}/s achieved over {:.1} s",
+                self.achieved_rate, self.measured_seconds
+            ),
+            format!(
+                "requests {}: {}; error rate {:.2}%",
+                self.counts.requests,
+                describe(&self.counts),
+                self.error_rate * 100.0
+            ),
+            format!(
+                "schedule: intended {}, sent {}, late {} (> {} ms), dropped {}",
+                self.intended, self.sent, self.late, self.late_tolerance_ms, self.dropped
+            ),
+            format!("latency from the intended send: {}", self.latency.line()),
+            format!(
+                "latency from the actual send:   {}",
+                self.uncorrected_latency.line()
+            ),
+        ];
+        for op in &self.operations {
+            lines.push(format!(
+                "{}: {} requests ({}), {}",
+                op.name,
+                op.counts.requests,
+                describe(&op.counts),
+                op.latency.line()
+            ));
+        }
+        for t in &self.thresholds {
+            let verdict = if t.passed { "passed" } else { "FAILED" };
+            lines.push(format!(
+                "threshold {}: {verdict} ({})",
+                t.threshold, t.observed
+            ));
+        }
+        if let Some(aborted) = &self.aborted {
+            lines.push(format!("aborted: {aborted}"));
+        }
+        lines.extend(self.notes.iter().cloned());
+        lines
+    }
+}
+
 /// The latency summary of a histogram: p50/p90/p99/p99.9 with their intervals.
 pub fn summarise_latency(histogram: &Histogram<u64>) -> Result<LatencySummary, HistogramError> {
     let percentiles = QUOTED

@@ -180,11 +180,11 @@ fn result(
     if plan.model == Model::Open {
         if schedule.dropped > 0 || schedule.late > 0 {
             notes.push(format!(
-                "the schedule was not kept: {} of {} requests dropped (every connection busy), {} started more than {} ms late; more connections, or a target that keeps up, would keep it",
-                schedule.dropped,
-                schedule.intended,
+                "the schedule was not kept: {} of {} requests started more than {} ms late and {} were dropped (due a whole timeout before a connection was free); more connections, a target that keeps up or a less busy engine would keep it",
                 schedule.late,
-                LATE_TOLERANCE.as_millis()
+                schedule.intended,
+                LATE_TOLERANCE.as_millis(),
+                schedule.dropped,
             ));
         } else {
             notes.push(format!(
