@@ -289,10 +289,19 @@ if [ -n "$OPEN_RATE" ]; then
     echo
     echo "iohr open model at $OPEN_RATE/s, connections=$CONNECTIONS, duration=$DURATION"
     echo
-    echo "| round | target rate/s | achieved rate/s | late | dropped | p99 (ms) | peak RSS (MiB) |"
-    echo "|---|---|---|---|---|---|---|"
+    echo "| round | target rate/s | achieved rate/s | late | dropped | p99 (ms) | peak RSS (MiB) | RSS first/last sample (MiB) | frame work / engine CPU |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     for round in $(seq 1 "$ROUNDS"); do
+        # The engine's RSS every 10 s while it runs: flat means constant memory.
+        (
+            while sleep 10; do
+                ps -o rss= -C iohr-agent | awk '{ s += $1 } END { if (s) printf "%.1f\n", s / 1024 }'
+            done
+        ) >"$WORK/rss-$round.txt" &
+        SAMPLER=$!
         run iohr-open "$AGENT_BIN" exec --kind load --target "$URL" "$WORK/spec.json" --json || exit 1
+        kill "$SAMPLER" 2>/dev/null || true
+        wait "$SAMPLER" 2>/dev/null || true
         row=$(jq -r '.result | [
             (.achieved_rate // "n/a"),
             (.late // "n/a"),
@@ -301,7 +310,12 @@ if [ -n "$OPEN_RATE" ]; then
              else ((.latency.percentiles.p99.value | round) / 1000) end)
         ] | map(tostring) | join(" | ")' "$WORK/iohr-open.out") ||
             { echo "load-tools.sh: could not read the engine's JSON:" >&2; head -c 2000 "$WORK/iohr-open.out" >&2; exit 1; }
-        echo "| $round | $OPEN_RATE | $row | $(peak_rss_mib iohr-open) |"
+        samples=$(awk 'NR == 1 { first = $1 } { last = $1; n++ } END { if (n) printf "%s/%s (%d samples)", first, last, n; else printf "n/a" }' "$WORK/rss-$round.txt")
+        # The reporter logs what its once-a-second work cost; GNU time gives the CPU used.
+        frame_us=$(sed -n 's/.*load frames emitted.*frame_work_us=\([0-9]*\).*/\1/p' "$WORK/iohr-open.err" | tail -n 1)
+        cpu_s=$(awk -F': *' '/User time|System time/ { s += $2 } END { print s }' "$WORK/iohr-open.time")
+        share=$(awk -v us="${frame_us:-0}" -v cpu="$cpu_s" 'BEGIN { if (cpu > 0) printf "%.3f%% (%.0f ms of %.1f s)", us / 1e4 / cpu, us / 1e3, cpu; else print "n/a" }')
+        echo "| $round | $OPEN_RATE | $row | $(peak_rss_mib iohr-open) | $samples | $share |"
         cp "$WORK/iohr-open.out" "$WORK/iohr-open-$round.json"
     done
     exit 0
