@@ -207,9 +207,9 @@ async fn an_unreachable_target_is_an_error_with_its_kind() {
     assert_ne!(code, 0);
     assert_eq!(out["status"], "error", "{out}");
     assert!(
-        out["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("target unreachable: connect 20")),
+        out["reason"].as_str().is_some_and(
+            |r| r.contains("target unreachable: no request got an answer (connect 20)")
+        ),
         "{out}"
     );
 }
@@ -237,6 +237,31 @@ async fn arrival_clock() -> (String, Arc<Mutex<Vec<Instant>>>) {
         }
     });
     (url, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_past_its_timeout_is_counted_as_a_timeout() {
+    // Every answer takes 400 ms; the timeout is 100 ms.
+    let target = Target::start_with(&["--service-ms", "400"]).await;
+    let spec = json!({"operations": [{"path": "/"}], "model": "open", "rate": 20,
+        "connections": 8, "duration": "1s", "timeout": "100ms"});
+    let (_, out) = agent_exec("load", &target.url(), &spec, &[]).await;
+    assert_eq!(out["status"], "error", "{out}");
+    let result = &out["result"];
+    assert_eq!(result["errors"]["timeout"], 20, "{result}");
+    assert!(
+        out["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("timeout 20")),
+        "{out}"
+    );
+    // As in k6, a failed request's time is in the latency too: here the timeout, so a
+    // target slower than the timeout cannot make the tail look better.
+    assert_eq!(result["latency"]["samples"], 20, "{result}");
+    assert!(
+        percentile_ms(&result["latency"], "p50") >= 100.0,
+        "{result}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -246,7 +246,10 @@ fn result(
             .collect();
         (
             RunStatus::Error,
-            Some(format!("target unreachable: {}", kinds.join(", "))),
+            Some(format!(
+                "target unreachable: no request got an answer ({})",
+                kinds.join(", ")
+            )),
         )
     } else if let Some(aborted) = &result.aborted {
         (RunStatus::Failed, Some(aborted.clone()))
