@@ -152,7 +152,64 @@ async fn load_runs_never_overlap_on_one_agent(backend: Backend) {
     );
 }
 
+async fn a_cancelled_load_run_stops_at_once_with_what_it_measured(backend: Backend) {
+    let install = Installation::new(backend).await;
+    let controller = Controller::start(&install, 200, None).await;
+    let api = Api::new(&controller.api_url(), &install.full_token());
+    let _agent = Agent::enrol(
+        &install,
+        &api,
+        "edge-1",
+        &controller.link_url(),
+        AgentOptions::default(),
+    )
+    .await;
+    let target = Target::start().await;
+    let record = api
+        .create_run(&json!({
+            "kind": "load", "environment": "staging", "target": target.url(),
+            "spec": {"operations": [{"path": "/"}], "model": "closed", "connections": 2,
+                     "duration": "10m"}
+        }))
+        .await;
+    let id = record["id"].as_str().expect("id");
+    // Cancel once the first second has been measured.
+    let mut events = api.events(id, None).await;
+    loop {
+        let event = events.next(LIMIT).await.expect("a load frame");
+        if event.event == "load" {
+            break;
+        }
+    }
+    let started = std::time::Instant::now();
+    let (status, done) = api
+        .post(
+            &format!("/v1/reliability/runs/{id}/cancel"),
+            &json!({"reason": "enough"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{done}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stopped promptly"
+    );
+    assert_eq!(done["status"], "cancelled");
+    assert_eq!(done["reason"], "enough");
+    let result = &done["result"];
+    assert!(
+        result["requests"].as_u64().is_some_and(|n| n > 0),
+        "the result keeps what was measured: {done}"
+    );
+    assert!(
+        result["measured_seconds"]
+            .as_f64()
+            .is_some_and(|s| s > 0.5 && s < 60.0),
+        "{done}"
+    );
+}
+
 on_both_stores!(
     per_second_frames_merge_into_the_run_totals,
-    load_runs_never_overlap_on_one_agent
+    load_runs_never_overlap_on_one_agent,
+    a_cancelled_load_run_stops_at_once_with_what_it_measured
 );
