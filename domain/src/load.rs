@@ -304,13 +304,7 @@ impl LoadSpec {
                 }
             }
         };
-        let timeout = match &self.timeout {
-            None => DEFAULT_TIMEOUT,
-            Some(text) => parse_duration("spec.timeout", text)?,
-        };
-        if timeout.is_zero() || timeout > MAX_TIMEOUT {
-            return Err(spec_error("spec.timeout", "must be between 1ms and 60s"));
-        }
+        let timeout = read_timeout(self.timeout.as_deref())?;
         let streams = self.streams.unwrap_or(1);
         if streams == 0 || streams > 1000 {
             return Err(spec_error("spec.streams", "must be between 1 and 1000"));
@@ -321,15 +315,7 @@ impl LoadSpec {
                 "streams per connection need \"http\": \"2\"",
             ));
         }
-        let thresholds = self
-            .thresholds
-            .iter()
-            .enumerate()
-            .map(|(i, text)| {
-                text.parse::<Threshold>()
-                    .map_err(|e| spec_error(format!("spec.thresholds[{i}]"), e))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let thresholds = read_thresholds(&self.thresholds)?;
         Ok(LoadPlan {
             operations: self.operations.clone(),
             model: self.model,
@@ -358,6 +344,30 @@ impl LoadSpec {
         }
         Ok(d)
     }
+}
+
+/// The per-request timeout of a spec (`spec.timeout`), default 10 s, at most 60 s.
+pub fn read_timeout(text: Option<&str>) -> Result<Duration, SpecError> {
+    let timeout = match text {
+        None => DEFAULT_TIMEOUT,
+        Some(text) => parse_duration("spec.timeout", text)?,
+    };
+    if timeout.is_zero() || timeout > MAX_TIMEOUT {
+        return Err(spec_error("spec.timeout", "must be between 1ms and 60s"));
+    }
+    Ok(timeout)
+}
+
+/// A spec's `thresholds`, each parsed or refused with its index.
+pub fn read_thresholds(texts: &[String]) -> Result<Vec<Threshold>, SpecError> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            text.parse::<Threshold>()
+                .map_err(|e| spec_error(format!("spec.thresholds[{i}]"), e))
+        })
+        .collect()
 }
 
 impl LoadPlan {

@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::load::{
-    DEFAULT_OPEN_CONNECTIONS, DEFAULT_TIMEOUT, HttpVersion, LoadPlan, MAX_CONNECTIONS,
-    MAX_OPERATIONS, MAX_TIMEOUT, Model, Operation, Threshold, WarmupPlan, parse_duration,
+    DEFAULT_OPEN_CONNECTIONS, HttpVersion, LoadPlan, MAX_CONNECTIONS, MAX_OPERATIONS, Model,
+    Operation, WarmupPlan, read_thresholds, read_timeout,
 };
 use crate::request::{SpecError, spec_error, validate_request};
 
@@ -178,22 +178,8 @@ impl ReplaySpec {
                 format!("must be between 1 and {MAX_CONNECTIONS}"),
             ));
         }
-        let timeout = match &self.timeout {
-            None => DEFAULT_TIMEOUT,
-            Some(text) => parse_duration("spec.timeout", text)?,
-        };
-        if timeout.is_zero() || timeout > MAX_TIMEOUT {
-            return Err(spec_error("spec.timeout", "must be between 1ms and 60s"));
-        }
-        let thresholds = self
-            .thresholds
-            .iter()
-            .enumerate()
-            .map(|(i, text)| {
-                text.parse::<Threshold>()
-                    .map_err(|e| spec_error(format!("spec.thresholds[{i}]"), e))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let timeout = read_timeout(self.timeout.as_deref())?;
+        let thresholds = read_thresholds(&self.thresholds)?;
         // n requests span n gaps, so n / duration is the log's own mean rate.
         let n = arrivals.len() as f64;
         let last = arrivals.last().map_or(0.0, |(d, _)| d.as_secs_f64());

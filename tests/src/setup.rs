@@ -186,3 +186,35 @@ pub fn read_tail(path: &Path, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
+
+/// A controller on a fresh store with one agent, `edge-1`, online: what most end-to-end
+/// tests start from.
+pub struct OneAgent {
+    pub install: Installation,
+    pub controller: crate::Controller,
+    pub api: crate::Api,
+    pub agent: crate::Agent,
+}
+
+impl OneAgent {
+    pub async fn start(backend: Backend, options: crate::process::AgentOptions<'_>) -> OneAgent {
+        OneAgent::start_in(Installation::new(backend).await, options).await
+    }
+
+    /// In an installation prepared beforehand (a plan, accounts).
+    pub async fn start_in(
+        install: Installation,
+        options: crate::process::AgentOptions<'_>,
+    ) -> OneAgent {
+        let controller = crate::Controller::start(&install, 200, None).await;
+        let api = crate::Api::new(&controller.api_url(), &install.full_token());
+        let agent =
+            crate::Agent::enrol(&install, &api, "edge-1", &controller.link_url(), options).await;
+        OneAgent {
+            install,
+            controller,
+            api,
+            agent,
+        }
+    }
+}

@@ -8,23 +8,15 @@ use futures_util::future::join_all;
 use iohr_domain::histogram::{decode, latency_histogram};
 use iohr_tests::process::AgentOptions;
 use iohr_tests::records::max_overlap;
-use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target, on_both_stores};
+use iohr_tests::setup::OneAgent;
+use iohr_tests::{Backend, Installation, Target, on_both_stores};
 use serde_json::{Value, json};
 
 const LIMIT: Duration = Duration::from_secs(90);
 
 async fn per_second_frames_merge_into_the_run_totals(backend: Backend) {
-    let install = Installation::new(backend).await;
-    let controller = Controller::start(&install, 200, None).await;
-    let api = Api::new(&controller.api_url(), &install.full_token());
-    let _agent = Agent::enrol(
-        &install,
-        &api,
-        "edge-1",
-        &controller.link_url(),
-        AgentOptions::default(),
-    )
-    .await;
+    let stack = OneAgent::start(backend, AgentOptions::default()).await;
+    let api = &stack.api;
     let target = Target::start().await;
     let record = api
         .create_run(&json!({
@@ -106,24 +98,18 @@ async fn per_second_frames_merge_into_the_run_totals(backend: Backend) {
 }
 
 async fn load_runs_never_overlap_on_one_agent(backend: Backend) {
+    let options = AgentOptions {
+        max_jobs: 4,
+        ..AgentOptions::default()
+    };
     let install = Installation::new(backend).await;
+    // The default plan (4 at once) must not be what keeps load runs apart.
     install.ctl2(
         "account",
         &["set-plan", "--name", "default", "--max-running", "8"],
     );
-    let controller = Controller::start(&install, 200, None).await;
-    let api = Api::new(&controller.api_url(), &install.full_token());
-    let _agent = Agent::enrol(
-        &install,
-        &api,
-        "edge-1",
-        &controller.link_url(),
-        AgentOptions {
-            max_jobs: 4,
-            ..AgentOptions::default()
-        },
-    )
-    .await;
+    let stack = OneAgent::start_in(install, options).await;
+    let api = &stack.api;
     let target = Target::start().await;
     let load = json!({"kind": "load", "environment": "staging", "target": target.url(),
         "spec": {"operations": [{"path": "/"}], "model": "open", "rate": 50, "duration": "1s"}});
@@ -153,17 +139,8 @@ async fn load_runs_never_overlap_on_one_agent(backend: Backend) {
 }
 
 async fn a_cancelled_load_run_stops_at_once_with_what_it_measured(backend: Backend) {
-    let install = Installation::new(backend).await;
-    let controller = Controller::start(&install, 200, None).await;
-    let api = Api::new(&controller.api_url(), &install.full_token());
-    let _agent = Agent::enrol(
-        &install,
-        &api,
-        "edge-1",
-        &controller.link_url(),
-        AgentOptions::default(),
-    )
-    .await;
+    let stack = OneAgent::start(backend, AgentOptions::default()).await;
+    let api = &stack.api;
     let target = Target::start().await;
     let record = api
         .create_run(&json!({

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use iohr_domain::FrameKind;
 use iohr_domain::histogram::{HistogramError, encode};
-use iohr_domain::load::{HttpVersion, LoadPlan, LoadSecond, Model, OperationSecond, judge};
+use iohr_domain::load::{
+    HttpVersion, LoadPlan, LoadSecond, Model, OperationSecond, WarmupPlan, judge,
+};
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -214,12 +216,12 @@ impl Engine {
         match plan.model {
             Model::Open => {
                 let warmup = match plan.warmup {
-                    iohr_domain::load::WarmupPlan::None => Duration::ZERO,
-                    iohr_domain::load::WarmupPlan::Duration(d) => d,
-                    iohr_domain::load::WarmupPlan::Requests(n) if self.warmup_rate > 0.0 => {
+                    WarmupPlan::None => Duration::ZERO,
+                    WarmupPlan::Duration(d) => d,
+                    WarmupPlan::Requests(n) if self.warmup_rate > 0.0 => {
                         Duration::from_secs_f64(n as f64 / self.warmup_rate)
                     }
-                    iohr_domain::load::WarmupPlan::Requests(_) => Duration::ZERO,
+                    WarmupPlan::Requests(_) => Duration::ZERO,
                 };
                 let _ = clock.measure_start.set(start + warmup);
                 let warm = (!warmup.is_zero() && self.warmup_rate > 0.0)
@@ -248,16 +250,16 @@ impl Engine {
                 let counter = Arc::new(AtomicU64::new(0));
                 let picker = Arc::new(Picker::new(&weights));
                 match plan.warmup {
-                    iohr_domain::load::WarmupPlan::None => {
+                    WarmupPlan::None => {
                         let _ = clock.measure_start.set(start);
                     }
-                    iohr_domain::load::WarmupPlan::Duration(d) => {
+                    WarmupPlan::Duration(d) => {
                         let _ = clock.measure_start.set(start + d);
                     }
-                    iohr_domain::load::WarmupPlan::Requests(_) => {}
+                    WarmupPlan::Requests(_) => {}
                 }
                 let warmup_requests = match plan.warmup {
-                    iohr_domain::load::WarmupPlan::Requests(n) => n,
+                    WarmupPlan::Requests(n) => n,
                     _ => 0,
                 };
                 for (id, link) in links.into_iter().enumerate() {
