@@ -11,6 +11,7 @@ pub mod redact;
 pub mod request;
 pub mod run;
 pub mod scenario;
+pub mod scenario_kind;
 pub mod target;
 
 pub use frame::{Frame, FrameKind};
