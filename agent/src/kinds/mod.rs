@@ -9,6 +9,7 @@ mod bounded;
 pub mod checks;
 mod describe;
 mod headers;
+pub mod scenario;
 mod target;
 #[cfg(test)]
 mod test_server;
