@@ -124,6 +124,8 @@ impl Sender {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         Ok(Sender {
+            // The pool's retry of a "canceled" request only moves a request never written
+            // (its reused idle connection was found closed): each seq still goes out once.
             client: Client::builder(TokioExecutor::new()).build(connector),
             ops,
             headers: resolved.headers,
