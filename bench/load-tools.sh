@@ -289,7 +289,7 @@ if [ -n "$OPEN_RATE" ]; then
     echo
     echo "iohr open model at $OPEN_RATE/s, connections=$CONNECTIONS, duration=$DURATION"
     echo
-    echo "| round | target rate/s | achieved rate/s | late | dropped | p99 (ms) | peak RSS (MiB) | RSS first/last sample (MiB) | frame work / engine CPU |"
+    echo "| round | target rate/s | achieved rate/s | late | dropped | p99 (ms) | peak RSS (MiB) | RSS every 10 s: first/last, min, max (MiB) | frame work / engine CPU |"
     echo "|---|---|---|---|---|---|---|---|---|"
     for round in $(seq 1 "$ROUNDS"); do
         # The engine's RSS every 10 s while it runs: flat means constant memory.
@@ -310,7 +310,8 @@ if [ -n "$OPEN_RATE" ]; then
              else ((.latency.percentiles.p99.value | round) / 1000) end)
         ] | map(tostring) | join(" | ")' "$WORK/iohr-open.out") ||
             { echo "load-tools.sh: could not read the engine's JSON:" >&2; head -c 2000 "$WORK/iohr-open.out" >&2; exit 1; }
-        samples=$(awk 'NR == 1 { first = $1 } { last = $1; n++ } END { if (n) printf "%s/%s (%d samples)", first, last, n; else printf "n/a" }' "$WORK/rss-$round.txt")
+        samples=$(awk 'NR == 1 { first = $1; lo = $1; hi = $1 } { last = $1; n++; if ($1 < lo) lo = $1; if ($1 > hi) hi = $1 }
+            END { if (n) printf "%s/%s, min %s max %s (%d samples)", first, last, lo, hi, n; else printf "n/a" }' "$WORK/rss-$round.txt")
         # The reporter logs what its once-a-second work cost; GNU time gives the CPU used.
         frame_us=$(sed -n 's/.*load frames emitted.*frame_work_us=\([0-9]*\).*/\1/p' "$WORK/iohr-open.err" | tail -n 1)
         cpu_s=$(awk -F': *' '/User time|System time/ { s += $2 } END { print s }' "$WORK/iohr-open.time")

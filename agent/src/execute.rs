@@ -5,6 +5,7 @@ use iohr_domain::RunKind;
 use iohr_domain::checks::ChecksSpec;
 use iohr_domain::load::{LoadPlan, LoadSpec};
 use iohr_domain::replay::ReplaySpec;
+use iohr_domain::scenario_kind::ScenarioSpec;
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -13,13 +14,19 @@ use crate::leases::Leases;
 use crate::load::{self, TargetOptions};
 
 /// The kinds this agent can execute.
-pub const SUPPORTED_KINDS: [RunKind; 3] = [RunKind::Checks, RunKind::Load, RunKind::Replay];
+pub const SUPPORTED_KINDS: [RunKind; 4] = [
+    RunKind::Checks,
+    RunKind::Load,
+    RunKind::Scenario,
+    RunKind::Replay,
+];
 
 /// A spec parsed for its kind, ready to run.
 #[derive(Debug, Clone)]
 pub enum Plan {
     Checks(ChecksSpec),
     Load(LoadPlan),
+    Scenario(ScenarioSpec),
 }
 
 /// Parses an offered spec; the error is the reason the offer is refused.
@@ -39,6 +46,9 @@ pub fn plan(kind: RunKind, spec_json: &str) -> Result<Plan, String> {
             .and_then(|spec| spec.plan())
             .map(Plan::Load)
             .map_err(|e| e.to_string()),
+        RunKind::Scenario => ScenarioSpec::from_json(&value)
+            .map(Plan::Scenario)
+            .map_err(|e| e.to_string()),
         other => Err(format!("this agent does not run kind {other}")),
     }
 }
@@ -54,6 +64,7 @@ pub async fn run_plan(
     match plan {
         Plan::Checks(spec) => kinds::checks::run(spec, target, frames, cancel).await,
         Plan::Load(plan) => load::run(plan, target, options, frames, cancel).await,
+        Plan::Scenario(spec) => kinds::scenario::run(spec, target, frames, cancel).await,
     }
 }
 

@@ -14,6 +14,7 @@ use iohr_agent::leases::Leases;
 use iohr_agent::link::{self, AgentConfig};
 use iohr_agent::load::TargetOptions;
 use iohr_domain::RunKind;
+use iohr_domain::scenario_kind;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -57,8 +58,18 @@ enum Command {
         kind: String,
         #[arg(long)]
         target: String,
-        /// The spec file (JSON).
-        spec: PathBuf,
+        /// The spec file (JSON), or the spec inline with --spec-json.
+        #[arg(required_unless_present = "spec_json", conflicts_with = "spec_json")]
+        spec: Option<PathBuf>,
+        /// The spec inline (JSON), instead of the file.
+        #[arg(long)]
+        spec_json: Option<String>,
+        /// Scenario: the ops, one per line (blank lines and `#` comments skipped).
+        #[arg(long)]
+        ops_file: Option<PathBuf>,
+        /// Scenario: print the plan and the replay command, and send nothing.
+        #[arg(long)]
+        dry_run: bool,
         /// Print the outcome as one JSON object.
         #[arg(long)]
         json: bool,
@@ -127,29 +138,80 @@ async fn main() -> anyhow::Result<()> {
             kind,
             target,
             spec,
+            spec_json,
+            ops_file,
+            dry_run,
             json,
             target_ca,
         } => {
             let options = TargetOptions {
                 extra_ca: target_ca,
             };
-            exec(&kind, &target, &spec, json, &options).await
+            let source = SpecSource {
+                file: spec,
+                inline: spec_json,
+                ops_file,
+            };
+            exec(&kind, &target, source, dry_run, json, &options).await
         }
+    }
+}
+
+/// Where `exec` reads its spec from.
+struct SpecSource {
+    file: Option<PathBuf>,
+    inline: Option<String>,
+    ops_file: Option<PathBuf>,
+}
+
+impl SpecSource {
+    fn read(self) -> anyhow::Result<String> {
+        let read = |path: &PathBuf| {
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
+        };
+        let text = match (&self.file, self.inline) {
+            (Some(path), None) => read(path)?,
+            (None, Some(text)) => text,
+            _ => bail!("give the spec as a file or with --spec-json, exactly one of the two"),
+        };
+        let Some(path) = &self.ops_file else {
+            return Ok(text);
+        };
+        let ops = scenario_kind::parse_ops_file(&read(path)?)
+            .with_context(|| format!("reading ops from {}", path.display()))?;
+        Ok(scenario_kind::spec_with_ops(&text, &ops)?)
     }
 }
 
 async fn exec(
     kind: &str,
     target: &str,
-    spec_path: &PathBuf,
+    source: SpecSource,
+    dry_run: bool,
     json: bool,
     options: &TargetOptions,
 ) -> anyhow::Result<()> {
     let kind: RunKind = kind.parse()?;
+    let scenario = kind == RunKind::Scenario;
+    if !scenario && (dry_run || source.ops_file.is_some()) {
+        bail!("--dry-run and --ops-file apply to --kind scenario only");
+    }
+    if scenario {
+        // Before the general rule, so that a localhost target is refused with the reason.
+        scenario_kind::check_base_url(target)?;
+    }
     iohr_domain::target::validate_target(target)?;
-    let text = std::fs::read_to_string(spec_path)
-        .with_context(|| format!("reading {}", spec_path.display()))?;
+    let text = source.read()?;
     let plan = execute::plan(kind, &text).map_err(anyhow::Error::msg)?;
+    if let (true, execute::Plan::Scenario(spec)) = (dry_run, &plan) {
+        let dry = scenario_kind::DryRun::new(spec, target);
+        if json {
+            println!("{}", serde_json::to_string(&dry)?);
+        } else {
+            println!("{}", dry.lines().join("\n"));
+        }
+        return Ok(());
+    }
     let (tx, mut rx) = mpsc::unbounded_channel::<NewFrame>();
     let progress = std::io::stderr().is_terminal() && !json;
     let printer = tokio::spawn(async move {
@@ -193,13 +255,25 @@ async fn exec(
             Some(reason) if !reason.is_empty() => writeln!(out, "{}: {reason}", outcome.status),
             _ => writeln!(out, "{}", outcome.status),
         };
-        match serde_json::from_value::<iohr_domain::load::LoadResult>(outcome.result.clone()) {
-            Ok(load) => {
-                for line in load.summary() {
-                    let _ = writeln!(out, "  {line}");
+        // A load result reads as indented lines, a scenario record as the record to paste
+        // as it is; the full object is --json's.
+        let lines =
+            match serde_json::from_value::<iohr_domain::load::LoadResult>(outcome.result.clone()) {
+                Ok(load) => Some(load.summary().iter().map(|l| format!("  {l}")).collect()),
+                Err(_) => {
+                    serde_json::from_value::<scenario_kind::ScenarioRecord>(outcome.result.clone())
+                        .ok()
+                        .filter(|_| scenario)
+                        .map(|record| record.lines())
+                }
+            };
+        match lines {
+            Some(lines) => {
+                for line in lines {
+                    let _: std::io::Result<()> = writeln!(out, "{line}");
                 }
             }
-            Err(_) => {
+            None => {
                 let _ = writeln!(out, "{}", serde_json::to_string_pretty(&outcome.result)?);
             }
         }

@@ -12,6 +12,7 @@ pub mod replay;
 pub mod request;
 pub mod run;
 pub mod scenario;
+pub mod scenario_kind;
 pub mod target;
 
 pub use frame::{Frame, FrameKind};

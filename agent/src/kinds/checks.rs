@@ -5,28 +5,29 @@
 //! credential-named headers (and of anything read from the agent's environment) are
 //! scrubbed from every message this module produces.
 
-use std::error::Error as StdError;
-use std::future::Future;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{HeaderName, HeaderValue, USER_AGENT};
-use hyper::{Method, Request, Uri};
+use hyper::header::{HeaderValue, USER_AGENT};
+use hyper::{Method, Request};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use iohr_domain::checks::{
-    Check, CheckVerdict, ChecksResult, ChecksSpec, Observation, env_reference, judge_check,
-    judge_invariant, summarise,
+    Check, CheckVerdict, ChecksResult, ChecksSpec, Observation, judge_check, judge_invariant,
+    summarise,
 };
-use iohr_domain::redact::{REDACTED, is_credential_header};
 use iohr_domain::{FrameKind, RunStatus};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{FrameSender, NewFrame, Outcome};
+use super::bounded::{Bounded, bounded};
+use super::describe::describe;
+use super::headers::{HeaderError, resolve_headers, scrub};
+use super::target::Target;
+use super::{FrameSender, Outcome, emit, to_json};
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
@@ -229,12 +230,8 @@ fn no_response(latency_ms: f64, error: String) -> Observation {
 /// header values.
 #[derive(Debug, thiserror::Error)]
 enum BuildError {
-    #[error("header {header}: environment variable {var} is not set on the agent")]
-    MissingEnv { header: String, var: String },
-    #[error("header {header}: not a valid header name")]
-    HeaderName { header: String },
-    #[error("header {header}: value is not a valid header value")]
-    HeaderValue { header: String },
+    #[error(transparent)]
+    Header(#[from] HeaderError),
     #[error("method {0}: not a valid HTTP method")]
     Method(String),
     #[error("path {0}: does not make a valid URL with the target")]
@@ -257,43 +254,13 @@ fn build_request(
     *request.method_mut() = method;
     *request.uri_mut() = uri;
 
-    let mut secrets = Vec::new();
+    let resolved = resolve_headers(&check.headers, env)?;
+    *request.headers_mut() = resolved.headers;
     let headers = request.headers_mut();
-    for (name, raw) in &check.headers {
-        let credential = is_credential_header(name);
-        let value = match env_reference(raw) {
-            Some(var) => {
-                let value = env(var).ok_or_else(|| BuildError::MissingEnv {
-                    header: name.clone(),
-                    var: var.to_string(),
-                })?;
-                // Whatever came from the environment is treated as secret.
-                secrets.push(value.clone());
-                value
-            }
-            None => {
-                if credential {
-                    secrets.push(raw.clone());
-                }
-                raw.clone()
-            }
-        };
-        let header =
-            HeaderName::from_bytes(name.as_bytes()).map_err(|_| BuildError::HeaderName {
-                header: name.clone(),
-            })?;
-        let mut value = HeaderValue::from_str(&value).map_err(|_| BuildError::HeaderValue {
-            header: name.clone(),
-        })?;
-        // Keeps hyper from indexing it in HPACK tables and marks it for any debug output.
-        value.set_sensitive(credential);
-        headers.append(header, value);
-    }
     if !headers.contains_key(USER_AGENT) {
         headers.insert(USER_AGENT, HeaderValue::from_static(AGENT_USER_AGENT));
     }
-    secrets.retain(|s| !s.is_empty());
-    Ok((request, secrets))
+    Ok((request, resolved.secrets))
 }
 
 /// Drains the body (latency runs to its end) while looking for the expected text.
@@ -359,102 +326,6 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-enum Bounded<T> {
-    Done(T),
-    TimedOut,
-    Cancelled,
-}
-
-/// Awaits `work` until it finishes, the deadline passes or the run is cancelled.
-async fn bounded<F: Future>(
-    work: F,
-    deadline: Instant,
-    cancel: &CancellationToken,
-) -> Bounded<F::Output> {
-    tokio::select! {
-        // Cancel wins a tie: a cancelled run must not report more work.
-        biased;
-        _ = cancel.cancelled() => Bounded::Cancelled,
-        out = tokio::time::timeout_at(deadline, work) => match out {
-            Ok(out) => Bounded::Done(out),
-            Err(_) => Bounded::TimedOut,
-        },
-    }
-}
-
-#[derive(Debug, PartialEq, thiserror::Error)]
-enum TargetError {
-    #[error("https targets are not supported yet")]
-    Https,
-    #[error("the target must be an absolute http:// URL such as http://127.0.0.1:8080")]
-    NotHttp,
-    #[error("the target must not carry credentials; use a ${{env:NAME}} header instead")]
-    UserInfo,
-    #[error("the target must not carry a query or fragment")]
-    Query,
-}
-
-/// The run's target: a base URL whose path, if any, prefixes every check's path.
-#[derive(Debug)]
-struct Target {
-    origin: String,
-    prefix: String,
-}
-
-impl Target {
-    fn parse(target: &str) -> Result<Target, TargetError> {
-        let uri: Uri = target.trim().parse().map_err(|_| TargetError::NotHttp)?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => return Err(TargetError::Https),
-            _ => return Err(TargetError::NotHttp),
-        }
-        let authority = uri.authority().ok_or(TargetError::NotHttp)?;
-        if authority.as_str().contains('@') {
-            return Err(TargetError::UserInfo);
-        }
-        if uri.query().is_some() || target.contains('#') {
-            return Err(TargetError::Query);
-        }
-        Ok(Target {
-            origin: format!("http://{authority}"),
-            prefix: uri.path().trim_end_matches('/').to_string(),
-        })
-    }
-
-    /// `http://h/api` + `/health` = `http://h/api/health`. Check paths start with '/'.
-    fn join(&self, path: &str) -> Result<Uri, hyper::http::uri::InvalidUri> {
-        format!("{}{}{}", self.origin, self.prefix, path).parse()
-    }
-}
-
-/// An error and its causes on one line, without repeating a cause its parent already says.
-fn describe(err: &(dyn StdError + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut next = Some(err);
-    while let Some(e) = next {
-        let text = e.to_string();
-        if !parts.last().is_some_and(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        next = e.source();
-    }
-    // hyper-util's top level ("client error (Connect)") says less than its cause.
-    if parts.len() > 1 && parts[0].starts_with("client error (") {
-        parts.remove(0);
-    }
-    parts.join(": ")
-}
-
-fn scrub(mut text: String, secrets: &[String]) -> String {
-    for secret in secrets {
-        if text.contains(secret.as_str()) {
-            text = text.replace(secret.as_str(), REDACTED);
-        }
-    }
-    text
-}
-
 fn cancelled_outcome(verdicts: Vec<CheckVerdict>, sent: u64) -> Outcome {
     let mut result: ChecksResult = summarise(verdicts, Vec::new());
     // An unfinished run has no positive verdict, whatever the checks so far said.
@@ -476,103 +347,17 @@ fn error_outcome(reason: String, sent: u64) -> Outcome {
     }
 }
 
-fn emit(frames: &FrameSender, kind: FrameKind, data: Value) {
-    // A closed receiver means the link is gone; the run still returns its outcome.
-    if frames.send(NewFrame { kind, data }).is_err() {
-        tracing::debug!(kind = kind.as_str(), "frame dropped: receiver closed");
-    }
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> Value {
-    serde_json::to_value(value).unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "could not serialise a checks value");
-        Value::Null
-    })
-}
-
 #[cfg(test)]
 mod tests {
-    use std::net::SocketAddr;
     use std::time::Duration;
 
     use serde_json::json;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::{TcpListener, TcpStream};
+    use tokio::net::TcpListener;
     use tokio::sync::mpsc;
 
     use super::*;
-
-    /// A real HTTP/1.1 responder on loopback. Every request head it reads is sent on the
-    /// returned channel, which is also how tests learn that a request has arrived.
-    async fn start_server() -> (String, mpsc::UnboundedReceiver<String>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr: SocketAddr = listener.local_addr().expect("addr");
-        let (seen_tx, seen_rx) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let seen = seen_tx.clone();
-                tokio::spawn(async move {
-                    let _ = respond(stream, seen).await;
-                });
-            }
-        });
-        (format!("http://{addr}"), seen_rx)
-    }
-
-    async fn respond(
-        mut stream: TcpStream,
-        seen: mpsc::UnboundedSender<String>,
-    ) -> std::io::Result<()> {
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 4096];
-        let head_end = loop {
-            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                return Ok(());
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        };
-        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-        let length: usize = head
-            .lines()
-            .find_map(|l| {
-                l.to_ascii_lowercase()
-                    .strip_prefix("content-length:")
-                    .map(|v| v.trim().to_string())
-            })
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        while buf.len() < head_end + length {
-            let n = stream.read(&mut chunk).await?;
-            if n == 0 {
-                break;
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        }
-        let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
-        let _ = seen.send(head);
-        let (status, body) = match path.strip_prefix("/api").unwrap_or(&path) {
-            "/ok" => (200, "hello, world".to_string()),
-            "/echo-length" => (200, format!("got {length} bytes")),
-            "/status/503" => (503, "down".to_string()),
-            "/slow" => {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                (200, "tardy-reply".to_string())
-            }
-            // Never answers: the test decides when to give up.
-            "/hang" => std::future::pending().await,
-            _ => (404, "not found".to_string()),
-        };
-        let response = format!(
-            "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(response.as_bytes()).await?;
-        stream.shutdown().await
-    }
+    use crate::kinds::NewFrame;
+    use crate::kinds::test_server::start_server;
 
     fn spec(value: serde_json::Value) -> ChecksSpec {
         ChecksSpec::from_json(&value).expect("valid spec")
@@ -860,19 +645,5 @@ mod tests {
         }
         assert!(!m.found);
         assert!(TextMatcher::new("").found);
-    }
-
-    #[test]
-    fn check_paths_join_the_target_path() {
-        let cases = [
-            ("http://h:8080", "/health", "http://h:8080/health"),
-            ("http://h:8080/", "/", "http://h:8080/"),
-            ("http://h/api/", "/v1?x=1", "http://h/api/v1?x=1"),
-            ("http://h/api", "/v1", "http://h/api/v1"),
-        ];
-        for (base, path, joined) in cases {
-            let target = Target::parse(base).expect("valid target");
-            assert_eq!(target.join(path).expect("joins").to_string(), joined);
-        }
     }
 }

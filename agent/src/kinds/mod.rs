@@ -1,9 +1,21 @@
 //! What the agent executes, one module per kind. Each kind takes its parsed spec, the
 //! run's target and a frame sender, honours the cancel token, and returns an [`Outcome`].
+//!
+//! The HTTP kinds share private helpers: `target` (the base URL), `headers`
+//! (`${env:NAME}` values and scrubbing them), `bounded` (deadline and cancel) and
+//! `describe` (an error on one line).
 
+mod bounded;
 pub mod checks;
+mod describe;
+mod headers;
+pub mod scenario;
+mod target;
+#[cfg(test)]
+mod test_server;
 
 use iohr_domain::{FrameKind, RunStatus};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 /// A frame an executor emits; the link numbers it and streams it to the controller.
@@ -22,4 +34,20 @@ pub struct Outcome {
     pub reason: Option<String>,
     pub result: serde_json::Value,
     pub units_spent: u64,
+}
+
+/// Sends a frame; a closed receiver means the link is gone, and the run still returns
+/// its outcome.
+pub fn emit(frames: &FrameSender, kind: FrameKind, data: Value) {
+    if frames.send(NewFrame { kind, data }).is_err() {
+        tracing::debug!(kind = kind.as_str(), "frame dropped: receiver closed");
+    }
+}
+
+/// A result value as JSON; `null` (and a warning) if it cannot be written.
+pub fn to_json<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "could not serialise a result value");
+        Value::Null
+    })
 }

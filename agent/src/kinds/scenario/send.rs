@@ -1,0 +1,252 @@
+//! One request of a scenario: built from its op with the run's identity (User-Agent and
+//! traceparent), sent under the per-request deadline, its body drained and never kept,
+//! and, when it gets no complete response, the reason classified. Never retried.
+
+use std::error::Error as StdError;
+use std::io;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use hyper::{Method, Request, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use iohr_domain::scenario_kind::{Identity, PlannedRequest, ScenarioSpec};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::kinds::bounded::{Bounded, bounded};
+use crate::kinds::describe::describe;
+use crate::kinds::headers::{HeaderError, resolve_headers, scrub};
+use crate::kinds::target::Target;
+use crate::load::client::Failure;
+
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+
+/// Why the scenario cannot start; messages never hold a header's value.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    #[error(transparent)]
+    Header(#[from] HeaderError),
+    #[error("spec.ops[{op}]: method {method}: not a valid HTTP method")]
+    Method { op: usize, method: String },
+    #[error("spec.ops[{op}]: path {path}: does not make a valid URL with the target")]
+    Uri { op: usize, path: String },
+    #[error("slug {0}: does not make a valid User-Agent")]
+    UserAgent(String),
+}
+
+/// How a request ended without a complete response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoResponse {
+    Failed(Failure),
+    /// The run was cancelled while it was in flight.
+    Cancelled,
+}
+
+impl NoResponse {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoResponse::Failed(failure) => failure.as_str(),
+            NoResponse::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What became of one request.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    pub planned: PlannedRequest,
+    pub started: Instant,
+    pub duration: Duration,
+    /// Set as soon as the response head arrived.
+    pub status: Option<u16>,
+    /// Set when there is no complete response (also when the body broke off).
+    pub error: Option<NoResponse>,
+    /// The error's text, scrubbed of secrets, for the run's reason.
+    pub detail: Option<String>,
+}
+
+struct PreparedOp {
+    method: Method,
+    uri: Uri,
+    body: Option<Bytes>,
+}
+
+/// Everything a worker needs to send any request of the plan.
+pub struct Sender {
+    client: HttpClient,
+    ops: Vec<PreparedOp>,
+    headers: HeaderMap,
+    secrets: Vec<String>,
+    identity: Identity,
+    user_agents: [HeaderValue; 2],
+    timeout: Duration,
+}
+
+impl Sender {
+    pub fn new(
+        spec: &ScenarioSpec,
+        base: &Target,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Sender, PrepareError> {
+        let resolved = resolve_headers(&spec.headers, env)?;
+        let ops = spec
+            .ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| {
+                Ok(PreparedOp {
+                    method: Method::from_bytes(op.method.as_bytes()).map_err(|_| {
+                        PrepareError::Method {
+                            op: i,
+                            method: op.method.clone(),
+                        }
+                    })?,
+                    uri: base.join(&op.path).map_err(|_| PrepareError::Uri {
+                        op: i,
+                        path: op.path.clone(),
+                    })?,
+                    body: op.body.clone().map(Bytes::from),
+                })
+            })
+            .collect::<Result<Vec<_>, PrepareError>>()?;
+        let identity = Identity::new(spec);
+        let user_agent = |warmup| {
+            HeaderValue::try_from(identity.user_agent(warmup))
+                .map_err(|_| PrepareError::UserAgent(spec.slug.clone()))
+        };
+        let user_agents = [user_agent(false)?, user_agent(true)?];
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        Ok(Sender {
+            // The pool's retry of a "canceled" request only moves a request never written
+            // (its reused idle connection was found closed): each seq still goes out once.
+            client: Client::builder(TokioExecutor::new()).build(connector),
+            ops,
+            headers: resolved.headers,
+            secrets: resolved.secrets,
+            identity,
+            user_agents,
+            timeout: spec.timeout,
+        })
+    }
+
+    /// Sends one planned request; one deadline covers connecting, the head and the body.
+    pub async fn send(&self, planned: PlannedRequest, cancel: &CancellationToken) -> Sent {
+        let started = Instant::now();
+        let deadline = started + self.timeout;
+        let end = |status: Option<u16>, error: Option<NoResponse>, detail: Option<String>| Sent {
+            planned,
+            started,
+            duration: started.elapsed(),
+            status,
+            error,
+            detail: detail.map(|d| scrub(d, &self.secrets)),
+        };
+        let timeout_text = || {
+            format!(
+                "no complete response within {} ms",
+                self.timeout.as_millis()
+            )
+        };
+        let request = match self.request(planned) {
+            Ok(request) => request,
+            Err(detail) => {
+                return end(
+                    None,
+                    Some(NoResponse::Failed(Failure::Protocol)),
+                    Some(detail),
+                );
+            }
+        };
+        let response = match bounded(self.client.request(request), deadline, cancel).await {
+            Bounded::Cancelled => return end(None, Some(NoResponse::Cancelled), None),
+            Bounded::TimedOut => {
+                return end(
+                    None,
+                    Some(NoResponse::Failed(Failure::Timeout)),
+                    Some(timeout_text()),
+                );
+            }
+            Bounded::Done(Err(e)) => {
+                let failure = if e.is_connect() {
+                    Failure::Connect
+                } else {
+                    classify(&e)
+                };
+                return end(None, Some(NoResponse::Failed(failure)), Some(describe(&e)));
+            }
+            Bounded::Done(Ok(response)) => response,
+        };
+        let status = Some(response.status().as_u16());
+        match bounded(drain(response.into_body()), deadline, cancel).await {
+            Bounded::Done(Ok(())) => end(status, None, None),
+            Bounded::Cancelled => end(status, Some(NoResponse::Cancelled), None),
+            Bounded::TimedOut => end(
+                status,
+                Some(NoResponse::Failed(Failure::Timeout)),
+                Some(timeout_text()),
+            ),
+            Bounded::Done(Err(e)) => end(
+                status,
+                Some(NoResponse::Failed(classify(&e))),
+                Some(format!("reading the body: {}", describe(&e))),
+            ),
+        }
+    }
+
+    fn request(&self, planned: PlannedRequest) -> Result<Request<Full<Bytes>>, String> {
+        let op = self
+            .ops
+            .get(planned.op)
+            .ok_or_else(|| format!("no op {} in the plan", planned.op))?;
+        let mut request = Request::new(Full::new(op.body.clone().unwrap_or_default()));
+        *request.method_mut() = op.method.clone();
+        *request.uri_mut() = op.uri.clone();
+        let headers = request.headers_mut();
+        headers.clone_from(&self.headers);
+        if op.body.is_some() && !headers.contains_key(CONTENT_TYPE) {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        let user_agent = &self.user_agents[usize::from(planned.warmup)];
+        headers.insert(USER_AGENT, user_agent.clone());
+        let traceparent = HeaderValue::try_from(self.identity.traceparent(planned.seq))
+            .map_err(|_| "the traceparent is not a valid header value".to_string())?;
+        headers.insert(TRACEPARENT, traceparent);
+        Ok(request)
+    }
+}
+
+/// Reads the body to its end (the duration runs to it) without keeping it.
+async fn drain(mut body: Incoming) -> Result<(), hyper::Error> {
+    while let Some(frame) = body.frame().await {
+        frame?;
+    }
+    Ok(())
+}
+
+/// Maps an error and its causes onto the failure kinds the record counts.
+fn classify(error: &(dyn StdError + 'static)) -> Failure {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            return match io.kind() {
+                io::ErrorKind::TimedOut => Failure::Timeout,
+                io::ErrorKind::ConnectionRefused => Failure::Connect,
+                _ => Failure::Reset,
+            };
+        }
+        if let Some(h) = e.downcast_ref::<hyper::Error>()
+            && (h.is_incomplete_message() || h.is_closed() || h.is_canceled())
+        {
+            return Failure::Reset;
+        }
+        next = e.source();
+    }
+    Failure::Protocol
+}
