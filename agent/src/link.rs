@@ -219,7 +219,8 @@ impl Session<'_> {
         shutdown: &CancellationToken,
         backoff: &mut Backoff,
     ) -> Result<(), LinkError> {
-        let mut client = AgentLinkClient::new(channel);
+        let mut client =
+            AgentLinkClient::new(channel).max_decoding_message_size(iohr_proto::MAX_LINK_MESSAGE);
         let (tx, rx) = mpsc::channel::<AgentMessage>(1024);
         let hello = Hello {
             agent_id: self.config.name.clone(),

@@ -87,7 +87,10 @@ pub async fn start(
 
     let link = tonic::transport::Server::builder()
         .tls_config(tls)?
-        .add_service(AgentLinkServer::new(LinkService::new(shared.clone())))
+        .add_service(
+            AgentLinkServer::new(LinkService::new(shared.clone()))
+                .max_decoding_message_size(iohr_proto::MAX_LINK_MESSAGE),
+        )
         .serve_with_incoming_shutdown(
             TcpListenerStream::new(agent_listener).map(|accepted| {
                 // Small messages (acks, offers) must not wait for Nagle's algorithm.

@@ -218,6 +218,7 @@ impl LoadSpec {
                 return Err(spec_error(format!("{field}.weight"), "must be at least 1"));
             }
         }
+        unique_names(&self.operations)?;
         let connections = self.connections.unwrap_or(match self.model {
             Model::Open => DEFAULT_OPEN_CONNECTIONS,
             Model::Closed => 0,
@@ -344,6 +345,21 @@ impl LoadSpec {
         }
         Ok(d)
     }
+}
+
+/// Operations are told apart by name in frames and results: two with one name would merge.
+pub fn unique_names(operations: &[Operation]) -> Result<(), SpecError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, op) in operations.iter().enumerate() {
+        let name = op.display_name();
+        if !seen.insert(name.clone()) {
+            return Err(spec_error(
+                format!("spec.operations[{i}].name"),
+                format!("{name:?} names another operation too; give each its own name"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The per-request timeout of a spec (`spec.timeout`), default 10 s, at most 60 s.

@@ -13,9 +13,10 @@ use crate::load::{
     Operation, WarmupPlan, read_thresholds, read_timeout,
 };
 use crate::request::{SpecError, spec_error, validate_request};
+use crate::scenario_kind::ScenarioSpec;
 
 /// The most requests one replay sends.
-pub const MAX_REQUESTS: usize = 1_000_000;
+pub const MAX_REQUESTS: usize = 100_000;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -70,6 +71,48 @@ pub struct LoggedRequest {
 }
 
 impl ReplaySpec {
+    /// Fills `operations` and `requests` from an earlier scenario run: its spec's ops (with
+    /// their bodies, byte for byte, and its `${env:NAME}` headers) and its record's request
+    /// log. What the caller set (speed, connections, thresholds...) is kept.
+    pub fn resolve_from_scenario(
+        mut self,
+        scenario: &ScenarioSpec,
+        log: Vec<LoggedRequest>,
+    ) -> ReplaySpec {
+        let shared_name = |i: usize| {
+            let op = &scenario.ops[i];
+            scenario
+                .ops
+                .iter()
+                .filter(|o| o.method == op.method && o.path == op.path)
+                .count()
+                > 1
+        };
+        self.operations = scenario
+            .ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| {
+                let mut headers = scenario.headers.clone();
+                if op.body.is_some() {
+                    headers.insert("Content-Type".into(), "application/json".into());
+                }
+                Operation {
+                    // Names never carry a body; two ops on one route get their number.
+                    name: shared_name(i).then(|| format!("{} {} #{}", op.method, op.path, i + 1)),
+                    method: op.method.clone(),
+                    path: op.path.clone(),
+                    headers,
+                    // A string goes out as it is: the same bytes the scenario sent.
+                    body: op.body.clone().map(serde_json::Value::String),
+                    weight: 1,
+                }
+            })
+            .collect();
+        self.requests = log;
+        self
+    }
+
     pub fn from_json(value: &serde_json::Value) -> Result<ReplaySpec, SpecError> {
         serde_json::from_value(value.clone()).map_err(|e| spec_error("spec", e.to_string()))
     }
@@ -161,6 +204,7 @@ impl ReplaySpec {
                 format!("at most {MAX_OPERATIONS} distinct operations"),
             ));
         }
+        crate::load::unique_names(&operations)?;
         for (i, op) in operations.iter().enumerate() {
             validate_request(
                 &format!("spec.operations[{i}]"),

@@ -10,3 +10,8 @@ pub mod link {
 pub mod runs {
     tonic::include_proto!("iohr.runs.v1");
 }
+
+/// The largest message either end of the agent link takes (tonic's default is 4 MiB): a
+/// lease offer carries a replay's whole log and a completion a scenario's request log,
+/// each bounded by its kind's limits (100,000 requests, about 13 MiB of JSON).
+pub const MAX_LINK_MESSAGE: usize = 32 * 1024 * 1024;

@@ -185,7 +185,64 @@ async fn a_cancelled_load_run_stops_at_once_with_what_it_measured(backend: Backe
     );
 }
 
+async fn a_scenario_run_is_replayed_from_its_record(backend: Backend) {
+    let stack = OneAgent::start(backend, AgentOptions::default()).await;
+    let api = &stack.api;
+    let target = Target::start().await;
+    let scenario = api
+        .create_run(&json!({
+            "kind": "scenario", "environment": "staging", "target": target.url(),
+            "spec": {"slug": "before-fix", "ops": ["GET / 20", "GET /health 10"], "warmup": 2}
+        }))
+        .await;
+    let scenario_id = scenario["id"].as_str().expect("id");
+    let recorded = api.wait_status(scenario_id, &["passed"], LIMIT).await;
+    let log = recorded["result"]["requests"].as_array().expect("log");
+    assert_eq!(log.len(), 34, "2 + 2 warm-up, 20 + 10 measured");
+    assert_eq!(recorded["units"]["spent"], 34);
+
+    let replay_body = json!({"kind": "replay", "environment": "staging", "target": target.url(),
+        "spec": {"from_run": scenario_id, "speed": 4}});
+    let replay = api.create_run(&replay_body).await;
+    let replay_id = replay["id"].as_str().expect("id");
+    let done = api.wait_status(replay_id, &["passed"], LIMIT).await;
+    let result = &done["result"];
+    assert_eq!(
+        result["requests"], 30,
+        "the warm-up is not replayed: {done}"
+    );
+    let names: Vec<&str> = result["operations"]
+        .as_array()
+        .expect("operations")
+        .iter()
+        .filter_map(|o| o["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["GET /", "GET /health"]);
+    // The replay stored the resolved traffic: a second replay of the same run is the same
+    // scenario version, so the two can be compared.
+    let again = api.create_run(&replay_body).await;
+    assert_eq!(again["scenario"]["version"], replay["scenario"]["version"]);
+
+    for (from, why) in [
+        (json!("no-such-run"), "does not exist"),
+        (json!(replay_id), "a replay takes a finished scenario run"),
+    ] {
+        let body = json!({"kind": "replay", "environment": "staging", "target": target.url(),
+            "spec": {"from_run": from}});
+        let (status, answer) = api.post("/v1/reliability/runs", &body).await;
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["error"]["code"], "invalid_spec");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(why)),
+            "{answer}"
+        );
+    }
+}
+
 on_both_stores!(
+    a_scenario_run_is_replayed_from_its_record,
     per_second_frames_merge_into_the_run_totals,
     load_runs_never_overlap_on_one_agent,
     a_cancelled_load_run_stops_at_once_with_what_it_measured

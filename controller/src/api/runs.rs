@@ -8,8 +8,9 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use iohr_domain::checks::ChecksSpec;
 use iohr_domain::load::LoadSpec;
-use iohr_domain::replay::ReplaySpec;
+use iohr_domain::replay::{LoggedRequest, ReplaySpec};
 use iohr_domain::run::ScenarioRef;
+use iohr_domain::scenario_kind::ScenarioSpec;
 use iohr_domain::target::validate_target;
 use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy};
 use serde::Deserialize;
@@ -64,6 +65,11 @@ pub fn validate_spec(kind: RunKind, spec: &serde_json::Value) -> Result<u64, Api
             // A closed-model run's count is not known before it runs.
             Ok(plan.expected_requests().unwrap_or(0))
         }
+        RunKind::Scenario => {
+            let spec = ScenarioSpec::from_json(spec)
+                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
+            Ok(spec.total_requests())
+        }
         RunKind::Replay => {
             let plan = ReplaySpec::from_json(spec)
                 .and_then(|spec| spec.plan())
@@ -73,10 +79,49 @@ pub fn validate_spec(kind: RunKind, spec: &serde_json::Value) -> Result<u64, Api
         other => Err(ApiError::bad_request(
             "unsupported_kind",
             format!(
-                "kind {other} is not available yet; this controller runs: checks, load, replay"
+                "kind {other} is not available yet; this controller runs: checks, load, scenario, replay"
             ),
         )),
     }
+}
+
+/// A replay `from_run`: the earlier scenario run of this account (finished), its spec's
+/// operations and its record's request log, written into the spec the run stores, so the
+/// replay is self-contained and two replays of one run are one scenario version.
+async fn resolve_replay(
+    shared: &Shared,
+    account_id: &str,
+    spec: &serde_json::Value,
+) -> Result<serde_json::Value, ApiError> {
+    let invalid = |m: String| ApiError::bad_request("invalid_spec", m);
+    let replay = ReplaySpec::from_json(spec).map_err(|e| invalid(e.to_string()))?;
+    let from = replay.from_run.clone().unwrap_or_default();
+    let earlier = shared
+        .store
+        .run_of_account(account_id, &from)
+        .await?
+        .ok_or_else(|| invalid(format!("spec.from_run: run {from:?} does not exist")))?;
+    if earlier.kind != RunKind::Scenario || !earlier.status.is_finished() {
+        return Err(invalid(format!(
+            "spec.from_run: run {from} is a {} run that is {}; a replay takes a finished scenario run",
+            earlier.kind, earlier.status
+        )));
+    }
+    let log: Vec<LoggedRequest> = earlier
+        .result
+        .as_ref()
+        .and_then(|r| r.get("requests"))
+        .and_then(|r| serde_json::from_value(r.clone()).ok())
+        .filter(|log: &Vec<LoggedRequest>| !log.is_empty())
+        .ok_or_else(|| invalid(format!("spec.from_run: run {from} recorded no requests")))?;
+    let stored = shared
+        .store
+        .scenario(account_id, &earlier.scenario_version)
+        .await?
+        .ok_or_else(|| invalid(format!("spec.from_run: the scenario of run {from} is gone")))?;
+    let scenario = ScenarioSpec::from_json(&stored.spec).map_err(|e| invalid(e.to_string()))?;
+    let resolved = replay.resolve_from_scenario(&scenario, log);
+    serde_json::to_value(&resolved).map_err(|e| invalid(e.to_string()))
 }
 
 pub async fn create(
@@ -119,7 +164,15 @@ pub async fn create(
             format!("change is limited to {MAX_NAME} characters"),
         ));
     }
-    let scenario = match (&body.spec, &body.scenario) {
+    let resolved;
+    let spec = match (kind, &body.spec) {
+        (RunKind::Replay, Some(spec)) if spec.get("from_run").is_some() => {
+            resolved = resolve_replay(&shared, &account.id, spec).await?;
+            Some(&resolved)
+        }
+        (_, spec) => spec.as_ref(),
+    };
+    let scenario = match (spec, &body.scenario) {
         (Some(spec), None) => {
             validate_spec(kind, spec)?;
             let name = body
