@@ -5,7 +5,7 @@ use iohr_domain::RunKind;
 use iohr_domain::checks::ChecksSpec;
 use iohr_domain::load::{LoadPlan, LoadSpec};
 use iohr_domain::replay::ReplaySpec;
-use iohr_domain::scenario_kind::ScenarioSpec;
+use iohr_domain::scenario_kind::{ScenarioRecord, ScenarioSpec, shell_quote};
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -77,6 +77,19 @@ pub struct Accepted {
     pub kind: RunKind,
     pub plan: Plan,
     pub target: String,
+    pub environment: String,
+    /// The stored scenario the spec is a version of.
+    pub scenario_id: String,
+    pub scenario_version: String,
+}
+
+/// A scenario record as the controller will store it: no request body (see
+/// `ScenarioRecord::without_bodies`).
+fn stored_record(result: serde_json::Value, command: String) -> serde_json::Value {
+    match serde_json::from_value::<ScenarioRecord>(result.clone()) {
+        Ok(record) => serde_json::to_value(record.without_bodies(command)).unwrap_or(result),
+        Err(_) => result,
+    }
 }
 
 /// Starts an accepted lease's run in the background.
@@ -88,6 +101,9 @@ pub fn start(leases: &Leases, agent: &str, options: &TargetOptions, accepted: Ac
         kind,
         plan,
         target,
+        environment,
+        scenario_id,
+        scenario_version,
     } = accepted;
     let cancel = leases.insert(&lease_id, epoch, &run_id, kind);
     leases.push_frame(
@@ -108,8 +124,18 @@ pub fn start(leases: &Leases, agent: &str, options: &TargetOptions, accepted: Ac
                 }
             })
         };
-        let outcome = run_plan(plan, &target, &options, &tx, cancel).await;
+        let mut outcome = run_plan(plan, &target, &options, &tx, cancel).await;
         drop(tx);
+        if kind == RunKind::Scenario {
+            let command = format!(
+                "iohr reliability run --kind scenario --environment {} --target {} --scenario {} --version {} --wait",
+                shell_quote(&environment),
+                shell_quote(&target),
+                shell_quote(&scenario_id),
+                shell_quote(&scenario_version)
+            );
+            outcome.result = stored_record(outcome.result, command);
+        }
         // Every frame is in the table before the completion that counts them.
         let _ = pump.await;
         tracing::info!(run = %run_id, status = %outcome.status, "run ended on this agent");

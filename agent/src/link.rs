@@ -343,6 +343,9 @@ impl Session<'_> {
                             kind,
                             plan,
                             target: offer.target,
+                            environment: offer.environment,
+                            scenario_id: offer.scenario_id,
+                            scenario_version: offer.scenario_version,
                         },
                     );
                 }

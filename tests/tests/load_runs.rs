@@ -192,14 +192,24 @@ async fn a_scenario_run_is_replayed_from_its_record(backend: Backend) {
     let scenario = api
         .create_run(&json!({
             "kind": "scenario", "environment": "staging", "target": target.url(),
-            "spec": {"slug": "before-fix", "ops": ["GET / 20", "GET /health 10"], "warmup": 2}
+            "spec": {"slug": "before-fix", "warmup": 2,
+                     "ops": ["GET / 20", "GET /health 10", "POST /slow 5 {\"sku\": \"A1-secret\"}"]}
         }))
         .await;
     let scenario_id = scenario["id"].as_str().expect("id");
     let recorded = api.wait_status(scenario_id, &["passed"], LIMIT).await;
     let log = recorded["result"]["requests"].as_array().expect("log");
-    assert_eq!(log.len(), 34, "2 + 2 warm-up, 20 + 10 measured");
-    assert_eq!(recorded["units"]["spent"], 34);
+    assert_eq!(log.len(), 41, "2 + 2 + 2 warm-up, 20 + 10 + 5 measured");
+    assert_eq!(recorded["units"]["spent"], 41);
+    // Request bodies are never stored in a run: the record says one was sent, and its
+    // command replays the stored scenario version, which holds it.
+    let text = recorded.to_string();
+    assert!(!text.contains("A1-secret"), "{text}");
+    let command = recorded["result"]["command"].as_str().expect("command");
+    assert!(
+        command.contains("--scenario") && command.contains("--version sha256:"),
+        "{command}"
+    );
 
     let replay_body = json!({"kind": "replay", "environment": "staging", "target": target.url(),
         "spec": {"from_run": scenario_id, "speed": 4}});
@@ -208,8 +218,12 @@ async fn a_scenario_run_is_replayed_from_its_record(backend: Backend) {
     let done = api.wait_status(replay_id, &["passed"], LIMIT).await;
     let result = &done["result"];
     assert_eq!(
-        result["requests"], 30,
+        result["requests"], 35,
         "the warm-up is not replayed: {done}"
+    );
+    assert_eq!(
+        result["responses"]["2xx"], 35,
+        "every replayed request answered: {done}"
     );
     let names: Vec<&str> = result["operations"]
         .as_array()
@@ -217,7 +231,7 @@ async fn a_scenario_run_is_replayed_from_its_record(backend: Backend) {
         .iter()
         .filter_map(|o| o["name"].as_str())
         .collect();
-    assert_eq!(names, vec!["GET /", "GET /health"]);
+    assert_eq!(names, vec!["GET /", "GET /health", "POST /slow"]);
     // The replay stored the resolved traffic: a second replay of the same run is the same
     // scenario version, so the two can be compared.
     let again = api.create_run(&replay_body).await;

@@ -219,6 +219,7 @@ fn queued_from_row(run: &RunRow) -> QueuedRun {
         environment: run.environment.clone(),
         executor: run.executor.clone(),
         target: run.target.clone(),
+        scenario_id: run.scenario_id.clone(),
         scenario_version: run.scenario_version.clone(),
         refused_by: BTreeSet::new(),
         lapsed_with: BTreeSet::new(),
@@ -500,6 +501,8 @@ impl Dispatcher {
                 target: run.target.clone(),
                 environment: run.environment.clone(),
                 accept_within_ms: self.timing.offer_timeout.as_millis() as u32,
+                scenario_id: run.scenario_id.clone(),
+                scenario_version: run.scenario_version.clone(),
             })),
         })
     }

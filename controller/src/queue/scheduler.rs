@@ -28,6 +28,7 @@ pub struct QueuedRun {
     pub executor: Executor,
     /// What the offer carries, so offering needs no store read.
     pub target: String,
+    pub scenario_id: String,
     pub scenario_version: String,
     /// Sessions that refused this run: not offered it again.
     pub refused_by: BTreeSet<SessionId>,

@@ -319,6 +319,21 @@ impl ScenarioRecord {
         })
     }
 
+    /// The record as a controller stores it: request bodies are never stored in a run, so
+    /// the op lines say a body was sent without quoting it, and the command replays the
+    /// stored scenario version (which holds the bodies) instead of inlining them.
+    pub fn without_bodies(mut self, command: String) -> ScenarioRecord {
+        for op in &mut self.ops {
+            if let Some(body) = op.body.take() {
+                op.line =
+                    op.line
+                        .replacen(&format!(" {body} x"), " [body sent, not recorded] x", 1);
+            }
+        }
+        self.command = command;
+        self
+    }
+
     pub fn lines(&self) -> Vec<String> {
         let mut lines = head_lines(
             &self.scenario,
@@ -540,6 +555,17 @@ mod tests {
             record.ops[0].warmup_errors,
             BTreeMap::from([("reset".into(), 1)])
         );
+        let stored = record
+            .clone()
+            .without_bodies("iohr reliability run ...".into());
+        assert_eq!(
+            stored.ops[1].line,
+            "POST http://127.0.0.1:8080/api/orders [body sent, not recorded] x10 (seq 45-54) -> 201:8, error:2"
+        );
+        assert_eq!(stored.ops[1].body, None);
+        assert_eq!(stored.command, "iohr reliability run ...");
+        let text = serde_json::to_string(&stored).expect("json");
+        assert!(!text.contains("A1"), "no body anywhere: {text}");
         assert_eq!(record.ops[0].warmup_by_status, BTreeMap::from([(200, 1)]));
 
         match &record.ops[0].latency_us.p50 {

@@ -8,6 +8,7 @@ fn run(id: &str, account: &str, kind: RunKind) -> QueuedRun {
         environment: "staging".to_string(),
         executor: Executor::Any,
         target: "http://127.0.0.1:9".to_string(),
+        scenario_id: "s".to_string(),
         scenario_version: "sha256:0".to_string(),
         refused_by: BTreeSet::new(),
         lapsed_with: BTreeSet::new(),
