@@ -325,6 +325,7 @@ async fn open_worker(mut w: OpenWorker) {
         let now = Instant::now();
         if intended > now {
             tokio::select! {
+                biased;
                 _ = tokio::time::sleep_until(intended) => {}
                 _ = w.shared.stop.cancelled() => return,
             }
@@ -345,7 +346,9 @@ async fn open_worker(mut w: OpenWorker) {
             s.sent += 1;
             s.late += u64::from(late);
         });
+        // Biased: no random branch order (and no RNG draw) per request.
         let outcome = tokio::select! {
+            biased;
             outcome = w.shared.exchange(&mut w.link, operation) => outcome,
             _ = w.shared.stop.cancelled() => return,
         };
@@ -392,18 +395,17 @@ async fn closed_worker(mut w: ClosedWorker) {
             }
         };
         let operation = w.picker.pick(seq);
-        w.shared.recorder.schedule(w.id, phase, |s| {
-            s.intended += 1;
-            s.sent += 1;
-        });
+        // Biased: no random branch order (and no RNG draw) per request.
         let outcome = tokio::select! {
+            biased;
             outcome = w.shared.exchange(&mut w.link, operation) => outcome,
             _ = w.shared.stop.cancelled() => return,
         };
         let took = micros(now.elapsed());
+        // Sent and ended under one lock: the closed model's hot path.
         w.shared
             .recorder
-            .record(w.id, phase, operation, outcome, took, took);
+            .record_sent(w.id, phase, operation, outcome, took);
     }
 }
 

@@ -181,7 +181,30 @@ impl Recorder {
         corrected_us: u64,
         uncorrected_us: u64,
     ) {
+        self.record_with(
+            shard,
+            phase,
+            operation,
+            outcome,
+            corrected_us,
+            uncorrected_us,
+            |_| {},
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record_with(
+        &self,
+        shard: usize,
+        phase: Phase,
+        operation: usize,
+        outcome: Result<u16, Failure>,
+        corrected_us: u64,
+        uncorrected_us: u64,
+        schedule: impl FnOnce(&mut ScheduleTally),
+    ) {
         self.with(shard, phase, |w| {
+            schedule(&mut w.schedule);
             let tally = &mut w.tallies[operation];
             match outcome {
                 Ok(status) => {
@@ -196,6 +219,30 @@ impl Recorder {
                     .saturating_record(uncorrected_us.clamp(1, MAX_MICROS));
             }
         });
+    }
+
+    /// A closed-model request, due when it was sent: counted as intended and sent, and
+    /// its end recorded, under one lock.
+    pub fn record_sent(
+        &self,
+        shard: usize,
+        phase: Phase,
+        operation: usize,
+        outcome: Result<u16, Failure>,
+        latency_us: u64,
+    ) {
+        self.record_with(
+            shard,
+            phase,
+            operation,
+            outcome,
+            latency_us,
+            latency_us,
+            |s| {
+                s.intended += 1;
+                s.sent += 1;
+            },
+        );
     }
 
     pub fn schedule(&self, shard: usize, phase: Phase, f: impl FnOnce(&mut ScheduleTally)) {
