@@ -6,6 +6,7 @@
 
 mod agents;
 mod client;
+mod compare;
 mod error;
 mod follow;
 mod output;
@@ -73,6 +74,9 @@ enum Reliability {
     /// Store scenarios.
     #[command(subcommand)]
     Scenarios(scenarios::ScenariosCommand),
+    /// What is different now: two runs of one scenario version, before and after a change.
+    /// Exit status 0 unchanged or improved, 1 regressed, 2 refused or an error.
+    Compare(compare::CompareArgs),
 }
 
 /// What every command needs.
@@ -113,6 +117,7 @@ async fn execute(cli: Cli) -> Result<u8> {
         Reliability::Runs(command) => runs::execute(&ctx, command).await,
         Reliability::Agents => agents::execute(&ctx).await,
         Reliability::Scenarios(command) => scenarios::execute(&ctx, command).await,
+        Reliability::Compare(args) => compare::execute(&ctx, args).await,
     }
 }
 

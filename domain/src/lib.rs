@@ -3,6 +3,7 @@
 //! agree on (canonical scenario versions, credential-named headers).
 
 pub mod checks;
+pub mod compare;
 pub mod frame;
 pub mod histogram;
 pub mod load;

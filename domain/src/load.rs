@@ -694,6 +694,13 @@ pub struct LoadResult {
     pub aborted: Option<String>,
     /// Plain words about the schedule: kept, or how it was not.
     pub notes: Vec<String>,
+    /// The total corrected latency in consecutive blocks of `block_seconds` (at most 60
+    /// blocks, V2 + deflate, base64): compare resamples them (a block bootstrap), since
+    /// the seconds of a run are correlated.
+    #[serde(default)]
+    pub blocks: Vec<String>,
+    #[serde(default)]
+    pub block_seconds: u64,
 }
 
 impl LatencySummary {

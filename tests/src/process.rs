@@ -213,7 +213,7 @@ impl Agent {
 }
 
 pub struct Target {
-    _child: Child,
+    child: Child,
     pub addr: SocketAddr,
     /// `http` or `https`, from the target's `listening on` line.
     pub scheme: String,
@@ -226,8 +226,13 @@ impl Target {
 
     /// With extra flags, such as `--service-ms 2` or the stall and error switches.
     pub async fn start_with(flags: &[&str]) -> Target {
+        Target::start_at("127.0.0.1:0", flags).await
+    }
+
+    /// On a given address, e.g. the one a stopped target had (the same target URL).
+    pub async fn start_at(listen: &str, flags: &[&str]) -> Target {
         let mut child = Command::new(bin("iohr-sample-target"))
-            .args(["--listen", "127.0.0.1:0", "--max-seconds", "600"])
+            .args(["--listen", listen, "--max-seconds", "600"])
             .args(flags)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -238,7 +243,7 @@ impl Target {
         let url = read_line_with(&mut stdout, "listening on ", "iohr-sample-target").await;
         let (scheme, addr) = url.split_once("://").expect("a URL after `listening on`");
         Target {
-            _child: child,
+            child,
             addr: addr.parse().expect("target address"),
             scheme: scheme.to_string(),
         }
@@ -246,6 +251,11 @@ impl Target {
 
     pub fn url(&self) -> String {
         format!("{}://{}", self.scheme, self.addr)
+    }
+
+    /// Stops it and waits until it is gone, so its port is free again.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
     }
 }
 

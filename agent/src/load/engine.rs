@@ -57,7 +57,14 @@ pub struct Report {
     pub measured: Duration,
     pub aborted: Option<String>,
     pub cancelled: bool,
+    /// The measure's total latency in consecutive blocks of `block_seconds`, encoded (at
+    /// most [`MAX_BLOCKS`]): what compare's block bootstrap resamples.
+    pub blocks: Vec<String>,
+    pub block_seconds: u64,
 }
+
+/// Blocks kept per run, whatever its length: a one-hour run keeps minute blocks.
+pub const MAX_BLOCKS: u64 = 60;
 
 /// Fixed interleaving of operations by weight (smooth weighted round robin), so a run's
 /// mix is the same every time.
@@ -437,6 +444,10 @@ impl Reporter<'_> {
         let mut aborted = None;
         let mut finished = false;
         let mut frames_sent = 0u64;
+        let block_seconds = self.plan.duration.as_secs().div_ceil(MAX_BLOCKS).max(1);
+        let mut block = iohr_domain::histogram::latency_histogram()?;
+        let mut block_filled = 0u64;
+        let mut blocks = Vec::new();
         let mut frame_work = Duration::ZERO;
         while !finished {
             let tick = anchor + Duration::from_secs(second);
@@ -474,6 +485,13 @@ impl Reporter<'_> {
                 self.emit(second, Phase::Measure, &window, &names)?;
             }
             measure_total.add(&window);
+            let _ = block.add(window.total_latency()?);
+            block_filled += 1;
+            if block_filled == block_seconds {
+                blocks.push(encode(&block)?);
+                block.reset();
+                block_filled = 0;
+            }
             second += 1;
             if self.plan.abort_on_fail && aborted.is_none() {
                 let latency = measure_total.total_latency()?;
@@ -509,7 +527,12 @@ impl Reporter<'_> {
             Some(t0) if ended > t0 => (ended - t0).min(self.plan.duration),
             _ => Duration::ZERO,
         };
+        if !block.is_empty() {
+            blocks.push(encode(&block)?);
+        }
         Ok(Report {
+            blocks,
+            block_seconds,
             measure: measure_total,
             warmup: warm_total,
             measured,

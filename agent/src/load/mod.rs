@@ -231,6 +231,8 @@ fn result(
         thresholds,
         aborted: report.aborted.clone(),
         notes,
+        blocks: report.blocks.clone(),
+        block_seconds: report.block_seconds,
         counts,
     };
     let failed_threshold = result.thresholds.iter().find(|t| !t.passed);

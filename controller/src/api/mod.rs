@@ -2,10 +2,11 @@
 //! same port (HTTP/1.1 and h2c).
 //!
 //! One file per resource: [`runs`], [`events`] (the live stream), [`agents`],
-//! [`scenarios`]; [`auth`] checks tokens and scopes, [`error`] shapes every error.
+//! [`scenarios`], [`compare`]; [`auth`] checks tokens and scopes, [`error`] shapes every error.
 
 pub mod agents;
 pub mod auth;
+pub mod compare;
 pub mod error;
 pub mod events;
 pub mod runs;
@@ -31,7 +32,8 @@ pub fn router(shared: Shared) -> Router {
         .route("/runs/{id}/cancel", post(runs::cancel))
         .route("/runs/{id}/events", get(events::events))
         .route("/agents", get(agents::list))
-        .route("/scenarios", post(scenarios::create));
+        .route("/scenarios", post(scenarios::create))
+        .route("/compare", get(compare::get));
     Router::new()
         .nest("/v1/reliability", v1)
         .route("/healthz", get(|| async { "ok" }))

@@ -1,0 +1,69 @@
+//! `GET /v1/reliability/compare?before=ID&after=ID`: what is different now
+//! ([`iohr_domain::compare`]). Both runs must be the caller's; another account's run is
+//! 404, as everywhere.
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use iohr_domain::compare::{Comparison, NOISE_FLOOR, Refusal, Side, compare};
+use serde::Deserialize;
+
+use super::auth::Caller;
+use super::error::ApiError;
+use crate::Shared;
+use crate::store::{RunRow, Scope};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompareQuery {
+    before: String,
+    after: String,
+    /// The noise floor as a share (default 0.02).
+    noise_floor: Option<f64>,
+}
+
+fn side(run: &RunRow) -> Side<'_> {
+    Side {
+        id: &run.id,
+        kind: run.kind,
+        scenario_version: &run.scenario_version,
+        environment: &run.environment,
+        target: &run.target,
+        status: run.status,
+        result: run.result.as_ref(),
+    }
+}
+
+pub async fn get(
+    State(shared): State<Shared>,
+    caller: Caller,
+    query: Result<Query<CompareQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Comparison>, ApiError> {
+    caller.require(Scope::Read)?;
+    let Query(query) = query?;
+    let noise_floor = query.noise_floor.unwrap_or(NOISE_FLOOR);
+    if !(0.0..1.0).contains(&noise_floor) {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "noise_floor is a share between 0 and 1, such as 0.02",
+        ));
+    }
+    let mut runs = Vec::with_capacity(2);
+    for id in [&query.before, &query.after] {
+        let run = shared
+            .store
+            .run_of_account(caller.account_id(), id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
+        runs.push(run);
+    }
+    compare(&side(&runs[0]), &side(&runs[1]), noise_floor)
+        .map(Json)
+        .map_err(|refusal| {
+            let code = match refusal {
+                Refusal::Different { .. } => "not_comparable",
+                Refusal::NotFinished { .. } => "not_finished",
+            };
+            ApiError::new(StatusCode::CONFLICT, code, refusal.to_string())
+        })
+}

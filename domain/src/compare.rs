@@ -1,0 +1,640 @@
+//! Compare: two finished runs of one scenario version, environment and target, before and
+//! after a change, and what is different now.
+//!
+//! A latency difference counts only where the two percentiles' intervals (exact binomial
+//! order-statistic intervals from the histograms, [`crate::quantile`]) do not overlap
+//! **and** the change is larger than a noise floor (2% by default); otherwise "no
+//! measurable difference". Surface checks whose verdict changed, invariants that broke or
+//! healed and load thresholds that turned count too. The answer starts with one word.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::checks::ChecksResult;
+use crate::histogram::decode;
+use crate::load::{LEVEL, LoadResult};
+use crate::quantile::{Percentile, percentile};
+use crate::run::{RunKind, RunStatus};
+
+/// Changes smaller than this share of the before value are noise, whatever the intervals.
+pub const NOISE_FLOOR: f64 = 0.02;
+
+/// Fewer blocks than this are too few to resample.
+const MIN_BLOCKS: usize = 5;
+/// Bootstrap replicates per percentile.
+const REPLICATES: usize = 1000;
+
+/// A run's blocks as sparse counts over the buckets both runs use.
+struct Blocks {
+    /// Per block: (bucket index, count).
+    counts: Vec<Vec<(usize, u64)>>,
+}
+
+/// The distinct bucket values of both runs' blocks, in order, and each run's blocks
+/// indexed into them.
+fn read_blocks(before: &[String], after: &[String]) -> Option<(Vec<u64>, Blocks, Blocks)> {
+    if before.len() < MIN_BLOCKS || after.len() < MIN_BLOCKS {
+        return None;
+    }
+    let decode_all = |texts: &[String]| -> Option<Vec<Histogram<u64>>> {
+        texts.iter().map(|t| decode(t).ok()).collect()
+    };
+    let (b, a) = (decode_all(before)?, decode_all(after)?);
+    let mut values: Vec<u64> = b
+        .iter()
+        .chain(a.iter())
+        .flat_map(|h| h.iter_recorded().map(|v| v.value_iterated_to()))
+        .collect();
+    values.sort_unstable();
+    values.dedup();
+    let index = |hs: &[Histogram<u64>]| Blocks {
+        counts: hs
+            .iter()
+            .map(|h| {
+                h.iter_recorded()
+                    .filter_map(|v| {
+                        let i = values.binary_search(&v.value_iterated_to()).ok()?;
+                        Some((i, v.count_at_value()))
+                    })
+                    .collect()
+            })
+            .collect(),
+    };
+    let (bb, ab) = (index(&b), index(&a));
+    Some((values, bb, ab))
+}
+
+/// The percentile interval of the q-quantile over `REPLICATES` resamples of whole blocks
+/// (a block bootstrap: the seconds of a run are correlated, its blocks far less).
+fn bootstrap(values: &[u64], blocks: &Blocks, q: f64, level: f64, rng: &mut StdRng) -> (u64, u64) {
+    let k = blocks.counts.len();
+    let mut dense = vec![0u64; values.len()];
+    let mut replicates = Vec::with_capacity(REPLICATES);
+    for _ in 0..REPLICATES {
+        dense.iter_mut().for_each(|c| *c = 0);
+        let mut total = 0u64;
+        for _ in 0..k {
+            for (i, c) in &blocks.counts[rng.random_range(0..k)] {
+                dense[*i] += c;
+                total += c;
+            }
+        }
+        let rank = ((q * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        let at = dense
+            .iter()
+            .position(|c| {
+                seen += c;
+                seen >= rank
+            })
+            .unwrap_or(values.len().saturating_sub(1));
+        replicates.push(values.get(at).copied().unwrap_or_default());
+    }
+    replicates.sort_unstable();
+    let tail = (1.0 - level) / 2.0;
+    let pick = |share: f64| {
+        let i = ((share * REPLICATES as f64) as usize).min(REPLICATES - 1);
+        replicates[i]
+    };
+    (pick(tail), pick(1.0 - tail))
+}
+
+/// The percentiles compared, per operation and in total.
+const COMPARED: [(&str, f64); 2] = [("p50", 0.5), ("p99", 0.99)];
+
+/// One side of a comparison: the run's identity and its result.
+#[derive(Debug, Clone, Copy)]
+pub struct Side<'a> {
+    pub id: &'a str,
+    pub kind: RunKind,
+    pub scenario_version: &'a str,
+    pub environment: &'a str,
+    pub target: &'a str,
+    pub status: RunStatus,
+    pub result: Option<&'a Value>,
+}
+
+/// Why two runs are not compared.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error(
+        "the runs differ in {what}: {before} before, {after} after; only runs of one scenario version, environment and target compare"
+    )]
+    Different {
+        what: &'static str,
+        before: String,
+        after: String,
+    },
+    #[error("run {id} is {status}: only finished runs compare")]
+    NotFinished { id: String, status: RunStatus },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Regressed,
+    Improved,
+    Unchanged,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Regressed => "regressed",
+            Verdict::Improved => "improved",
+            Verdict::Unchanged => "unchanged",
+        }
+    }
+}
+
+/// One difference, worse or better.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Difference {
+    pub measure: String,
+    pub worse: bool,
+    pub line: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub before: String,
+    pub after: String,
+    pub verdict: Verdict,
+    pub differences: Vec<Difference>,
+    /// Measures compared that showed no difference (or could not be judged, and why).
+    pub unchanged: Vec<String>,
+    /// What the reader must know: a run that ended in error, compared on what it has.
+    pub notes: Vec<String>,
+    pub level: f64,
+    pub noise_floor: f64,
+    /// Samples (requests measured) before and after, for load results.
+    pub samples: Option<(u64, u64)>,
+}
+
+impl Comparison {
+    /// The answer for a pull request: the verdict word, a line per difference, a line
+    /// naming what was compared without a difference.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = vec![self.verdict.as_str().to_string()];
+        lines.extend(self.differences.iter().map(|d| d.line.clone()));
+        if !self.unchanged.is_empty() {
+            let samples = self
+                .samples
+                .map(|(b, a)| format!("; {b} vs {a} samples"))
+                .unwrap_or_default();
+            lines.push(format!(
+                "no measurable difference: {} ({:.0}% intervals, noise floor {:.0}%{samples})",
+                self.unchanged.join(", "),
+                self.level * 100.0,
+                self.noise_floor * 100.0
+            ));
+        }
+        lines.extend(self.notes.iter().cloned());
+        lines
+    }
+}
+
+/// Compares `after` with `before`; refused when they are not two measures of one thing.
+pub fn compare(before: &Side, after: &Side, noise_floor: f64) -> Result<Comparison, Refusal> {
+    for side in [before, after] {
+        if !side.status.is_finished() || side.status == RunStatus::Refused {
+            return Err(Refusal::NotFinished {
+                id: side.id.to_string(),
+                status: side.status,
+            });
+        }
+    }
+    let same = [
+        ("kind", before.kind.as_str(), after.kind.as_str()),
+        (
+            "scenario version",
+            before.scenario_version,
+            after.scenario_version,
+        ),
+        ("environment", before.environment, after.environment),
+        ("target", before.target, after.target),
+    ];
+    for (what, b, a) in same {
+        if b != a {
+            return Err(Refusal::Different {
+                what,
+                before: b.to_string(),
+                after: a.to_string(),
+            });
+        }
+    }
+    let mut out = Comparison {
+        before: before.id.to_string(),
+        after: after.id.to_string(),
+        verdict: Verdict::Unchanged,
+        differences: Vec::new(),
+        unchanged: Vec::new(),
+        notes: Vec::new(),
+        level: LEVEL,
+        noise_floor,
+        samples: None,
+    };
+    for side in [before, after] {
+        if side.status != RunStatus::Passed && side.status != RunStatus::Failed {
+            out.notes.push(format!(
+                "run {} ended {}: compared on what it measured",
+                side.id, side.status
+            ));
+        }
+    }
+    let parse = |side: &Side| side.result.cloned();
+    match (parse(before), parse(after)) {
+        (Some(b), Some(a)) => {
+            if let (Ok(b), Ok(a)) = (
+                serde_json::from_value::<ChecksResult>(b.clone()),
+                serde_json::from_value::<ChecksResult>(a.clone()),
+            ) {
+                compare_checks(&b, &a, &mut out);
+            } else if let (Ok(b), Ok(a)) = (
+                serde_json::from_value::<LoadResult>(b),
+                serde_json::from_value::<LoadResult>(a),
+            ) {
+                compare_load(&b, &a, &mut out);
+            } else {
+                out.notes
+                    .push("the results of this kind are not compared yet".to_string());
+            }
+        }
+        _ => out
+            .notes
+            .push("a run has no result: nothing to compare".to_string()),
+    }
+    out.verdict = if out.differences.iter().any(|d| d.worse) {
+        Verdict::Regressed
+    } else if out.differences.is_empty() {
+        Verdict::Unchanged
+    } else {
+        Verdict::Improved
+    };
+    Ok(out)
+}
+
+fn verdict_change(
+    out: &mut Comparison,
+    measure: String,
+    before: bool,
+    after: bool,
+    why: Option<String>,
+) {
+    if before == after {
+        return;
+    }
+    let (word, worse) = if after {
+        ("passed", false)
+    } else {
+        ("failed", true)
+    };
+    let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+    out.differences.push(Difference {
+        line: format!(
+            "{measure}: {} -> {word}{why}",
+            if before { "passed" } else { "failed" }
+        ),
+        measure,
+        worse,
+    });
+}
+
+fn compare_checks(before: &ChecksResult, after: &ChecksResult, out: &mut Comparison) {
+    let earlier: BTreeMap<&str, bool> = before
+        .checks
+        .iter()
+        .map(|c| (c.name.as_str(), c.passed))
+        .collect();
+    let mut same = 0;
+    for check in &after.checks {
+        let Some(was) = earlier.get(check.name.as_str()) else {
+            continue;
+        };
+        if *was == check.passed {
+            same += 1;
+        }
+        let why = (!check.failures.is_empty()).then(|| check.failures.join("; "));
+        verdict_change(
+            out,
+            format!("check {}", check.name),
+            *was,
+            check.passed,
+            why,
+        );
+    }
+    let invariants: BTreeMap<&str, bool> = before
+        .invariants
+        .iter()
+        .map(|i| (i.name.as_str(), i.passed))
+        .collect();
+    for inv in &after.invariants {
+        if let Some(was) = invariants.get(inv.name.as_str()) {
+            if *was == inv.passed {
+                same += 1;
+            } else {
+                let (word, worse) = if inv.passed {
+                    ("healed", false)
+                } else {
+                    ("broke", true)
+                };
+                out.differences.push(Difference {
+                    measure: format!("invariant {}", inv.name),
+                    worse,
+                    line: format!("invariant {}: {word}", inv.name),
+                });
+            }
+        }
+    }
+    if same > 0 {
+        out.unchanged.push(format!("{same} checks and invariants"));
+    }
+}
+
+fn histogram(text: &str) -> Option<Histogram<u64>> {
+    decode(text).ok()
+}
+
+fn compare_load(before: &LoadResult, after: &LoadResult, out: &mut Comparison) {
+    out.samples = Some((before.latency.samples, after.latency.samples));
+    let mut pairs = vec![(
+        "total".to_string(),
+        before.latency.histogram.clone(),
+        after.latency.histogram.clone(),
+    )];
+    for op in &after.operations {
+        if let Some(earlier) = before.operations.iter().find(|o| o.name == op.name) {
+            pairs.push((
+                op.name.clone(),
+                earlier.latency.histogram.clone(),
+                op.latency.histogram.clone(),
+            ));
+        }
+    }
+    // One operation's figures are the total's: say them once.
+    if before.operations.len() == 1 && after.operations.len() == 1 {
+        pairs.truncate(1);
+    }
+    // The total's intervals also cover a block bootstrap over the runs' blocks, so that
+    // two runs of one build do not differ by chance more often than the level says.
+    let blocks = read_blocks(&before.blocks, &after.blocks);
+    if blocks.is_some() {
+        out.notes.push(format!(
+            "total intervals: exact binomial widened by a block bootstrap ({} and {} blocks of {} s, {REPLICATES} resamples)",
+            before.blocks.len(),
+            after.blocks.len(),
+            after.block_seconds.max(1)
+        ));
+    }
+    // Seeded by the runs: the same two runs always give the same answer.
+    let seed = out
+        .before
+        .bytes()
+        .chain(out.after.bytes())
+        .fold(0xcbf29ce484222325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+        });
+    let mut rng = StdRng::seed_from_u64(seed);
+    for (name, b, a) in pairs {
+        let (Some(b), Some(a)) = (histogram(&b), histogram(&a)) else {
+            out.notes
+                .push(format!("{name}: a histogram could not be read"));
+            continue;
+        };
+        for (label, q) in COMPARED {
+            let widen = match (&blocks, name == "total") {
+                (Some((values, bb, ab)), true) => Some((
+                    bootstrap(values, bb, q, out.level, &mut rng),
+                    bootstrap(values, ab, q, out.level, &mut rng),
+                )),
+                _ => None,
+            };
+            latency_difference(out, &format!("{label} {name}"), &b, &a, q, widen);
+        }
+    }
+    let earlier: BTreeMap<&str, bool> = before
+        .thresholds
+        .iter()
+        .map(|t| (t.threshold.as_str(), t.passed))
+        .collect();
+    for t in &after.thresholds {
+        if let Some(was) = earlier.get(t.threshold.as_str()) {
+            verdict_change(
+                out,
+                format!("threshold {}", t.threshold),
+                *was,
+                t.passed,
+                Some(t.observed.clone()),
+            );
+        }
+    }
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.2} ms", us as f64 / 1000.0)
+}
+
+/// Whether the q-quantile moved: intervals apart and beyond the noise floor.
+fn latency_difference(
+    out: &mut Comparison,
+    measure: &str,
+    before: &Histogram<u64>,
+    after: &Histogram<u64>,
+    q: f64,
+    widen: Option<((u64, u64), (u64, u64))>,
+) {
+    let (b, a) = (
+        percentile(before, q, out.level),
+        percentile(after, q, out.level),
+    );
+    let (
+        Percentile::Estimate {
+            value: bv,
+            low: bl,
+            high: bh,
+            ..
+        },
+        Percentile::Estimate {
+            value: av,
+            low: al,
+            high: ah,
+            ..
+        },
+    ) = (&b, &a)
+    else {
+        let need = [b, a]
+            .into_iter()
+            .find_map(|p| match p {
+                Percentile::Insufficient { insufficient, .. } => Some(insufficient),
+                Percentile::Estimate { .. } => None,
+            })
+            .unwrap_or_default();
+        out.unchanged.push(format!("{measure} ({need})"));
+        return;
+    };
+    let ((bl, bh), (al, ah)) = match widen {
+        Some(((bbl, bbh), (abl, abh))) => (
+            ((*bl).min(bbl), (*bh).max(bbh)),
+            ((*al).min(abl), (*ah).max(abh)),
+        ),
+        None => ((*bl, *bh), (*al, *ah)),
+    };
+    let apart = al > bh || ah < bl;
+    let change = (*av as f64 - *bv as f64) / (*bv).max(1) as f64;
+    if apart && change.abs() > out.noise_floor {
+        out.differences.push(Difference {
+            measure: measure.to_string(),
+            worse: change > 0.0,
+            line: format!(
+                "{measure}: {} [{}, {}] -> {} [{}, {}] ({:+.0}%)",
+                ms(*bv),
+                ms(bl),
+                ms(bh),
+                ms(*av),
+                ms(al),
+                ms(ah),
+                change * 100.0
+            ),
+        });
+    } else {
+        out.unchanged.push(measure.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::histogram::latency_histogram;
+
+    /// Latencies (µs) from a log-normal-ish distribution: exp of a normal, scaled.
+    fn sample(rng: &mut StdRng, n: usize, scale: f64) -> Histogram<u64> {
+        let mut h = latency_histogram().expect("histogram");
+        for _ in 0..n {
+            // Box-Muller.
+            let (u1, u2): (f64, f64) = (rng.random_range(1e-12..1.0), rng.random());
+            let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+            let us = (scale * (0.5 * z).exp()).max(1.0) as u64;
+            h.record(us).expect("record");
+        }
+        h
+    }
+
+    fn empty() -> Comparison {
+        Comparison {
+            before: "a".into(),
+            after: "b".into(),
+            verdict: Verdict::Unchanged,
+            differences: Vec::new(),
+            unchanged: Vec::new(),
+            notes: Vec::new(),
+            level: LEVEL,
+            noise_floor: NOISE_FLOOR,
+            samples: None,
+        }
+    }
+
+    #[test]
+    fn a_a_comparisons_rarely_differ_and_a_30_percent_shift_always_does() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let (mut false_alarms, trials) = (0, 1000);
+        for _ in 0..trials {
+            let b = sample(&mut rng, 2000, 10_000.0);
+            let a = sample(&mut rng, 2000, 10_000.0);
+            let mut out = empty();
+            latency_difference(&mut out, "p99 total", &b, &a, 0.99, None);
+            latency_difference(&mut out, "p50 total", &b, &a, 0.5, None);
+            if out.differences.iter().any(|d| d.worse) {
+                false_alarms += 1;
+            }
+        }
+        // Each interval misses at most 5%; non-overlap of two is far rarer.
+        assert!(
+            false_alarms <= trials / 20,
+            "{false_alarms} of {trials} A/A comparisons said regressed"
+        );
+        for _ in 0..50 {
+            let b = sample(&mut rng, 2000, 10_000.0);
+            let a = sample(&mut rng, 2000, 13_000.0);
+            let mut out = empty();
+            latency_difference(&mut out, "p50 total", &b, &a, 0.5, None);
+            assert!(
+                out.differences.first().is_some_and(|d| d.worse),
+                "a 30% slower service regresses: {out:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn small_runs_say_how_many_samples_they_need() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let (b, a) = (sample(&mut rng, 100, 1000.0), sample(&mut rng, 100, 5000.0));
+        let mut out = empty();
+        latency_difference(&mut out, "p99 total", &b, &a, 0.99, None);
+        assert!(out.differences.is_empty());
+        assert_eq!(
+            out.unchanged,
+            vec!["p99 total (insufficient samples (need 368))".to_string()]
+        );
+    }
+
+    fn side<'a>(id: &'a str, version: &'a str, status: RunStatus, result: &'a Value) -> Side<'a> {
+        Side {
+            id,
+            kind: RunKind::Checks,
+            scenario_version: version,
+            environment: "staging",
+            target: "http://127.0.0.1:1",
+            status,
+            result: Some(result),
+        }
+    }
+
+    #[test]
+    fn a_check_that_turns_to_fail_regresses_and_mismatches_are_refused() {
+        let verdict = |passed: bool| {
+            serde_json::json!({"passed": passed, "total": 1, "failed": u8::from(!passed),
+                "checks": [{"name": "health", "method": "GET", "path": "/health", "passed": passed,
+                            "status": if passed { 200 } else { 500 }, "latency_ms": 1.0,
+                            "failures": if passed { vec![] } else { vec!["status 500, expected 200"] }}],
+                "invariants": [{"name": "no 5xx", "passed": passed}]})
+        };
+        let (good, bad) = (verdict(true), verdict(false));
+        let before = side("r1", "sha256:1", RunStatus::Passed, &good);
+        let after = side("r2", "sha256:1", RunStatus::Failed, &bad);
+        let out = compare(&before, &after, NOISE_FLOOR).expect("comparable");
+        assert_eq!(out.verdict, Verdict::Regressed);
+        assert_eq!(
+            out.lines(),
+            vec![
+                "regressed".to_string(),
+                "check health: passed -> failed (status 500, expected 200)".to_string(),
+                "invariant no 5xx: broke".to_string(),
+            ]
+        );
+        let healed = compare(&after, &before, NOISE_FLOOR).expect("comparable");
+        assert_eq!(healed.verdict, Verdict::Improved);
+
+        let other = side("r3", "sha256:2", RunStatus::Passed, &good);
+        assert!(matches!(
+            compare(&before, &other, NOISE_FLOOR),
+            Err(Refusal::Different {
+                what: "scenario version",
+                ..
+            })
+        ));
+        let running = side("r4", "sha256:1", RunStatus::Running, &good);
+        assert!(matches!(
+            compare(&before, &running, NOISE_FLOOR),
+            Err(Refusal::NotFinished { .. })
+        ));
+        let errored = side("r5", "sha256:1", RunStatus::Error, &good);
+        let out = compare(&before, &errored, NOISE_FLOOR).expect("an error run compares");
+        assert_eq!(out.verdict, Verdict::Unchanged);
+        assert!(out.notes[0].contains("ended error"), "{:?}", out.notes);
+    }
+}
