@@ -3,10 +3,10 @@
 //! mismatched runs or unknown ids are refused.
 //!
 //! Not here yet: an A/A comparison of two real runs. On this shared 2-core machine, with
-//! the other tests running beside it, two runs of one build differ by 3-6% at p50 from
-//! run to run, which neither the binomial intervals nor the within-run block bootstrap
-//! cover (see the issue note); the A/A false-alarm rate is simulated in
-//! `iohr_domain::compare`'s tests instead.
+//! the other tests running beside it, two runs of one build differ by 2-3% at p50 from
+//! run to run (1 false "regressed" in 4 A/A pairs measured), which neither the binomial
+//! intervals nor the within-run block bootstrap cover; the A/A false-alarm rate is
+//! simulated in `iohr_domain::compare`'s tests instead.
 
 use std::time::Duration;
 

@@ -293,7 +293,11 @@ async fn handle(
     let inject_error = n % 100 < state.error_percent;
     let mut held = state.hold_while_stalled().await;
     if !state.service.is_zero() {
-        tokio::time::sleep(state.service).await;
+        // A thread sleep, not tokio's 1 ms timer wheel: the wheel would round every service
+        // time up to a tick whose phase against the client's schedule changes from run to
+        // run, and two runs of one target would differ by up to a millisecond.
+        let service = state.service;
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(service)).await;
     }
     let response = if inject_error {
         reply(
