@@ -1,6 +1,6 @@
 //! Compare through the API and the CLI with real runs: a target whose service time grows
 //! by 30% regresses with that line, a check that turns from pass to fail regresses, and
-//! mismatched runs or unknown ids are refused.
+//! mismatched runs or unknown ids are refused, over REST, the CLI and gRPC.
 //!
 //! Not here yet: an A/A comparison of two real runs. On this shared 2-core machine, with
 //! the other tests running beside it, two runs of one build differ by 2-3% at p50 from
@@ -123,6 +123,47 @@ async fn a_failing_check_regresses_and_mismatches_are_refused(backend: Backend) 
     assert_eq!(code, 2, "refused exits 2");
     let (status, _) = compare(&stack, &good, "no-such-run").await;
     assert_eq!(status, 404);
+
+    // The same over gRPC, on the API's port.
+    let channel = tonic::transport::Endpoint::from_shared(stack.controller.api_url())
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("h2c to the API port");
+    let mut client = iohr_proto::runs::runs_client::RunsClient::new(channel);
+    let ask = |before: &str, after: &str| {
+        let mut request = tonic::Request::new(iohr_proto::runs::CompareRequest {
+            before: before.to_string(),
+            after: after.to_string(),
+            noise_floor: 0.0,
+        });
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {}", stack.install.full_token())
+                .parse()
+                .expect("metadata"),
+        );
+        request
+    };
+    let answer = client
+        .compare(ask(&good, &bad))
+        .await
+        .expect("compare")
+        .into_inner();
+    assert_eq!(answer.verdict, "regressed");
+    assert_eq!(
+        answer.lines[1],
+        "check home: passed -> failed (status 500, expected 200)"
+    );
+    let refused = client
+        .compare(ask(&good, &third))
+        .await
+        .expect_err("refused");
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains("scenario version"),
+        "{refused:?}"
+    );
 }
 
 on_both_stores!(

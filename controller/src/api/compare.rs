@@ -41,7 +41,26 @@ pub async fn get(
 ) -> Result<Json<Comparison>, ApiError> {
     caller.require(Scope::Read)?;
     let Query(query) = query?;
-    let noise_floor = query.noise_floor.unwrap_or(NOISE_FLOOR);
+    compare_runs(
+        &shared,
+        caller.account_id(),
+        &query.before,
+        &query.after,
+        query.noise_floor,
+    )
+    .await
+    .map(Json)
+}
+
+/// The comparison of two of an account's runs, for REST and gRPC alike.
+pub async fn compare_runs(
+    shared: &Shared,
+    account_id: &str,
+    before: &str,
+    after: &str,
+    noise_floor: Option<f64>,
+) -> Result<Comparison, ApiError> {
+    let noise_floor = noise_floor.unwrap_or(NOISE_FLOOR);
     if !(0.0..1.0).contains(&noise_floor) {
         return Err(ApiError::bad_request(
             "invalid_query",
@@ -49,21 +68,19 @@ pub async fn get(
         ));
     }
     let mut runs = Vec::with_capacity(2);
-    for id in [&query.before, &query.after] {
+    for id in [before, after] {
         let run = shared
             .store
-            .run_of_account(caller.account_id(), id)
+            .run_of_account(account_id, id)
             .await?
             .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
         runs.push(run);
     }
-    compare(&side(&runs[0]), &side(&runs[1]), noise_floor)
-        .map(Json)
-        .map_err(|refusal| {
-            let code = match refusal {
-                Refusal::Different { .. } => "not_comparable",
-                Refusal::NotFinished { .. } => "not_finished",
-            };
-            ApiError::new(StatusCode::CONFLICT, code, refusal.to_string())
-        })
+    compare(&side(&runs[0]), &side(&runs[1]), noise_floor).map_err(|refusal| {
+        let code = match refusal {
+            Refusal::Different { .. } => "not_comparable",
+            Refusal::NotFinished { .. } => "not_finished",
+        };
+        ApiError::new(StatusCode::CONFLICT, code, refusal.to_string())
+    })
 }

@@ -4,7 +4,7 @@ use std::pin::Pin;
 
 use futures_util::{Stream, StreamExt};
 use iohr_proto::runs::runs_server::Runs;
-use iohr_proto::runs::{RunFrame, WatchRunRequest};
+use iohr_proto::runs::{CompareAnswer, CompareRequest, RunFrame, WatchRunRequest};
 use tonic::{Request, Response, Status};
 
 use super::auth::{authenticate, bearer};
@@ -24,14 +24,9 @@ impl RunsService {
 
 type FrameStream = Pin<Box<dyn Stream<Item = Result<RunFrame, Status>> + Send>>;
 
-#[tonic::async_trait]
-impl Runs for RunsService {
-    type WatchRunStream = FrameStream;
-
-    async fn watch_run(
-        &self,
-        request: Request<WatchRunRequest>,
-    ) -> Result<Response<FrameStream>, Status> {
+impl RunsService {
+    /// The caller of a gRPC request, from its `authorization` metadata.
+    async fn caller<T>(&self, request: &Request<T>) -> Result<super::auth::Caller, Status> {
         let header = request
             .metadata()
             .get("authorization")
@@ -43,6 +38,19 @@ impl Runs for RunsService {
         caller
             .require(Scope::Read)
             .map_err(|e| Status::permission_denied(e.message))?;
+        Ok(caller)
+    }
+}
+
+#[tonic::async_trait]
+impl Runs for RunsService {
+    type WatchRunStream = FrameStream;
+
+    async fn watch_run(
+        &self,
+        request: Request<WatchRunRequest>,
+    ) -> Result<Response<FrameStream>, Status> {
+        let caller = self.caller(&request).await?;
         let WatchRunRequest {
             run_id,
             after_frame,
@@ -63,5 +71,32 @@ impl Runs for RunsService {
             })
         });
         Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn compare(
+        &self,
+        request: Request<CompareRequest>,
+    ) -> Result<Response<CompareAnswer>, Status> {
+        let caller = self.caller(&request).await?;
+        let CompareRequest {
+            before,
+            after,
+            noise_floor,
+        } = request.into_inner();
+        let floor = (noise_floor != 0.0).then_some(noise_floor);
+        let comparison =
+            super::compare::compare_runs(&self.shared, caller.account_id(), &before, &after, floor)
+                .await
+                .map_err(|e| match e.status.as_u16() {
+                    404 => Status::not_found(e.message),
+                    409 => Status::failed_precondition(e.message),
+                    400 => Status::invalid_argument(e.message),
+                    _ => Status::unavailable(e.message),
+                })?;
+        Ok(Response::new(CompareAnswer {
+            verdict: comparison.verdict.as_str().to_string(),
+            lines: comparison.lines(),
+            comparison_json: serde_json::to_string(&comparison).unwrap_or_default(),
+        }))
     }
 }
