@@ -176,6 +176,8 @@ pub enum Refusal {
     },
     #[error("run {id} is {status}: only finished runs compare")]
     NotFinished { id: String, status: RunStatus },
+    #[error("runs of kind {0} are not compared yet (checks, load and replay runs are)")]
+    Kind(RunKind),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -272,6 +274,9 @@ pub fn compare(before: &Side, after: &Side, noise_floor: f64) -> Result<Comparis
                 after: a.to_string(),
             });
         }
+    }
+    if !matches!(before.kind, RunKind::Checks | RunKind::Load | RunKind::Replay) {
+        return Err(Refusal::Kind(before.kind));
     }
     let mut out = Comparison {
         before: before.id.to_string(),

@@ -78,7 +78,7 @@ pub async fn compare_runs(
     }
     compare(&side(&runs[0]), &side(&runs[1]), noise_floor).map_err(|refusal| {
         let code = match refusal {
-            Refusal::Different { .. } => "not_comparable",
+            Refusal::Different { .. } | Refusal::Kind(_) => "not_comparable",
             Refusal::NotFinished { .. } => "not_finished",
         };
         ApiError::new(StatusCode::CONFLICT, code, refusal.to_string())
