@@ -148,9 +148,10 @@ struct Shared {
 
 impl Shared {
     /// One request on the worker's link, bounded by the per-request timeout (which
-    /// covers connecting when the link has to). A failure drops the connection.
+    /// covers connecting when the link has to). A failure drops the connection, and so
+    /// does an answer after which it cannot be reused (`Connection: close`).
     async fn exchange(&self, link: &mut Link, operation: usize) -> Result<u16, Failure> {
-        let request = self.operations[operation].request();
+        let op = &self.operations[operation];
         let attempt = async {
             let mut shared_conn: Option<Connection>;
             let conn = match link {
@@ -169,12 +170,15 @@ impl Shared {
                     shared_conn.as_mut().ok_or(Failure::Connect)?
                 }
             };
-            conn.send(request).await
+            let status = conn.send(op).await?;
+            Ok((status, conn.is_reusable()))
         };
-        let outcome = tokio::time::timeout(self.timeout, attempt)
-            .await
-            .unwrap_or(Err(Failure::Timeout));
-        if outcome.is_err() {
+        let (outcome, keep) = match tokio::time::timeout(self.timeout, attempt).await {
+            Ok(Ok((status, reusable))) => (Ok(status), reusable),
+            Ok(Err(failure)) => (Err(failure), false),
+            Err(_) => (Err(Failure::Timeout), false),
+        };
+        if !keep {
             match link {
                 Link::Own(slot) => *slot = None,
                 Link::Shared(slot) => *slot.lock().await = None,
