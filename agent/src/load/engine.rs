@@ -8,6 +8,7 @@
 //! is dropped and counted (as k6's `dropped_iterations`). Closed model: each connection
 //! sends as fast as the target answers. A reporter emits one `load` frame a second.
 
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -19,7 +20,7 @@ use iohr_domain::load::{
 };
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
 use super::client::{Connection, Endpoint, Failure};
@@ -150,7 +151,17 @@ impl Shared {
     /// One request on the worker's link, bounded by the per-request timeout (which
     /// covers connecting when the link has to). A failure drops the connection, and so
     /// does an answer after which it cannot be reused (`Connection: close`).
-    async fn exchange(&self, link: &mut Link, operation: usize) -> Result<u16, Failure> {
+    ///
+    /// `timer` is the worker's own, re-armed for each request: moving a registered
+    /// timer's deadline later is an atomic store in tokio, where a `timeout` per request
+    /// inserts and removes a timer-wheel entry under the driver's lock.
+    async fn exchange(
+        &self,
+        link: &mut Link,
+        operation: usize,
+        started: Instant,
+        mut timer: Pin<&mut Sleep>,
+    ) -> Result<u16, Failure> {
         let op = &self.operations[operation];
         let attempt = async {
             let mut shared_conn: Option<Connection>;
@@ -173,10 +184,16 @@ impl Shared {
             let status = conn.send(op).await?;
             Ok((status, conn.is_reusable()))
         };
-        let (outcome, keep) = match tokio::time::timeout(self.timeout, attempt).await {
-            Ok(Ok((status, reusable))) => (Ok(status), reusable),
-            Ok(Err(failure)) => (Err(failure), false),
-            Err(_) => (Err(Failure::Timeout), false),
+        timer.as_mut().reset(started + self.timeout);
+        // Biased: the attempt first, as `timeout` polls its future before its timer.
+        let attempt = tokio::select! {
+            biased;
+            attempt = attempt => attempt,
+            () = timer => Err(Failure::Timeout),
+        };
+        let (outcome, keep) = match attempt {
+            Ok((status, reusable)) => (Ok(status), reusable),
+            Err(failure) => (Err(failure), false),
         };
         if !keep {
             match link {
@@ -320,6 +337,7 @@ struct OpenWorker {
 
 async fn open_worker(mut w: OpenWorker) {
     let recorder = &w.shared.recorder;
+    let mut timer = pin!(tokio::time::sleep(w.shared.timeout));
     loop {
         let i = w.next.fetch_add(1, Ordering::Relaxed);
         let Some((offset, operation, phase)) = w.timeline.at(i) else {
@@ -353,7 +371,7 @@ async fn open_worker(mut w: OpenWorker) {
         // Biased: no random branch order (and no RNG draw) per request.
         let outcome = tokio::select! {
             biased;
-            outcome = w.shared.exchange(&mut w.link, operation) => outcome,
+            outcome = w.shared.exchange(&mut w.link, operation, started, timer.as_mut()) => outcome,
             _ = w.shared.stop.cancelled() => return,
         };
         let ended = Instant::now();
@@ -380,6 +398,7 @@ struct ClosedWorker {
 }
 
 async fn closed_worker(mut w: ClosedWorker) {
+    let mut timer = pin!(tokio::time::sleep(w.shared.timeout));
     loop {
         let now = Instant::now();
         let measure_start = w.clock.measure_start();
@@ -402,7 +421,7 @@ async fn closed_worker(mut w: ClosedWorker) {
         // Biased: no random branch order (and no RNG draw) per request.
         let outcome = tokio::select! {
             biased;
-            outcome = w.shared.exchange(&mut w.link, operation) => outcome,
+            outcome = w.shared.exchange(&mut w.link, operation, now, timer.as_mut()) => outcome,
             _ = w.shared.stop.cancelled() => return,
         };
         let took = micros(now.elapsed());
