@@ -338,6 +338,9 @@ struct OpenWorker {
 async fn open_worker(mut w: OpenWorker) {
     let recorder = &w.shared.recorder;
     let mut timer = pin!(tokio::time::sleep(w.shared.timeout));
+    // One waiter for the whole run: a fresh `cancelled()` per request registered and
+    // unregistered itself under the token's lock each time.
+    let mut stopped = pin!(w.shared.stop.cancelled());
     loop {
         let i = w.next.fetch_add(1, Ordering::Relaxed);
         let Some((offset, operation, phase)) = w.timeline.at(i) else {
@@ -349,7 +352,7 @@ async fn open_worker(mut w: OpenWorker) {
             tokio::select! {
                 biased;
                 _ = tokio::time::sleep_until(intended) => {}
-                _ = w.shared.stop.cancelled() => return,
+                () = stopped.as_mut() => return,
             }
         } else if now - intended > w.shared.timeout {
             recorder.schedule(w.id, phase, |s| {
@@ -372,7 +375,7 @@ async fn open_worker(mut w: OpenWorker) {
         let outcome = tokio::select! {
             biased;
             outcome = w.shared.exchange(&mut w.link, operation, started, timer.as_mut()) => outcome,
-            _ = w.shared.stop.cancelled() => return,
+            () = stopped.as_mut() => return,
         };
         let ended = Instant::now();
         recorder.record(
@@ -399,6 +402,9 @@ struct ClosedWorker {
 
 async fn closed_worker(mut w: ClosedWorker) {
     let mut timer = pin!(tokio::time::sleep(w.shared.timeout));
+    // One waiter for the whole run: a fresh `cancelled()` per request registered and
+    // unregistered itself under the token's lock each time.
+    let mut stopped = pin!(w.shared.stop.cancelled());
     loop {
         let now = Instant::now();
         let measure_start = w.clock.measure_start();
@@ -422,7 +428,7 @@ async fn closed_worker(mut w: ClosedWorker) {
         let outcome = tokio::select! {
             biased;
             outcome = w.shared.exchange(&mut w.link, operation, now, timer.as_mut()) => outcome,
-            _ = w.shared.stop.cancelled() => return,
+            () = stopped.as_mut() => return,
         };
         let took = micros(now.elapsed());
         // Sent and ended under one lock: the closed model's hot path.
