@@ -1,21 +1,24 @@
-//! The load engine's HTTP client: one connection per worker (HTTP/1.1 keep-alive) or
-//! shared by a few streams (HTTP/2: ALPN `h2` over TLS, prior-knowledge h2c over plain
-//! TCP), made directly with hyper's connection API so that a request costs no pool lock.
-//! TLS is rustls with the system's roots plus an optional extra CA.
+//! The load engine's HTTP client: one connection per worker (HTTP/1.1 keep-alive, our own
+//! driver in [`super::h1`]) or shared by a few streams (HTTP/2: ALPN `h2` over TLS,
+//! prior-knowledge h2c over plain TCP, hyper's connection API so that a request costs no
+//! pool lock). TLS is rustls with the system's roots plus an optional extra CA.
 
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
 use http_body_util::{BodyExt, Full};
+use hyper::Response;
 use hyper::body::{Bytes, Incoming};
-use hyper::client::conn::{http1, http2};
-use hyper::{Request, Response};
+use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use iohr_domain::load::HttpVersion;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+
+use super::h1::{H1Conn, Stream};
+use super::request::PreparedOp;
 
 /// Why a request got no response: the kinds `load` frames count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -145,38 +148,24 @@ impl Endpoint {
             .await
             .map_err(|_| Failure::Connect)?;
         let _ = tcp.set_nodelay(true);
-        match &self.tls {
-            None => self.handshake(TokioIo::new(tcp)).await,
-            Some((connector, name)) => {
-                let stream = connector
+        let stream = match &self.tls {
+            None => Stream::Plain(tcp),
+            Some((connector, name)) => Stream::Tls(Box::new(
+                connector
                     .connect(name.clone(), tcp)
                     .await
-                    .map_err(|_| Failure::Tls)?;
-                self.handshake(TokioIo::new(stream)).await
-            }
-        }
-    }
-
-    async fn handshake<T>(&self, io: TokioIo<T>) -> Result<Connection, Failure>
-    where
-        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-    {
+                    .map_err(|_| Failure::Tls)?,
+            )),
+        };
         match self.http {
-            HttpVersion::Http1 => {
-                let (sender, connection) =
-                    http1::handshake(io).await.map_err(|_| Failure::Connect)?;
-                tokio::spawn(async move {
-                    // Its end is seen by the sender as a closed connection.
-                    let _ = connection.await;
-                });
-                Ok(Connection::H1(sender))
-            }
+            HttpVersion::Http1 => Ok(Connection::H1(H1Conn::new(stream))),
             HttpVersion::Http2 => {
                 let (sender, connection) = http2::Builder::new(TokioExecutor::new())
-                    .handshake(io)
+                    .handshake(TokioIo::new(stream))
                     .await
                     .map_err(|_| Failure::Protocol)?;
                 tokio::spawn(async move {
+                    // Its end is seen by the sender as a closed connection.
                     let _ = connection.await;
                 });
                 Ok(Connection::H2(sender))
@@ -224,7 +213,7 @@ fn tls_config(
 /// An open connection. HTTP/2 senders are cheap clones sharing one connection.
 #[derive(Debug)]
 pub enum Connection {
-    H1(http1::SendRequest<Full<Bytes>>),
+    H1(H1Conn<Stream>),
     H2(http2::SendRequest<Full<Bytes>>),
 }
 
@@ -237,21 +226,29 @@ impl Connection {
         }
     }
 
+    /// Whether the next request may use this connection (an HTTP/1.1 answer may have
+    /// closed it; an HTTP/2 sender tells at its next request).
+    pub fn is_reusable(&self) -> bool {
+        match self {
+            Connection::H1(conn) => conn.is_reusable(),
+            Connection::H2(_) => true,
+        }
+    }
+
     /// Sends one request and reads its body to the end (the body is counted, never
     /// kept). Returns the status.
-    pub async fn send(&mut self, request: Request<Full<Bytes>>) -> Result<u16, Failure> {
-        let response = match self {
-            Connection::H1(sender) => {
-                sender.ready().await.map_err(|e| classify(&e))?;
-                sender.send_request(request).await
-            }
+    pub async fn send(&mut self, op: &PreparedOp) -> Result<u16, Failure> {
+        match self {
+            Connection::H1(conn) => conn.send(op.wire(), op.method()).await,
             Connection::H2(sender) => {
                 sender.ready().await.map_err(|e| classify(&e))?;
-                sender.send_request(request).await
+                let response = sender
+                    .send_request(op.request())
+                    .await
+                    .map_err(|e| classify(&e))?;
+                drain(response).await
             }
         }
-        .map_err(|e| classify(&e))?;
-        drain(response).await
     }
 }
 

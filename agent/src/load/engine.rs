@@ -8,6 +8,7 @@
 //! is dropped and counted (as k6's `dropped_iterations`). Closed model: each connection
 //! sends as fast as the target answers. A reporter emits one `load` frame a second.
 
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -19,7 +20,7 @@ use iohr_domain::load::{
 };
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
 use super::client::{Connection, Endpoint, Failure};
@@ -155,9 +156,20 @@ struct Shared {
 
 impl Shared {
     /// One request on the worker's link, bounded by the per-request timeout (which
-    /// covers connecting when the link has to). A failure drops the connection.
-    async fn exchange(&self, link: &mut Link, operation: usize) -> Result<u16, Failure> {
-        let request = self.operations[operation].request();
+    /// covers connecting when the link has to). A failure drops the connection, and so
+    /// does an answer after which it cannot be reused (`Connection: close`).
+    ///
+    /// `timer` is the worker's own, re-armed for each request: moving a registered
+    /// timer's deadline later is an atomic store in tokio, where a `timeout` per request
+    /// inserts and removes a timer-wheel entry under the driver's lock.
+    async fn exchange(
+        &self,
+        link: &mut Link,
+        operation: usize,
+        started: Instant,
+        mut timer: Pin<&mut Sleep>,
+    ) -> Result<u16, Failure> {
+        let op = &self.operations[operation];
         let attempt = async {
             let mut shared_conn: Option<Connection>;
             let conn = match link {
@@ -176,12 +188,21 @@ impl Shared {
                     shared_conn.as_mut().ok_or(Failure::Connect)?
                 }
             };
-            conn.send(request).await
+            let status = conn.send(op).await?;
+            Ok((status, conn.is_reusable()))
         };
-        let outcome = tokio::time::timeout(self.timeout, attempt)
-            .await
-            .unwrap_or(Err(Failure::Timeout));
-        if outcome.is_err() {
+        timer.as_mut().reset(started + self.timeout);
+        // Biased: the attempt first, as `timeout` polls its future before its timer.
+        let attempt = tokio::select! {
+            biased;
+            attempt = attempt => attempt,
+            () = timer => Err(Failure::Timeout),
+        };
+        let (outcome, keep) = match attempt {
+            Ok((status, reusable)) => (Ok(status), reusable),
+            Err(failure) => (Err(failure), false),
+        };
+        if !keep {
             match link {
                 Link::Own(slot) => *slot = None,
                 Link::Shared(slot) => *slot.lock().await = None,
@@ -323,6 +344,10 @@ struct OpenWorker {
 
 async fn open_worker(mut w: OpenWorker) {
     let recorder = &w.shared.recorder;
+    let mut timer = pin!(tokio::time::sleep(w.shared.timeout));
+    // One waiter for the whole run: a fresh `cancelled()` per request registered and
+    // unregistered itself under the token's lock each time.
+    let mut stopped = pin!(w.shared.stop.cancelled());
     loop {
         let i = w.next.fetch_add(1, Ordering::Relaxed);
         let Some((offset, operation, phase)) = w.timeline.at(i) else {
@@ -334,7 +359,7 @@ async fn open_worker(mut w: OpenWorker) {
             tokio::select! {
                 biased;
                 _ = tokio::time::sleep_until(intended) => {}
-                _ = w.shared.stop.cancelled() => return,
+                () = stopped.as_mut() => return,
             }
         } else if now - intended > w.shared.timeout {
             recorder.schedule(w.id, phase, |s| {
@@ -356,8 +381,8 @@ async fn open_worker(mut w: OpenWorker) {
         // Biased: no random branch order (and no RNG draw) per request.
         let outcome = tokio::select! {
             biased;
-            outcome = w.shared.exchange(&mut w.link, operation) => outcome,
-            _ = w.shared.stop.cancelled() => return,
+            outcome = w.shared.exchange(&mut w.link, operation, started, timer.as_mut()) => outcome,
+            () = stopped.as_mut() => return,
         };
         let ended = Instant::now();
         recorder.record(
@@ -383,6 +408,10 @@ struct ClosedWorker {
 }
 
 async fn closed_worker(mut w: ClosedWorker) {
+    let mut timer = pin!(tokio::time::sleep(w.shared.timeout));
+    // One waiter for the whole run: a fresh `cancelled()` per request registered and
+    // unregistered itself under the token's lock each time.
+    let mut stopped = pin!(w.shared.stop.cancelled());
     loop {
         let now = Instant::now();
         let measure_start = w.clock.measure_start();
@@ -405,8 +434,8 @@ async fn closed_worker(mut w: ClosedWorker) {
         // Biased: no random branch order (and no RNG draw) per request.
         let outcome = tokio::select! {
             biased;
-            outcome = w.shared.exchange(&mut w.link, operation) => outcome,
-            _ = w.shared.stop.cancelled() => return,
+            outcome = w.shared.exchange(&mut w.link, operation, now, timer.as_mut()) => outcome,
+            () = stopped.as_mut() => return,
         };
         let took = micros(now.elapsed());
         // Sent and ended under one lock: the closed model's hot path.

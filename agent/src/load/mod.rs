@@ -3,6 +3,7 @@
 //! - [`schedule`]: open-model arrival times, constant or ramping (k6's
 //!   `ramping-arrival-rate` semantics).
 //! - [`client`]: connections (HTTP/1.1, h2, h2c, rustls).
+//! - [`h1`]: the HTTP/1.1 connection driver.
 //! - [`request`]: operations built once, cloned per request.
 //! - [`recorder`]: counters and HdrHistograms in a few shards; constant memory.
 //! - [`engine`]: the dispatcher, the workers and the once-a-second reporter.
@@ -12,6 +13,7 @@
 
 pub mod client;
 pub mod engine;
+pub mod h1;
 pub mod recorder;
 pub mod request;
 pub mod schedule;

@@ -1,9 +1,13 @@
 //! Operations made ready to send: method, URI, headers (with `${env:NAME}` references
-//! read from the agent's environment) and body, built once and cloned per request.
+//! read from the agent's environment) and body, built once. HTTP/1.1 sends the request
+//! as bytes encoded here; HTTP/2 clones the parts into a hyper request per request.
 
 use http_body_util::Full;
 use hyper::body::Bytes;
-use hyper::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use hyper::header::{
+    CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue, TRANSFER_ENCODING,
+    USER_AGENT,
+};
 use hyper::{Method, Request, Uri};
 use iohr_domain::load::{HttpVersion, Operation};
 use iohr_domain::request::env_reference;
@@ -12,12 +16,24 @@ use super::client::Endpoint;
 
 pub const LOAD_USER_AGENT: &str = concat!("iohr-load/", env!("CARGO_PKG_VERSION"));
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PreparedOp {
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
+    /// HTTP/1.1: the request head and body as they go on the wire; empty for HTTP/2.
+    wire: Bytes,
+}
+
+// By hand: header values (credentials among them) and bodies never reach a log.
+impl std::fmt::Debug for PreparedOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedOp")
+            .field("method", &self.method)
+            .field("uri", &self.uri)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why an operation cannot be sent; never contains a header's value.
@@ -73,12 +89,26 @@ impl PreparedOp {
                 .map_err(|_| fail(format!("header {name}: not a valid header value")))?;
             headers.insert(header, value);
         }
+        let wire = match endpoint.http() {
+            HttpVersion::Http1 => encode_h1(&method, &uri, &headers, &body),
+            HttpVersion::Http2 => Bytes::new(),
+        };
         Ok(PreparedOp {
             method,
             uri,
             headers,
             body,
+            wire,
         })
+    }
+
+    pub fn method(&self) -> &Method {
+        &self.method
+    }
+
+    /// The HTTP/1.1 request as bytes (empty for an HTTP/2 endpoint's operations).
+    pub fn wire(&self) -> &[u8] {
+        &self.wire
     }
 
     pub fn request(&self) -> Request<Full<Bytes>> {
@@ -87,5 +117,86 @@ impl PreparedOp {
         *request.uri_mut() = self.uri.clone();
         *request.headers_mut() = self.headers.clone();
         request
+    }
+}
+
+/// The HTTP/1.1 request as hyper's client wrote it: the origin-form target, the headers
+/// in the map's order with lower-case names, `content-length` for a non-empty body (none
+/// for an empty one), then the body. The engine frames the body itself: a
+/// `Content-Length` or `Transfer-Encoding` among the operation's headers is replaced.
+fn encode_h1(method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> Bytes {
+    let target = uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut wire = Vec::with_capacity(256 + body.len());
+    wire.extend_from_slice(method.as_str().as_bytes());
+    wire.push(b' ');
+    wire.extend_from_slice(target.as_bytes());
+    wire.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in headers {
+        if name == CONTENT_LENGTH || name == TRANSFER_ENCODING {
+            continue;
+        }
+        wire.extend_from_slice(name.as_str().as_bytes());
+        wire.extend_from_slice(b": ");
+        wire.extend_from_slice(value.as_bytes());
+        wire.extend_from_slice(b"\r\n");
+    }
+    if !body.is_empty() {
+        wire.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+    }
+    wire.extend_from_slice(b"\r\n");
+    wire.extend_from_slice(body);
+    Bytes::from(wire)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iohr_domain::load::Operation;
+
+    fn prepare(op: serde_json::Value, target: &str, http: HttpVersion) -> PreparedOp {
+        let op: Operation = serde_json::from_value(op).expect("operation");
+        let endpoint = Endpoint::new(target, http, None).expect("endpoint");
+        PreparedOp::new(&op, &endpoint, &|name| {
+            (name == "TOKEN").then(|| "s3cret".to_string())
+        })
+        .expect("prepared")
+    }
+
+    #[test]
+    fn an_http1_request_is_encoded_once_with_its_headers_and_body() {
+        let op = prepare(
+            serde_json::json!({"method": "POST", "path": "/orders?x=1", "body": {"a": 1},
+                "headers": {"Authorization": "${env:TOKEN}", "Content-Length": "99"}}),
+            "http://127.0.0.1:8080/base/",
+            HttpVersion::Http1,
+        );
+        let text = String::from_utf8(op.wire().to_vec()).expect("utf-8");
+        assert_eq!(
+            text,
+            format!(
+                "POST /base/orders?x=1 HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nuser-agent: {LOAD_USER_AGENT}\r\ncontent-type: application/json\r\nauthorization: s3cret\r\ncontent-length: 7\r\n\r\n{{\"a\":1}}"
+            )
+        );
+        assert!(!format!("{op:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn an_empty_body_sends_no_content_length() {
+        let op = prepare(
+            serde_json::json!({"path": "/"}),
+            "http://localhost",
+            HttpVersion::Http1,
+        );
+        assert_eq!(
+            op.wire(),
+            format!("GET / HTTP/1.1\r\nhost: localhost\r\nuser-agent: {LOAD_USER_AGENT}\r\n\r\n")
+                .as_bytes()
+        );
+        let h2 = prepare(
+            serde_json::json!({"path": "/"}),
+            "http://localhost",
+            HttpVersion::Http2,
+        );
+        assert!(h2.wire().is_empty());
     }
 }
