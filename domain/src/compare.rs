@@ -275,7 +275,10 @@ pub fn compare(before: &Side, after: &Side, noise_floor: f64) -> Result<Comparis
             });
         }
     }
-    if !matches!(before.kind, RunKind::Checks | RunKind::Load | RunKind::Replay) {
+    if !matches!(
+        before.kind,
+        RunKind::Checks | RunKind::Load | RunKind::Replay
+    ) {
         return Err(Refusal::Kind(before.kind));
     }
     let mut out = Comparison {
