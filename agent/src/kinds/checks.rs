@@ -58,11 +58,11 @@ async fn run_with_env(
 ) -> Outcome {
     // The controller validates too; the agent does not trust that it did.
     if let Err(e) = spec.validate() {
-        return error_outcome(format!("invalid spec: {e}"), 0);
+        return Outcome::error(format!("invalid spec: {e}"), 0);
     }
     let base = match Target::parse(target) {
         Ok(base) => base,
-        Err(e) => return error_outcome(e.to_string(), 0),
+        Err(e) => return Outcome::error(e.to_string(), 0),
     };
 
     emit(
@@ -334,15 +334,6 @@ fn cancelled_outcome(verdicts: Vec<CheckVerdict>, sent: u64) -> Outcome {
         status: RunStatus::Cancelled,
         reason: Some("cancelled".to_string()),
         result: to_json(&result),
-        units_spent: sent,
-    }
-}
-
-fn error_outcome(reason: String, sent: u64) -> Outcome {
-    Outcome {
-        status: RunStatus::Error,
-        reason: Some(reason),
-        result: Value::Null,
         units_spent: sent,
     }
 }

@@ -36,6 +36,18 @@ pub struct Outcome {
     pub units_spent: u64,
 }
 
+impl Outcome {
+    /// An `error` with no result: the run could not measure anything it can report.
+    pub fn error(reason: String, units_spent: u64) -> Outcome {
+        Outcome {
+            status: RunStatus::Error,
+            reason: Some(reason),
+            result: serde_json::Value::Null,
+            units_spent,
+        }
+    }
+}
+
 /// Sends a frame; a closed receiver means the link is gone, and the run still returns
 /// its outcome.
 pub fn emit(frames: &FrameSender, kind: FrameKind, data: Value) {

@@ -33,7 +33,7 @@ use iohr_domain::scenario_kind::{
     PlannedRequest, RequestRecord, ScenarioRecord, ScenarioSpec, check_base_url, plan,
 };
 use iohr_domain::{FrameKind, RunStatus};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -68,15 +68,15 @@ async fn run_with_env(
 ) -> Outcome {
     // The controller and `exec` check too; the agent does not trust that they did.
     if let Err(e) = check_base_url(target) {
-        return error_outcome(e.to_string(), 0);
+        return Outcome::error(e.to_string(), 0);
     }
     let base = match Target::parse(target) {
         Ok(base) => base,
-        Err(e) => return error_outcome(e.to_string(), 0),
+        Err(e) => return Outcome::error(e.to_string(), 0),
     };
     let sender = match Sender::new(&spec, &base, &env) {
         Ok(sender) => Arc::new(sender),
-        Err(e) => return error_outcome(e.to_string(), 0),
+        Err(e) => return Outcome::error(e.to_string(), 0),
     };
     let planned = plan(&spec);
     let (warmup, load) = planned.split_at(planned.iter().take_while(|p| p.warmup).count());
@@ -133,7 +133,7 @@ async fn run_with_env(
     let requests = request_log(&spec, &sent);
     let record = match ScenarioRecord::build(&spec, target, started_at, ended_at, requests) {
         Ok(record) => record,
-        Err(e) => return error_outcome(format!("recording the scenario: {e}"), units),
+        Err(e) => return Outcome::error(format!("recording the scenario: {e}"), units),
     };
     let (by_status, errors) = load_totals(&record);
     emit(
@@ -278,15 +278,6 @@ fn load_totals(record: &ScenarioRecord) -> (BTreeMap<u16, u64>, BTreeMap<String,
     (by_status, errors)
 }
 
-fn error_outcome(reason: String, units: u64) -> Outcome {
-    Outcome {
-        status: RunStatus::Error,
-        reason: Some(reason),
-        result: Value::Null,
-        units_spent: units,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -299,6 +290,7 @@ mod tests {
     use super::*;
     use crate::kinds::NewFrame;
     use crate::kinds::test_server::start_server;
+    use serde_json::Value;
 
     fn spec(value: Value) -> ScenarioSpec {
         ScenarioSpec::from_json(&value).expect("valid spec")

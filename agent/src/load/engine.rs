@@ -464,9 +464,8 @@ impl Reporter<'_> {
             .iter()
             .map(|o| o.display_name())
             .collect();
-        let mut warm_total = Window::new(names.len())?;
-        warm_total.latency.clear();
-        let mut measure_total = Window::new(names.len())?;
+        let mut warm_total = Window::new(names.len(), Phase::Warmup)?;
+        let mut measure_total = Window::new(names.len(), Phase::Measure)?;
         let mut in_measure = clock.measure_start().is_some_and(|t0| t0 <= clock.start);
         let mut anchor = clock.start;
         let mut second = 1u64;

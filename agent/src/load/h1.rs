@@ -583,6 +583,12 @@ mod tests {
         H1Conn::new(Stream::Plain(tcp))
     }
 
+    /// What a GET gets from a server that answers `bytes` and closes.
+    async fn answer_to(bytes: &'static [u8]) -> Result<u16, Failure> {
+        let mut conn = connect(raw_server(bytes).await).await;
+        conn.send(&get("/"), &Method::GET).await
+    }
+
     #[tokio::test]
     async fn content_length_bodies_are_read_to_their_end() {
         let (addr, accepted) = server().await;
@@ -705,45 +711,32 @@ mod tests {
 
     #[tokio::test]
     async fn a_close_mid_body_is_a_reset() {
-        let addr = raw_server(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly part").await;
-        let mut conn = connect(addr).await;
         assert_eq!(
-            conn.send(&get("/"), &Method::GET).await,
+            answer_to(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly part").await,
             Err(Failure::Reset)
         );
-        let addr =
-            raw_server(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhel").await;
-        let mut conn = connect(addr).await;
         assert_eq!(
-            conn.send(&get("/"), &Method::GET).await,
+            answer_to(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhel").await,
             Err(Failure::Reset)
         );
-        let addr = raw_server(b"HTTP/1.1 200 OK\r\ncontent-le").await;
-        let mut conn = connect(addr).await;
         assert_eq!(
-            conn.send(&get("/"), &Method::GET).await,
+            answer_to(b"HTTP/1.1 200 OK\r\ncontent-le").await,
             Err(Failure::Reset)
         );
     }
 
     #[tokio::test]
     async fn garbage_is_a_protocol_failure() {
-        let addr = raw_server(b"this is not HTTP at all\r\n\r\n").await;
-        let mut conn = connect(addr).await;
         assert_eq!(
-            conn.send(&get("/"), &Method::GET).await,
+            answer_to(b"this is not HTTP at all\r\n\r\n").await,
             Err(Failure::Protocol)
         );
-        let addr = raw_server(b"HTTP/1.1 200 OK\r\ncontent-length: 1, 2\r\n\r\nx").await;
-        let mut conn = connect(addr).await;
         assert_eq!(
-            conn.send(&get("/"), &Method::GET).await,
+            answer_to(b"HTTP/1.1 200 OK\r\ncontent-length: 1, 2\r\n\r\nx").await,
             Err(Failure::Protocol)
         );
-        let addr = raw_server(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n").await;
-        let mut conn = connect(addr).await;
         assert_eq!(
-            conn.send(&get("/"), &Method::GET).await,
+            answer_to(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n").await,
             Err(Failure::Protocol)
         );
     }

@@ -41,15 +41,6 @@ pub struct TargetOptions {
     pub extra_ca: Option<PathBuf>,
 }
 
-fn error_outcome(reason: String) -> Outcome {
-    Outcome {
-        status: RunStatus::Error,
-        reason: Some(reason),
-        result: serde_json::Value::Null,
-        units_spent: 0,
-    }
-}
-
 /// Runs a load plan (or a replay's) against `target`.
 pub async fn run(
     plan: LoadPlan,
@@ -74,7 +65,7 @@ pub async fn run_with_env(
 ) -> Outcome {
     let endpoint = match Endpoint::new(target, plan.http, options.extra_ca.as_deref()) {
         Ok(e) => Arc::new(e),
-        Err(e) => return error_outcome(e.to_string()),
+        Err(e) => return Outcome::error(e.to_string(), 0),
     };
     let operations = match plan
         .operations
@@ -83,7 +74,7 @@ pub async fn run_with_env(
         .collect::<Result<Vec<_>, _>>()
     {
         Ok(ops) => Arc::new(ops),
-        Err(e) => return error_outcome(e.to_string()),
+        Err(e) => return Outcome::error(e.to_string(), 0),
     };
     let arrivals = match (plan.model, &plan.recorded) {
         (Model::Closed, _) => None,
@@ -99,7 +90,7 @@ pub async fn run_with_env(
                 .collect();
             match ArrivalSchedule::ramping(plan.start_rate, stages) {
                 Ok(s) => Some(Arrivals::Schedule(s)),
-                Err(e) => return error_outcome(e.to_string()),
+                Err(e) => return Outcome::error(e.to_string(), 0),
             }
         }
     };
@@ -118,7 +109,7 @@ pub async fn run_with_env(
     };
     let report = match engine.run(frames, cancel).await {
         Ok(report) => report,
-        Err(e) => return error_outcome(e.to_string()),
+        Err(e) => return Outcome::error(e.to_string(), 0),
     };
     outcome(&plan, report)
 }
@@ -134,7 +125,7 @@ fn outcome(plan: &LoadPlan, report: Report) -> Outcome {
                 units_spent,
             }
         }
-        Err(e) => error_outcome(e.to_string()),
+        Err(e) => Outcome::error(e.to_string(), 0),
     }
 }
 

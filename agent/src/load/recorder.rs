@@ -85,12 +85,17 @@ pub struct Window {
 }
 
 impl Window {
-    pub fn new(operations: usize) -> Result<Window, HistogramError> {
-        Ok(Window {
-            tallies: vec![Tally::default(); operations],
-            latency: (0..operations)
+    /// A window of `phase`: the warm-up's keeps counts only (no per-operation histogram).
+    pub fn new(operations: usize, phase: Phase) -> Result<Window, HistogramError> {
+        let latency = match phase {
+            Phase::Warmup => Vec::new(),
+            Phase::Measure => (0..operations)
                 .map(|_| latency_histogram())
                 .collect::<Result<_, _>>()?,
+        };
+        Ok(Window {
+            tallies: vec![Tally::default(); operations],
+            latency,
             uncorrected: latency_histogram()?,
             schedule: ScheduleTally::default(),
         })
@@ -149,12 +154,8 @@ impl Recorder {
         let shards = (0..shards.max(1))
             .map(|_| {
                 Ok(Mutex::new(Shard {
-                    warmup: Window {
-                        // Warm-up latencies are never read: one-bucket placeholders.
-                        latency: Vec::new(),
-                        ..Window::new(operations)?
-                    },
-                    measure: Window::new(operations)?,
+                    warmup: Window::new(operations, Phase::Warmup)?,
+                    measure: Window::new(operations, Phase::Measure)?,
                 }))
             })
             .collect::<Result<_, HistogramError>>()?;
@@ -251,10 +252,7 @@ impl Recorder {
 
     /// Everything recorded in `phase` since the last take, leaving the shards empty.
     pub fn take(&self, phase: Phase) -> Result<Window, HistogramError> {
-        let mut out = Window::new(self.operations)?;
-        if phase == Phase::Warmup {
-            out.latency.clear();
-        }
+        let mut out = Window::new(self.operations, phase)?;
         for shard in &self.shards {
             let mut guard = shard.lock().unwrap_or_else(|p| p.into_inner());
             let window = match phase {
