@@ -1,0 +1,7 @@
+//! The `faults` kind: what an experiment names and what an agent may touch.
+//!
+//! - [`fault`]: every fault an agent can apply, with what it touches.
+
+pub mod fault;
+
+pub use fault::{Fault, Touch};
