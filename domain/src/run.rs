@@ -240,6 +240,9 @@ pub struct RunRecord {
     pub result: Option<serde_json::Value>,
     pub findings: Vec<String>,
     pub units: Units,
+    /// A production faults run's confirmation: what a person must confirm, and who did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<crate::faults::confirmation::Confirmation>,
     pub created_at: String,
     pub started_at: Option<String>,
     pub ended_at: Option<String>,
