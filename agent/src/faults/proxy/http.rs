@@ -426,6 +426,14 @@ mod tests {
     }
 
     #[test]
+    fn the_http2_preface_is_not_http_1() {
+        let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+        let mut framer = Framer::default();
+        assert_eq!(framer.feed(preface), vec![Segment::Pass(preface.to_vec())]);
+        assert!(matches!(framer.mode, Mode::Transparent));
+    }
+
+    #[test]
     fn an_upgrade_ends_framing_after_its_head() {
         let mut framer = Framer::default();
         let segments =

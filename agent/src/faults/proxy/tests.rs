@@ -508,14 +508,19 @@ async fn http_status_answers_a_matching_path_and_leaves_others_untouched() {
     bounded(async {
         let (target, mut seen) = http_server().await;
         let proxy = FaultProxy::start(loopback(), target, 1).await.unwrap();
+        let mut client = http_client(&proxy).await;
+        let post = "POST /ok HTTP/1.1\r\nhost: t\r\ncontent-length: 11\r\n\r\nhello world";
+        assert_eq!(
+            exchange(&mut client, post).await,
+            Some((200, "/ok 11 bytes".into()))
+        );
+        // Added while the keep-alive connection is open: its next requests are looked at.
         proxy
             .add(&fault(serde_json::json!({
                 "fault": "http", "path": "/fail", "effect": {"type": "status", "status": 503}
             })))
             .unwrap();
-        let mut client = http_client(&proxy).await;
-        // Keep-alive requests that are not hit pass, bodies included.
-        let post = "POST /ok HTTP/1.1\r\nhost: t\r\ncontent-length: 11\r\n\r\nhello world";
+        // Requests that are not hit pass, bodies included.
         assert_eq!(
             exchange(&mut client, post).await,
             Some((200, "/ok 11 bytes".into()))
@@ -541,7 +546,7 @@ async fn http_status_answers_a_matching_path_and_leaves_others_untouched() {
         }
         assert_eq!(
             paths,
-            ["/ok", "/other", "/ok"],
+            ["/ok", "/ok", "/other", "/ok"],
             "the hit request never reached the target"
         );
     })
@@ -583,6 +588,39 @@ async fn http_delay_holds_the_matching_requests_only() {
         let took = started.elapsed();
         assert!(took >= Duration::from_millis(290), "{took:?}");
         assert!(took < Duration::from_secs(1), "{took:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn removing_an_http_delay_forwards_the_held_request_at_once() {
+    bounded(async {
+        let (target, _seen) = http_server().await;
+        let proxy = FaultProxy::start(loopback(), target, 1).await.unwrap();
+        let id = proxy
+            .add(&fault(serde_json::json!({
+                "fault": "http", "effect": {"type": "delay", "delay_ms": 10000}
+            })))
+            .unwrap();
+        let mut client = http_client(&proxy).await;
+        client
+            .get_mut()
+            .write_all(get("/held").as_bytes())
+            .await
+            .unwrap();
+        let mut first = [0u8; 1];
+        let early = tokio::time::timeout(
+            Duration::from_millis(300),
+            client.get_mut().peek(&mut first),
+        )
+        .await;
+        assert!(early.is_err(), "held by the delay");
+        let removed_at = Instant::now();
+        proxy.remove(id);
+        let mut status_line = String::new();
+        client.read_line(&mut status_line).await.unwrap();
+        assert!(status_line.starts_with("HTTP/1.1 200"), "{status_line}");
+        assert!(removed_at.elapsed() < Duration::from_secs(1));
     })
     .await;
 }
