@@ -3,6 +3,8 @@
 //! Every fault is written to the ledger with its [`Undo`] before it is applied, so that a
 //! restarted agent can undo what a crashed one left open, newest first.
 
+pub mod proxy;
+
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
