@@ -77,6 +77,13 @@ enum Reliability {
     /// What is different now: two runs of one scenario version, before and after a change.
     /// Exit status 0 unchanged or improved, 1 regressed, 2 refused or an error.
     Compare(compare::CompareArgs),
+    /// Stop every queued or running faults run of the account now; each agent undoes its
+    /// faults as it stops. Safe to repeat.
+    Halt {
+        /// Why, for the runs' reason and the audit line.
+        #[arg(long)]
+        reason: Option<String>,
+    },
 }
 
 /// What every command needs.
@@ -118,6 +125,7 @@ async fn execute(cli: Cli) -> Result<u8> {
         Reliability::Agents => agents::execute(&ctx).await,
         Reliability::Scenarios(command) => scenarios::execute(&ctx, command).await,
         Reliability::Compare(args) => compare::execute(&ctx, args).await,
+        Reliability::Halt { reason } => runs::halt(&ctx, reason).await,
     }
 }
 

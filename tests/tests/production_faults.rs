@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use iohr_tests::process::bin;
 use iohr_tests::{Api, Backend, Controller, Installation, on_both_stores};
 use serde_json::{Value, json};
 
@@ -78,8 +79,15 @@ async fn a_production_faults_run_waits_for_a_person(backend: Backend) {
         "nothing changed"
     );
 
-    let (status, body) = person.post(&confirm, &json!({"hash": hash})).await;
-    assert_eq!(status, 200, "{body}");
+    // The person confirms with the CLI.
+    let (code, out) = iohr(
+        &controller.api_url(),
+        &ada,
+        &["runs", "confirm", &id, "--hash", &hash],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("confirmed by ada"), "{out}");
+    let body = api.run(&id).await;
     assert_eq!(body["confirmation"]["confirmed_by"], "ada", "{body}");
     assert_eq!(body["status"], "queued");
     let (status, body) = person.post(&confirm, &json!({"hash": hash})).await;
@@ -167,6 +175,11 @@ async fn a_halt_cancels_every_faults_run_once(backend: Backend) {
         (200, json!([])),
         "idempotent"
     );
+    let (code, out) = iohr(&controller.api_url(), &install.full_token(), &["halt"]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, "no faults run was queued or running")
+    );
     let reader = Api::new(
         &controller.api_url(),
         &install.token("default", &["reliability:read"], None),
@@ -177,6 +190,23 @@ async fn a_halt_cancels_every_faults_run_once(backend: Backend) {
         (403, json!("insufficient_scope"))
     );
     controller.stop().await;
+}
+
+/// `iohr reliability ARGS...`: exit code and stdout (stderr appended).
+fn iohr(server: &str, token: &str, args: &[&str]) -> (i32, String) {
+    let output = std::process::Command::new(bin("iohr"))
+        .args(["--server", server, "--token", token, "reliability"])
+        .args(args)
+        .output()
+        .expect("run iohr");
+    (
+        output.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    )
 }
 
 on_both_stores!(
