@@ -45,3 +45,7 @@ pub enum FaultError {
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
+
+pub mod ledger;
+pub mod lifecycle;
+pub mod probe;
