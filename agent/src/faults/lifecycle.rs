@@ -31,6 +31,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::ledger::{Ledger, LedgerEntry, new_id};
 use super::{FaultError, Undo};
+use crate::kinds::{FrameSender, emit, to_json};
+use iohr_domain::FrameKind;
 
 /// The clock, the randomness and the sleeping of a lifecycle.
 pub trait Env: Send + Sync {
@@ -133,6 +135,11 @@ pub struct Run<'a, D, E, T> {
     pub cancel: CancellationToken,
     pub dry_run: bool,
     pub retry: Retry,
+}
+
+/// A timeline callback that sends each step as a `timeline` frame of the run.
+pub fn timeline_frames(frames: FrameSender) -> impl Fn(TimelineStep) + Send + Sync {
+    move |step| emit(&frames, FrameKind::Timeline, to_json(&step))
 }
 
 /// One fault that was applied.
@@ -265,20 +272,17 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
 
     /// Lists what would be applied and how it would be undone; applies nothing.
     async fn dry_run(&mut self, experiment: &Experiment) {
-        for (_, action) in experiment.faults() {
-            let activity = experiment
-                .method
-                .iter()
-                .find(|a| matches!(&a.provider, Provider::Fault(f) if std::ptr::eq(f, action)))
-                .map(|a| a.name.clone())
-                .unwrap_or_default();
+        for activity in &experiment.method {
+            let Provider::Fault(action) = &activity.provider else {
+                continue;
+            };
             let undo = match self.run.driver.plan(&action.fault).await {
                 Ok(undo) => to_value(&undo),
                 Err(e) => json!({"error": e.to_string()}),
             };
-            self.step("dry_run", Some(&activity), "planned", None);
+            self.step("dry_run", Some(&activity.name), "planned", None);
             self.journal.plan.push(PlannedFault {
-                activity,
+                activity: activity.name.clone(),
                 fault: to_value(&action.fault),
                 duration: action.duration.as_secs_f64(),
                 undo,

@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use hyper::Uri;
 use hyper_util::rt::TokioIo;
 use iohr_domain::faults::ProbeOutput;
-use iohr_domain::faults::experiment::{HttpLocation, HttpProbe, LoadProbe, Provider};
+use iohr_domain::faults::experiment::{HttpProbe, LoadProbe, Provider};
 use iohr_domain::load::{HttpVersion, LatencySummary, LoadResult, Operation};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -59,29 +59,6 @@ impl Prober {
         }
     }
 
-    /// The path a probe's location names on the run's target.
-    fn path(&self, location: &HttpLocation) -> Result<String, ProbeError> {
-        match location {
-            HttpLocation::Path(p) => Ok(p.clone()),
-            HttpLocation::Url(url) => {
-                let rest = url
-                    .strip_prefix(&self.run_target)
-                    .filter(|rest| rest.is_empty() || rest.starts_with(['/', '?']))
-                    .ok_or_else(|| {
-                        ProbeError(format!(
-                            "url {url} is not on the run's target {}",
-                            self.run_target
-                        ))
-                    })?;
-                Ok(match rest {
-                    "" => "/".to_string(),
-                    r if r.starts_with('?') => format!("/{r}"),
-                    r => r.to_string(),
-                })
-            }
-        }
-    }
-
     async fn http(
         &self,
         probe: &HttpProbe,
@@ -91,7 +68,10 @@ impl Prober {
         let operation = Operation {
             name: None,
             method: probe.method.clone(),
-            path: self.path(&probe.location)?,
+            path: probe
+                .location
+                .path_on(&self.run_target)
+                .map_err(ProbeError)?,
             headers: probe.headers.clone(),
             body: None,
             weight: 1,

@@ -108,6 +108,28 @@ pub enum HttpLocation {
     Url(String),
 }
 
+impl HttpLocation {
+    /// The path (with any query) this location names on the run's `target`; a URL must
+    /// start with the target (`http://127.0.0.1:8080/api` + `/health`).
+    pub fn path_on(&self, target: &str) -> Result<String, String> {
+        match self {
+            HttpLocation::Path(p) => Ok(p.clone()),
+            HttpLocation::Url(url) => {
+                let target = target.trim_end_matches('/');
+                let rest = url
+                    .strip_prefix(target)
+                    .filter(|rest| rest.is_empty() || rest.starts_with(['/', '?']))
+                    .ok_or_else(|| format!("url {url} is not on the run's target {target}"))?;
+                Ok(match rest {
+                    "" => "/".to_string(),
+                    r if r.starts_with('?') => format!("/{r}"),
+                    r => r.to_string(),
+                })
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpProbe {
     pub location: HttpLocation,
@@ -301,6 +323,36 @@ impl Experiment {
                 Provider::Fault(f) => Some((format!("method[{i}]"), f)),
                 _ => None,
             })
+    }
+}
+
+impl Experiment {
+    /// Refuses an HTTP provider whose `url` is not on the run's target (the agent would
+    /// refuse it when it runs; this says so before the run is stored).
+    pub fn check_target(&self, target: &str) -> Result<(), SpecError> {
+        let mut pending: Vec<(String, &Activity)> = Vec::new();
+        if let Some(h) = &self.hypothesis {
+            for (i, a) in h.probes.iter().enumerate() {
+                pending.push((format!("steady-state-hypothesis.probes[{i}]"), a));
+            }
+        }
+        for (i, a) in self.method.iter().enumerate() {
+            pending.push((format!("method[{i}]"), a));
+        }
+        for (i, a) in self.rollbacks.iter().enumerate() {
+            pending.push((format!("rollbacks[{i}]"), a));
+        }
+        while let Some((field, activity)) = pending.pop() {
+            if let Provider::Http(h) = &activity.provider {
+                h.location
+                    .path_on(target)
+                    .map_err(|e| spec_error(format!("{field}.provider.url"), e))?;
+            }
+            if let Some(Tolerance::Probe(inner)) = &activity.tolerance {
+                pending.push((format!("{field}.tolerance"), inner));
+            }
+        }
+        Ok(())
     }
 }
 

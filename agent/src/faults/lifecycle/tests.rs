@@ -630,3 +630,38 @@ async fn recovery_undoes_open_entries_newest_first() {
     assert_eq!(driver.log(), ["undo 2", "undo 1"]);
     assert!(h.ledger.open_entries().unwrap().is_empty());
 }
+
+#[test]
+fn a_run_is_a_send_future_and_its_timeline_goes_out_as_frames() {
+    fn assert_send<F: Future + Send>(_: &F) {}
+    let h = Harness::new();
+    let driver = Scripted::default();
+    let e = experiment(vec![]);
+    let policy = policy();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let run = Run {
+        run_id: "r".into(),
+        driver: &driver,
+        env: &RealEnv,
+        ledger: &h.ledger,
+        policy: &policy,
+        target_port: 8080,
+        target: "http://127.0.0.1:8080".into(),
+        timeline: timeline_frames(tx),
+        cancel: CancellationToken::new(),
+        dry_run: true,
+        retry: Retry::default(),
+    };
+    let future = run.execute(&e);
+    assert_send(&future);
+    let journal = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future);
+    assert!(journal.dry_run);
+    let frame = rx.try_recv().unwrap();
+    assert_eq!(frame.kind, iohr_domain::FrameKind::Timeline);
+    assert_eq!(frame.data["phase"], "end");
+    assert_eq!(frame.data["status"], "completed");
+}

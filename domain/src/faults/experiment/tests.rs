@@ -187,3 +187,24 @@ fn what_iohr_cannot_run_is_refused_with_the_field_named() {
         assert_eq!(refused(edit).field, field);
     }
 }
+
+#[test]
+fn a_url_must_name_the_runs_target() {
+    let e = Experiment::from_json(&ctk_file()).unwrap();
+    e.check_target("http://127.0.0.1:8080").unwrap();
+    e.check_target("http://127.0.0.1:8080/").unwrap();
+    let err = e.check_target("http://127.0.0.1:9090").unwrap_err();
+    assert_eq!(err.field, "steady-state-hypothesis.probes[0].provider.url");
+    let url = |u: &str| HttpLocation::Url(u.into());
+    assert_eq!(url("http://h:1").path_on("http://h:1").unwrap(), "/");
+    assert_eq!(
+        url("http://h:1?x=1").path_on("http://h:1").unwrap(),
+        "/?x=1"
+    );
+    assert_eq!(url("http://h:1/a/b").path_on("http://h:1/a").unwrap(), "/b");
+    assert!(url("http://h:10/").path_on("http://h:1").is_err());
+    assert_eq!(
+        HttpLocation::Path("/p".into()).path_on("http://x").unwrap(),
+        "/p"
+    );
+}
