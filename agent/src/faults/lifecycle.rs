@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::ledger::{Ledger, LedgerEntry, new_id};
+use super::probe::probe_budget;
 use super::{FaultError, Undo};
 use crate::kinds::{FrameSender, emit, to_json};
 use iohr_domain::FrameKind;
@@ -136,6 +137,10 @@ pub struct Run<'a, D, E, T> {
     pub dry_run: bool,
     pub retry: Retry,
 }
+
+/// How much longer than its own timeout (or burst) a probe may take before the lifecycle
+/// gives up on it.
+pub const PROBE_SLACK: Duration = Duration::from_secs(5);
 
 /// A timeline callback that sends each step as a `timeline` frame of the run.
 pub fn timeline_frames(frames: FrameSender) -> impl Fn(TimelineStep) + Send + Sync {
@@ -379,7 +384,22 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
             at_ms: deadline_at,
             remaining: Duration::from_millis(deadline_at.saturating_sub(now)),
         };
-        match driver.apply(&action.fault, deadline).await {
+        let env = self.run.env;
+        let applied = tokio::select! {
+            out = driver.apply(&action.fault, deadline) => Some(out),
+            _ = env.sleep(self.run.retry.timeout) => None,
+        };
+        let Some(applied) = applied else {
+            // It may be half applied: held as applied with its planned undo, so the
+            // rollbacks undo it (undos are idempotent), and the method stops.
+            let why = format!(
+                "no answer within {} s; undone as a precaution",
+                self.run.retry.timeout.as_secs_f64()
+            );
+            self.hold(activity, action, &ledger_id, planned, start, deadline_at);
+            return self.fault_failed(run, activity, why);
+        };
+        match applied {
             Ok(undo) => {
                 if undo != planned
                     && let Err(e) = self.run.ledger.set_undo(&ledger_id, &undo)
@@ -393,25 +413,7 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
                 run.duration = seconds(start, end);
                 run.output = Some(json!({"undo": to_value(&undo), "deadline": deadline_at}));
                 self.journal.run.push(run);
-                self.journal.ledger.push(LedgerRecord {
-                    id: ledger_id.clone(),
-                    activity: activity.name.clone(),
-                    fault: to_value(&action.fault),
-                    undo: to_value(&undo),
-                    applied_at: start,
-                    deadline: deadline_at,
-                    undone_at: None,
-                    undone_by: None,
-                });
-                self.applied.push(Applied {
-                    ledger_id,
-                    activity: activity.name.clone(),
-                    fault: action.fault.clone(),
-                    undo,
-                    deadline: deadline_at,
-                    record: self.journal.ledger.len() - 1,
-                    undone: false,
-                });
+                self.hold(activity, action, &ledger_id, undo, start, deadline_at);
                 tracing::info!(run = %self.run.run_id, activity = %activity.name, fault = action.fault.name(), deadline = deadline_at, "fault applied");
                 self.step("method", Some(&activity.name), "applied", None);
                 true
@@ -424,6 +426,37 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
                 self.fault_failed(run, activity, e.to_string())
             }
         }
+    }
+
+    /// Holds an applied fault until its deadline or the rollbacks.
+    fn hold(
+        &mut self,
+        activity: &Activity,
+        action: &FaultAction,
+        ledger_id: &str,
+        undo: Undo,
+        applied_at: u64,
+        deadline: u64,
+    ) {
+        self.journal.ledger.push(LedgerRecord {
+            id: ledger_id.to_string(),
+            activity: activity.name.clone(),
+            fault: to_value(&action.fault),
+            undo: to_value(&undo),
+            applied_at,
+            deadline,
+            undone_at: None,
+            undone_by: None,
+        });
+        self.applied.push(Applied {
+            ledger_id: ledger_id.to_string(),
+            activity: activity.name.clone(),
+            fault: action.fault.clone(),
+            undo,
+            deadline,
+            record: self.journal.ledger.len() - 1,
+            undone: false,
+        });
     }
 
     fn fault_failed(&mut self, mut run: ActivityRun, activity: &Activity, why: String) -> bool {
@@ -581,7 +614,10 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
             self.step("rollback", Some(&activity.name), "started", None);
             let driver = self.run.driver;
             let run = self
-                .probe_run(activity, driver.probe(&activity.provider))
+                .probe_run(
+                    activity,
+                    probe_within(driver, self.run.env, &activity.provider),
+                )
                 .await;
             self.journal.rollbacks.push(run);
         }
@@ -613,7 +649,11 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
     async fn probe_activity(&mut self, activity: &Activity, phase: &str) -> Option<ActivityRun> {
         let driver = self.run.driver;
         let start = self.run.env.now_ms();
-        let outcome = match self.bounded(driver.probe(&activity.provider)).await {
+        let env = self.run.env;
+        let outcome = match self
+            .bounded(probe_within(driver, env, &activity.provider))
+            .await
+        {
             Bounded::Cancelled => return None,
             Bounded::Done(outcome) => outcome,
         };
@@ -653,7 +693,11 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
             let Some(next) = &probe.tolerance else {
                 return Some(Err(format!("probe {:?} has no tolerance", probe.name)));
             };
-            output = match self.bounded(driver.probe(&probe.provider)).await {
+            let env = self.run.env;
+            output = match self
+                .bounded(probe_within(driver, env, &probe.provider))
+                .await
+            {
                 Bounded::Cancelled => return None,
                 Bounded::Done(Ok(out)) => out.for_tolerance(),
                 Bounded::Done(Err(e)) => {
@@ -733,6 +777,19 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
 
 fn run_ok(run: &ActivityRun) -> bool {
     run.status == ActivityStatus::Succeeded
+}
+
+/// A probe bounded by its own budget plus [`PROBE_SLACK`], whatever the driver does.
+async fn probe_within<D: Driver, E: Env>(
+    driver: &D,
+    env: &E,
+    provider: &Provider,
+) -> Result<ProbeOutput, ProbeError> {
+    let budget = probe_budget(provider) + PROBE_SLACK;
+    tokio::select! {
+        out = driver.probe(provider) => out,
+        _ = env.sleep(budget) => Err(ProbeError(format!("no answer within {} s", budget.as_secs_f64()))),
+    }
 }
 
 async fn sleep_for<E: Env>(env: &E, wait: Option<Duration>) {

@@ -64,6 +64,8 @@ struct Scripted {
     cancel_on_apply: Option<(u32, CancellationToken)>,
     /// How long each probe takes.
     probe_time: Duration,
+    /// This fault's apply never answers.
+    apply_hangs: Option<u32>,
 }
 
 impl Scripted {
@@ -110,6 +112,7 @@ impl Driver for Scripted {
         {
             token.cancel();
         }
+        let hangs = self.apply_hangs == Some(id);
         let out = if self.apply_fails.contains(&id) {
             Err(FaultError::Failed(format!("fault {id} would not apply")))
         } else {
@@ -118,7 +121,12 @@ impl Driver for Scripted {
                 start_time: 0,
             })
         };
-        std::future::ready(out)
+        async move {
+            if hangs {
+                std::future::pending::<()>().await;
+            }
+            out
+        }
     }
 
     fn undo(&self, undo: &Undo) -> impl Future<Output = Result<(), FaultError>> + Send {
@@ -664,4 +672,40 @@ fn a_run_is_a_send_future_and_its_timeline_goes_out_as_frames() {
     assert_eq!(frame.kind, iohr_domain::FrameKind::Timeline);
     assert_eq!(frame.data["phase"], "end");
     assert_eq!(frame.data["status"], "completed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_apply_that_never_answers_is_undone_as_a_precaution() {
+    let h = Harness::new();
+    let driver = Scripted {
+        apply_hangs: Some(2),
+        ..Scripted::default()
+    };
+    let e = experiment(vec![hog("one", 1, "30s"), hog("two", 2, "30s")]);
+    let j = h.run(&driver, &e, &policy(), false).await;
+    assert_eq!(j.status, JournalStatus::Aborted);
+    assert_eq!(
+        j.run[1].exception.as_deref(),
+        Some("no answer within 10 s; undone as a precaution")
+    );
+    // Its planned undo, then the first fault's.
+    let log = driver.log();
+    assert_eq!(&log[log.len() - 3..], ["undo 0", "undo 1", "probe /tidy"]);
+    assert!(h.ledger.open_entries().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_that_never_answers_is_given_up_after_its_budget() {
+    let h = Harness::new();
+    let driver = Scripted {
+        // Longer than the 5 s timeout plus the 5 s slack.
+        probe_time: Duration::from_secs(3600),
+        ..Scripted::default()
+    };
+    let e = experiment(vec![]);
+    let j = h.run(&driver, &e, &policy(), false).await;
+    assert_eq!(j.status, JournalStatus::Failed);
+    let probe = &j.steady_states.before.as_ref().unwrap().probes[0];
+    assert_eq!(probe.exception.as_deref(), Some("no answer within 10 s"));
+    assert_eq!(probe.end - probe.start, 10_000);
 }
