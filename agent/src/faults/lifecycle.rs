@@ -171,6 +171,7 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> Run<'a, D, E, T> 
             run: self,
             journal: Journal::new(&experiment.title, 0),
             applied: Vec::new(),
+            method_started: false,
         };
         state.journal.start = state.run.env.now_ms();
         state.execute(experiment).await;
@@ -188,6 +189,8 @@ struct State<'a, D, E, T> {
     run: Run<'a, D, E, T>,
     journal: Journal,
     applied: Vec<Applied>,
+    /// The experiment's rollback actions run only once the method has started.
+    method_started: bool,
 }
 
 impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T> {
@@ -298,6 +301,7 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
 
     /// Runs the method; `false` when it stopped early (an action failed, or cancelled).
     async fn method(&mut self, experiment: &Experiment) -> bool {
+        self.method_started = true;
         for activity in &experiment.method {
             if self.run.cancel.is_cancelled() {
                 self.end_as(JournalStatus::Interrupted, "cancelled during the method");
@@ -610,7 +614,12 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
                 failed.push(self.applied[i].activity.clone());
             }
         }
-        for activity in &experiment.rollbacks {
+        let actions = if self.method_started {
+            experiment.rollbacks.as_slice()
+        } else {
+            &[]
+        };
+        for activity in actions {
             self.step("rollback", Some(&activity.name), "started", None);
             let driver = self.run.driver;
             let run = self
