@@ -47,3 +47,7 @@ pub enum FaultError {
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
+
+pub mod ledger;
+pub mod lifecycle;
+pub mod probe;
