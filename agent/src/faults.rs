@@ -2,7 +2,17 @@
 //!
 //! Every fault is written to the ledger with its [`Undo`] before it is applied, so that a
 //! restarted agent can undo what a crashed one left open, newest first.
+//!
+//! - [`proxy`]: the fault proxy (network and HTTP faults) in front of a target's port.
+//! - [`host`]: process, host and netem faults.
+//! - [`ledger`]: the durable record of applied faults.
+//! - [`lifecycle`]: an experiment from hypothesis to rollbacks.
+//! - [`probe`]: HTTP and load probes.
 
+pub mod host;
+pub mod ledger;
+pub mod lifecycle;
+pub mod probe;
 pub mod proxy;
 
 use std::path::PathBuf;
@@ -47,7 +57,3 @@ pub enum FaultError {
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
-
-pub mod ledger;
-pub mod lifecycle;
-pub mod probe;
