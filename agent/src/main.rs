@@ -219,9 +219,16 @@ async fn main() -> anyhow::Result<()> {
             target_ca,
             faults,
         } => {
+            // Only a faults run opens the ledger (and holds its lock): other kinds run
+            // side by side freely.
+            let faults = if kind == RunKind::Faults.as_str() {
+                Some(faults.config(true).await?)
+            } else {
+                None
+            };
             let options = TargetOptions {
                 extra_ca: target_ca,
-                faults: Some(faults.config(true).await?),
+                faults,
             };
             let source = SpecSource {
                 file: spec,
