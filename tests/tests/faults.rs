@@ -241,11 +241,14 @@ async fn faults_runs_through_the_controller_deviate_confirm_cancel_and_halt() {
         );
     }
     // The agent's ledger holds nothing open.
-    let ledger = stack
-        .install
-        .root
-        .join("agent-state-edge-1/ledger/ledger.jsonl");
-    wait_for("a ledger with every entry closed", LIMIT, || async {
+    ledger_all_closed(&stack.install.root, "edge-1", LIMIT).await;
+    target.stop().await;
+}
+
+/// Polls the agent's ledger file until every entry it opened is closed.
+async fn ledger_all_closed(install_root: &std::path::Path, agent: &str, limit: Duration) {
+    let ledger = install_root.join(format!("agent-state-{agent}/ledger/ledger.jsonl"));
+    wait_for("a ledger with every entry closed", limit, || async {
         let text = std::fs::read_to_string(&ledger).ok()?;
         let opened = text
             .lines()
@@ -258,5 +261,39 @@ async fn faults_runs_through_the_controller_deviate_confirm_cancel_and_halt() {
         (opened > 0 && opened == closed).then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fault_is_undone_when_the_controller_is_gone_for_a_lease_ttl() {
+    let target = Target::start().await;
+    let dir = std::env::temp_dir().join(format!("iohr-faults-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let policy = policy_for(&target, &dir);
+    let extra = ["--policy", policy.as_str()];
+    let stack = OneAgent::start(
+        Backend::Sqlite,
+        AgentOptions {
+            extra: &extra,
+            ..AgentOptions::default()
+        },
+    )
+    .await;
+    let run = stack
+        .api
+        .create_run(&json!({"kind": "faults", "environment": "staging",
+            "target": target.url(), "spec": long_fault()}))
+        .await;
+    let id = run["id"].as_str().expect("id").to_string();
+    wait_applied(&stack.api, &id).await;
+    let root = stack.install.root.clone();
+    let gone = std::time::Instant::now();
+    stack.controller.kill().await;
+    // The lease TTL here is 600 ms (3 heartbeats of 200 ms): the agent fences the run by
+    // itself and its rollbacks undo the fault; 5 s bounds the wait generously.
+    ledger_all_closed(&root, "edge-1", Duration::from_secs(5)).await;
+    eprintln!(
+        "fault undone {:?} after the controller went away",
+        gone.elapsed()
+    );
     target.stop().await;
 }
