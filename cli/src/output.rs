@@ -5,6 +5,7 @@ use std::io::Write;
 
 use iohr_domain::RunRecord;
 use iohr_domain::checks::ChecksResult;
+use iohr_domain::finding::Sighting;
 use iohr_domain::load::LoadResult;
 use serde_json::Value;
 
@@ -122,7 +123,13 @@ pub fn record(run: &RunRecord) -> String {
     let findings = if run.findings.is_empty() {
         "none".to_string()
     } else {
-        run.findings.join(", ")
+        let count = |seen: Sighting| run.findings.iter().filter(|f| f.seen == seen).count();
+        [Sighting::New, Sighting::SeenAgain, Sighting::Reopened]
+            .into_iter()
+            .filter(|s| count(*s) > 0)
+            .map(|s| format!("{} {}", count(s), s.as_str().replace('_', " ")))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let pairs = [
         ("id", run.id.clone()),
@@ -151,6 +158,17 @@ pub fn record(run: &RunRecord) -> String {
         t.row([key.to_string(), value]);
     }
     let mut out = t.render();
+    if !run.findings.is_empty() {
+        let mut t = Table::plain().indent(2);
+        for f in &run.findings {
+            t.row([
+                f.seen.as_str().replace('_', " "),
+                f.title.clone(),
+                f.id.clone(),
+            ]);
+        }
+        out.push_str(&t.render());
+    }
     out.push_str(&result(run.result.as_ref()));
     out
 }
@@ -274,7 +292,7 @@ pub fn frame_line(kind: &str, data: &Value) -> String {
         ),
         "started" => parts.extend(text(data, "agent").map(|a| format!("on {a}"))),
         "finding" => {
-            for key in ["id", "signature", "title"] {
+            for key in ["seen", "title", "id"] {
                 parts.extend(text(data, key).map(str::to_string));
             }
         }

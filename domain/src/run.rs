@@ -238,7 +238,8 @@ pub struct RunRecord {
     /// why it is still waiting.
     pub reason: Option<String>,
     pub result: Option<serde_json::Value>,
-    pub findings: Vec<String>,
+    /// The findings this run created or saw again, once it has ended.
+    pub findings: Vec<crate::finding::RunFinding>,
     pub units: Units,
     pub created_at: String,
     pub started_at: Option<String>,
