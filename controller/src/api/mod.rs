@@ -2,13 +2,14 @@
 //! same port (HTTP/1.1 and h2c).
 //!
 //! One file per resource: [`runs`], [`events`] (the live stream), [`agents`],
-//! [`scenarios`], [`compare`]; [`auth`] checks tokens and scopes, [`error`] shapes every error.
+//! [`scenarios`], [`compare`], [`findings`]; [`auth`] checks tokens and scopes, [`error`] shapes every error.
 
 pub mod agents;
 pub mod auth;
 pub mod compare;
 pub mod error;
 pub mod events;
+pub mod findings;
 pub mod runs;
 pub mod scenarios;
 pub mod watch;
@@ -33,7 +34,10 @@ pub fn router(shared: Shared) -> Router {
         .route("/runs/{id}/events", get(events::events))
         .route("/agents", get(agents::list))
         .route("/scenarios", post(scenarios::create))
-        .route("/compare", get(compare::get));
+        .route("/compare", get(compare::get))
+        .route("/findings", get(findings::list))
+        .route("/findings/{id}", get(findings::get))
+        .route("/findings/{id}/close", post(findings::close));
     Router::new()
         .nest("/v1/reliability", v1)
         .route("/healthz", get(|| async { "ok" }))
