@@ -183,7 +183,7 @@ async fn findings_are_seen_again_closed_and_reopened(backend: Backend) {
         twice["closed_at"], closed["closed_at"],
         "the first close stands"
     );
-    assert_eq!(ids(api, "?status=closed").await, [check_id.clone()]);
+    assert_eq!(ids(api, "?status=closed").await, vec![check_id.clone()]);
     for path in [
         "/v1/reliability/findings/no-such-finding".to_string(),
         "/v1/reliability/findings/no-such-finding/close".to_string(),
