@@ -411,6 +411,34 @@ mod tests {
     }
 
     #[test]
+    fn record_counts_its_findings_and_lists_each() {
+        let mut with = run(None);
+        with.findings = serde_json::from_value(json!([
+            {"id": "f1", "signature": "ab", "kind": "check_failed", "subject": "health",
+             "title": "check health failed", "detail": "status 503, expected 200", "seen": "new"},
+            {"id": "f2", "signature": "cd", "kind": "invariant_broken", "subject": "no 5xx",
+             "title": "invariant no 5xx broken", "detail": "", "seen": "reopened"}
+        ]))
+        .expect("findings");
+        let text = record(&with);
+        assert!(text.contains("findings     1 new, 1 reopened\n"), "{text}");
+        assert!(
+            text.contains(
+                "  new       check health failed      f1\n  reopened  invariant no 5xx broken  f2\n"
+            ),
+            "{text}"
+        );
+        assert!(record(&run(None)).contains("findings     none\n"));
+        assert_eq!(
+            frame_line(
+                "finding",
+                &json!({"id": "f1", "signature": "ab", "title": "check health failed", "seen": "new"})
+            ),
+            "finding  new  check health failed  f1"
+        );
+    }
+
+    #[test]
     fn record_without_result_or_with_another_kind_of_result() {
         assert!(record(&run(None)).ends_with("result       -\n"));
         let other = record(&run(Some(json!({"p99_ms": 12}))));

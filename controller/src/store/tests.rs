@@ -543,13 +543,8 @@ async fn which_agents_serve_a_kind_and_environment() {
     }
 }
 
-/// A run of `seed`'s scenario and target, taken by an agent and ended with `result`.
-async fn run_to_end(
-    store: &Store,
-    template: &RunRow,
-    status: RunStatus,
-    result: serde_json::Value,
-) -> (RunRow, Vec<StoredFrame>) {
+/// A run of `seed`'s scenario and target, taken by an agent: running under its lease.
+async fn take_run(store: &Store, template: &RunRow) -> (RunRow, LeaseGuard) {
     let run = store
         .insert_run(
             &NewRun {
@@ -578,6 +573,16 @@ async fn run_to_end(
         .expect("offer")
         .expect("offered");
     assert!(store.accept_lease(&run.id, &lease).await.expect("accept"));
+    (run, lease)
+}
+
+/// Ends a taken run with `result`: the run as stored and the frames the ending wrote.
+async fn end_run(
+    store: &Store,
+    (run, lease): (RunRow, LeaseGuard),
+    status: RunStatus,
+    result: serde_json::Value,
+) -> (RunRow, Vec<StoredFrame>) {
     let ending = Ending {
         status,
         reason: None,
@@ -591,6 +596,16 @@ async fn run_to_end(
         .expect("ended");
     let run = store.run(&run.id).await.expect("q").expect("run");
     (run, frames)
+}
+
+async fn run_to_end(
+    store: &Store,
+    template: &RunRow,
+    status: RunStatus,
+    result: serde_json::Value,
+) -> (RunRow, Vec<StoredFrame>) {
+    let taken = take_run(store, template).await;
+    end_run(store, taken, status, result).await
 }
 
 fn failing_checks() -> serde_json::Value {
@@ -797,5 +812,48 @@ async fn findings_are_deduplicated_across_runs_and_reopen_when_seen_again() {
             run_to_end(&store, &template, RunStatus::Error, failing_checks()).await;
         assert!(errored.findings.is_empty());
         assert_eq!(frames.len(), 1);
+    }
+}
+
+#[tokio::test]
+async fn runs_ending_at_once_share_one_finding() {
+    use iohr_domain::finding::Sighting;
+    for store in both().await {
+        let (account, template) = seed(&store).await;
+        let first = take_run(&store, &template).await;
+        let second = take_run(&store, &template).await;
+        let ((a, _), (b, _)) = tokio::join!(
+            end_run(&store, first, RunStatus::Failed, failing_checks()),
+            end_run(&store, second, RunStatus::Failed, failing_checks()),
+        );
+        let mut seen: Vec<Sighting> = a
+            .findings
+            .iter()
+            .chain(&b.findings)
+            .map(|f| f.seen)
+            .collect();
+        seen.sort_by_key(|s| s.as_str());
+        assert_eq!(
+            seen,
+            [
+                Sighting::New,
+                Sighting::New,
+                Sighting::SeenAgain,
+                Sighting::SeenAgain
+            ],
+            "one run created each finding, the other saw it again"
+        );
+        let (all, _) = store
+            .list_findings(
+                &account.id,
+                &FindingFilter {
+                    limit: 10,
+                    ..FindingFilter::default()
+                },
+            )
+            .await
+            .expect("list");
+        assert_eq!(all.len(), 2);
+        assert!(all.iter().all(|f| f.times_seen == 2));
     }
 }
