@@ -2,7 +2,8 @@
 //! creates findings; later runs of the same scenario and target see them again (same ids,
 //! counted), a closed one seen again reopens; both run records list them; filters,
 //! scopes, other accounts and bad queries; compare names a finding new to the after run;
-//! and the CLI lists and closes them.
+//! the CLI lists and closes them; a load run's operation over its error-rate threshold is
+//! a finding too.
 
 use std::time::Duration;
 
@@ -323,7 +324,31 @@ async fn compare_names_a_finding_new_to_the_after_run(backend: Backend) {
     assert_eq!(answer["verdict"], "improved", "{answer}");
 }
 
+async fn a_load_operation_over_its_error_rate_threshold_is_a_finding(backend: Backend) {
+    let stack = OneAgent::start(backend, AgentOptions::default()).await;
+    let api = &stack.api;
+    let target = Target::start_with(&["--error-percent", "10"]).await;
+    let load = json!({"kind": "load", "environment": "staging", "target": target.url(),
+        "spec": {"operations": [{"path": "/"}], "model": "open", "rate": 100, "duration": "1s",
+                 "thresholds": ["error_rate < 5%"]}});
+    let first = finished(api, &load, "failed").await;
+    let found = first["findings"].as_array().expect("findings");
+    assert_eq!(found.len(), 1, "{first}");
+    assert_eq!(
+        (&found[0]["kind"], &found[0]["subject"], &found[0]["seen"]),
+        (&json!("operation_errors"), &json!("GET /"), &json!("new"))
+    );
+    assert_eq!(
+        found[0]["detail"],
+        "10 of 100 requests failed (10.00%: 5xx 10); limit error_rate < 5%"
+    );
+    let second = finished(api, &load, "failed").await;
+    assert_eq!(second["findings"][0]["id"], found[0]["id"]);
+    assert_eq!(second["findings"][0]["seen"], "seen_again");
+}
+
 on_both_stores!(
     findings_are_seen_again_closed_and_reopened,
-    compare_names_a_finding_new_to_the_after_run
+    compare_names_a_finding_new_to_the_after_run,
+    a_load_operation_over_its_error_rate_threshold_is_a_finding
 );
