@@ -6,6 +6,7 @@
 
 pub mod backoff;
 pub mod execute;
+pub mod faults;
 pub mod kinds;
 pub mod leases;
 pub mod link;

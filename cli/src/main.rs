@@ -82,6 +82,13 @@ enum Reliability {
     /// its floor), seen again by later runs instead of duplicated: list them (by default),
     /// show one, close one.
     Findings(findings::FindingsArgs),
+    /// Stop every queued or running faults run of the account now; each agent undoes its
+    /// faults as it stops. Safe to repeat.
+    Halt {
+        /// Why, for the runs' reason and the audit line.
+        #[arg(long)]
+        reason: Option<String>,
+    },
 }
 
 /// What every command needs.
@@ -124,6 +131,7 @@ async fn execute(cli: Cli) -> Result<u8> {
         Reliability::Scenarios(command) => scenarios::execute(&ctx, command).await,
         Reliability::Compare(args) => compare::execute(&ctx, args).await,
         Reliability::Findings(args) => findings::execute(&ctx, args).await,
+        Reliability::Halt { reason } => runs::halt(&ctx, reason).await,
     }
 }
 

@@ -157,6 +157,16 @@ pub fn record(run: &RunRecord) -> String {
     for (key, value) in pairs {
         t.row([key.to_string(), value]);
     }
+    if let Some(c) = &run.confirmation {
+        let state = match (&c.confirmed_by, &c.confirmed_at) {
+            (Some(who), Some(at)) => format!("{} confirmed by {who} at {at}", c.hash),
+            _ => format!(
+                "{} waits for a person until {} (iohr reliability runs confirm {} --hash {})",
+                c.hash, c.deadline, run.id, c.hash
+            ),
+        };
+        t.row(["confirmation".to_string(), state]);
+    }
     let mut out = t.render();
     if !run.findings.is_empty() {
         let mut t = Table::plain().indent(2);

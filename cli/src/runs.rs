@@ -25,6 +25,14 @@ pub enum RunsCommand {
         /// The run's id.
         id: String,
     },
+    /// Confirm a production faults run, as a person: `--hash` is the run's
+    /// `confirmation.hash`, the exact experiment, target and environment you read.
+    Confirm {
+        /// The run's id.
+        id: String,
+        #[arg(long, value_name = "SHA256")]
+        hash: String,
+    },
     /// Print a run's frames as they happen, until it finishes.
     Events {
         /// The run's id.
@@ -71,6 +79,12 @@ pub async fn execute(ctx: &Ctx, command: RunsCommand) -> Result<u8> {
             print_record(ctx, &raw)?;
             Ok(0)
         }
+        RunsCommand::Confirm { id, hash } => {
+            let path = format!("{}/confirm", run_path(&id)?);
+            let raw = ctx.api.post(&path, &json!({ "hash": hash })).await?;
+            print_record(ctx, &raw)?;
+            Ok(0)
+        }
         RunsCommand::Events { id, after } => {
             let json = ctx.json;
             follow(&ctx.api, &id, after, !json, |raw, frame| {
@@ -84,6 +98,33 @@ pub async fn execute(ctx: &Ctx, command: RunsCommand) -> Result<u8> {
             Ok(0)
         }
     }
+}
+
+/// `iohr reliability halt`: cancels every faults run of the account.
+pub async fn halt(ctx: &Ctx, reason: Option<String>) -> Result<u8> {
+    let body = match reason {
+        Some(reason) => json!({ "reason": reason }),
+        None => json!({}),
+    };
+    let raw = ctx.api.post("/v1/reliability/halt", &body).await?;
+    if ctx.json {
+        emit_json(&raw)?;
+        return Ok(0);
+    }
+    let halted: Vec<&str> = raw["halted"]
+        .as_array()
+        .map(|ids| ids.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if halted.is_empty() {
+        emit("no faults run was queued or running")?;
+    } else {
+        emit(&format!(
+            "halted {} faults runs: {}",
+            halted.len(),
+            halted.join(", ")
+        ))?;
+    }
+    Ok(0)
 }
 
 pub fn run_path(id: &str) -> Result<String> {

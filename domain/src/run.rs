@@ -241,6 +241,9 @@ pub struct RunRecord {
     /// The findings this run created or saw again, once it has ended.
     pub findings: Vec<crate::finding::RunFinding>,
     pub units: Units,
+    /// A production faults run's confirmation: what a person must confirm, and who did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<crate::faults::confirmation::Confirmation>,
     pub created_at: String,
     pub started_at: Option<String>,
     pub ended_at: Option<String>,

@@ -2,13 +2,15 @@
 //! same port (HTTP/1.1 and h2c).
 //!
 //! One file per resource: [`runs`], [`events`] (the live stream), [`agents`],
-//! [`scenarios`], [`compare`], [`findings`]; [`auth`] checks tokens and scopes, [`error`] shapes every error.
+//! [`scenarios`], [`compare`], [`faults`] (confirmation, halt), [`findings`]; [`auth`] checks
+//! tokens and scopes, [`error`] shapes every error.
 
 pub mod agents;
 pub mod auth;
 pub mod compare;
 pub mod error;
 pub mod events;
+pub mod faults;
 pub mod findings;
 pub mod runs;
 pub mod scenarios;
@@ -31,6 +33,8 @@ pub fn router(shared: Shared) -> Router {
         .route("/runs", post(runs::create).get(runs::list))
         .route("/runs/{id}", get(runs::get))
         .route("/runs/{id}/cancel", post(runs::cancel))
+        .route("/runs/{id}/confirm", post(faults::confirm))
+        .route("/halt", post(faults::halt))
         .route("/runs/{id}/events", get(events::events))
         .route("/agents", get(agents::list))
         .route("/scenarios", post(scenarios::create))

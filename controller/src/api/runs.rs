@@ -7,6 +7,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use iohr_domain::checks::ChecksSpec;
+use iohr_domain::faults::confirmation::{
+    DEFAULT_CONFIRM_WITHIN, MAX_CONFIRM_WITHIN, confirmation_hash,
+};
 use iohr_domain::load::LoadSpec;
 use iohr_domain::replay::{LoggedRequest, ReplaySpec};
 use iohr_domain::run::ScenarioRef;
@@ -18,7 +21,7 @@ use serde::Deserialize;
 use super::auth::Caller;
 use super::error::{ApiError, JsonBody};
 use crate::Shared;
-use crate::store::{AgentScope, AuditLine, NewRun, RunFilter, Scope};
+use crate::store::{AgentScope, AuditLine, NewRun, RunFilter, Scope, format_ms, now_ms};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -38,6 +41,10 @@ pub struct CreateRun {
     /// The change the run is for, such as `core#212`.
     #[serde(default)]
     pub change: Option<String>,
+    /// How long a production faults run waits for a person's confirmation (`30m`; default
+    /// 1 h, at most 24 h).
+    #[serde(default)]
+    pub confirm_within: Option<String>,
 }
 
 /// The longest name, change reference or cancel reason accepted.
@@ -75,6 +82,17 @@ pub fn validate_spec(kind: RunKind, spec: &serde_json::Value) -> Result<u64, Api
                 .and_then(|spec| spec.plan())
                 .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
             Ok(plan.expected_requests().unwrap_or(0))
+        }
+        RunKind::Faults => {
+            // A first check; the whole experiment is read by domain::faults::experiment.
+            let has_method = spec.get("method").is_some_and(|m| m.is_array());
+            if !has_method {
+                return Err(ApiError::bad_request(
+                    "invalid_spec",
+                    "method: an experiment needs a method (a list of actions)",
+                ));
+            }
+            Ok(0)
         }
         other => Err(ApiError::bad_request(
             "unsupported_kind",
@@ -133,7 +151,7 @@ pub async fn create(
     let account = &caller.0.account;
     let kind = parse_kind(&body.kind)?;
     let environments = shared.store.environments(&account.id).await?;
-    if !environments.iter().any(|e| e.name == body.environment) {
+    let Some(environment) = environments.iter().find(|e| e.name == body.environment) else {
         let known: Vec<_> = environments.iter().map(|e| e.name.as_str()).collect();
         return Err(ApiError::bad_request(
             "unknown_environment",
@@ -143,7 +161,9 @@ pub async fn create(
                 known.join(", ")
             ),
         ));
-    }
+    };
+    let needs_confirmation = kind == RunKind::Faults && environment.production;
+    let confirm_within = confirmation_window(body.confirm_within.as_deref(), needs_confirmation)?;
     validate_target(&body.target)
         .map_err(|e| ApiError::bad_request("invalid_target", e.to_string()))?;
     if body.target.starts_with("https://") && !matches!(kind, RunKind::Load | RunKind::Replay) {
@@ -224,14 +244,26 @@ pub async fn create(
         }
     };
     let units = validate_spec(kind, &scenario.spec)?;
-    let reason = waiting_reason(
-        &shared,
-        account.id.as_str(),
-        kind,
-        &body.environment,
-        &executor,
-    )
-    .await?;
+    let confirmation = confirm_within.map(|within| {
+        let hash = confirmation_hash(&scenario.version, &body.target, &body.environment);
+        (hash, now_ms() + within.as_millis() as i64)
+    });
+    let reason = match &confirmation {
+        Some((hash, deadline)) => Some(format!(
+            "waiting for a person's confirmation of {hash} until {} (POST /v1/reliability/runs/ID/confirm)",
+            format_ms(*deadline)
+        )),
+        None => {
+            waiting_reason(
+                &shared,
+                account.id.as_str(),
+                kind,
+                &body.environment,
+                &executor,
+            )
+            .await?
+        }
+    };
     let started_by = match &caller.0.person {
         Some(person) => StartedBy {
             kind: "person".into(),
@@ -258,15 +290,44 @@ pub async fn create(
                 started_by,
                 units_reserved: units as i64,
                 reason,
+                confirmation,
             },
             &caller.actor(),
         )
         .await?;
-    // No await between the commit and this: a client gone now cannot leave a stored run
-    // the dispatcher does not know.
-    shared.dispatcher.run_queued(&run, account.max_running);
-    tracing::info!(run = %run.id, kind = %kind, account = %account.name, "run queued");
+    if run.confirmation.is_some() {
+        // Queued only once a person confirms it (see `confirm`); the dispatcher ends it
+        // `refused` if nobody does in time.
+        tracing::info!(run = %run.id, account = %account.name, "production faults run waits for a confirmation");
+    } else {
+        // No await between the commit and this: a client gone now cannot leave a stored
+        // run the dispatcher does not know.
+        shared.dispatcher.run_queued(&run, account.max_running);
+        tracing::info!(run = %run.id, kind = %kind, account = %account.name, "run queued");
+    }
     Ok((StatusCode::CREATED, Json(run.to_record())))
+}
+
+/// How long a run waits for its confirmation: only production faults runs do.
+fn confirmation_window(text: Option<&str>, needed: bool) -> Result<Option<Duration>, ApiError> {
+    let invalid = |message: String| ApiError::bad_request("invalid_confirm_within", message);
+    match (text, needed) {
+        (None, false) => Ok(None),
+        (Some(_), false) => Err(invalid(
+            "confirm_within applies only to faults runs in a production environment".into(),
+        )),
+        (None, true) => Ok(Some(DEFAULT_CONFIRM_WITHIN)),
+        (Some(text), true) => {
+            let within = humantime::parse_duration(text)
+                .map_err(|e| invalid(format!("confirm_within: {e} (such as 30m)")))?;
+            if within.is_zero() || within > MAX_CONFIRM_WITHIN {
+                return Err(invalid(
+                    "confirm_within must be above 0 and at most 24h".into(),
+                ));
+            }
+            Ok(Some(within))
+        }
+    }
 }
 
 /// Why a new run may wait forever: no agent (online or not) has declared what it needs.

@@ -17,7 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::scheduler::{AgentSlot, Placement, QueuedRun, Scheduler, SessionId};
 use crate::hub::FrameHub;
-use crate::store::{AgentIdentity, Declaration, Ending, LeaseGuard, RunRow, Store, StoreError};
+use crate::store::{
+    AgentIdentity, AuditLine, Declaration, Ending, LeaseGuard, RunRow, Store, StoreError,
+};
 use crate::timing::Timing;
 
 /// A connected agent, as its session hands it to the dispatcher after the hello.
@@ -306,6 +308,8 @@ impl Dispatcher {
                     );
                     rebuilt.1 += 1;
                 }
+                // A production faults run waits for a person, not in a queue.
+                _ if run.confirmation.as_ref().is_some_and(|c| c.is_pending()) => {}
                 _ => {
                     self.scheduler.enqueue(queued_from_row(&run));
                     rebuilt.0 += 1;
@@ -650,6 +654,40 @@ impl Dispatcher {
         }
     }
 
+    /// Production faults runs unconfirmed past their deadline end `refused`.
+    async fn lapse_confirmations(&mut self) {
+        let lapsed = match self
+            .store
+            .lapsed_confirmations(crate::store::now_ms())
+            .await
+        {
+            Ok(runs) => runs,
+            Err(error) => {
+                tracing::warn!(%error, "reading lapsed confirmations failed; retrying next tick");
+                return;
+            }
+        };
+        for run in lapsed {
+            let reason = "confirmation lapsed";
+            if self
+                .end_run(&run.id, None, RunStatus::Refused, reason)
+                .await
+            {
+                let line = AuditLine {
+                    at: 0,
+                    actor: "controller".to_string(),
+                    action: "run.confirmation_lapsed".to_string(),
+                    run_id: Some(run.id.clone()),
+                    targets: Some(run.target.clone()),
+                    outcome: "refused".to_string(),
+                };
+                if let Err(error) = self.store.audit(&run.account_id, &line).await {
+                    tracing::warn!(run = %run.id, %error, "writing the lapse's audit line failed");
+                }
+            }
+        }
+    }
+
     async fn agent_up(&mut self, up: AgentUp) -> Result<Vec<String>, String> {
         let AgentUp {
             session,
@@ -926,6 +964,7 @@ impl Dispatcher {
 
     async fn on_tick(&mut self) {
         self.close_removed().await;
+        self.lapse_confirmations().await;
         let now = Instant::now();
         let now_ms = self.now_ms();
         let silent: Vec<SessionId> = self

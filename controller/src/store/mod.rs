@@ -8,6 +8,7 @@ mod accounts;
 mod agents;
 mod audit;
 mod claim;
+mod confirmations;
 mod findings;
 mod frames;
 mod runs;
@@ -25,9 +26,10 @@ pub use accounts::{Account, DEFAULT_MAX_RUNNING, Environment, Scope, TokenInfo};
 pub use agents::{AgentIdentity, AgentRow, AgentScope, Declaration};
 pub use audit::AuditLine;
 pub use claim::Claim;
+pub use confirmations::ConfirmRefusal;
 pub use findings::{FindingFilter, FindingRow};
 pub use frames::{AppendOutcome, StoredFrame};
-pub use runs::{Ending, LeaseGuard, NewRun, RunFilter, RunRow};
+pub use runs::{ConfirmState, Ending, LeaseGuard, NewRun, RunFilter, RunRow};
 pub use scenarios::Scenario;
 
 #[derive(Debug, thiserror::Error)]

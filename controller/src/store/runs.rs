@@ -1,6 +1,7 @@
 //! Runs and their leases. A lease is the (lease_id, epoch) pair on the run's row: every
 //! change an agent asks for names it, and a change naming an old pair does nothing.
 
+use iohr_domain::faults::confirmation::Confirmation;
 use iohr_domain::finding::{RunFacts, RunFinding, derive};
 use iohr_domain::run::ScenarioRef;
 use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy, Units};
@@ -24,6 +25,24 @@ pub struct NewRun {
     pub units_reserved: i64,
     /// Why it waits (no agent serves it), when known at creation.
     pub reason: Option<String>,
+    /// A production faults run waits for a person to confirm this hash before this deadline
+    /// (Unix ms); the dispatcher does not queue it until then.
+    pub confirmation: Option<(String, i64)>,
+}
+
+/// A production faults run's confirmation as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfirmState {
+    pub hash: String,
+    pub deadline: i64,
+    pub confirmed_by: Option<String>,
+    pub confirmed_at: Option<i64>,
+}
+
+impl ConfirmState {
+    pub fn is_pending(&self) -> bool {
+        self.confirmed_at.is_none()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -49,6 +68,7 @@ pub struct RunRow {
     pub lease: Option<LeaseGuard>,
     pub lease_state: Option<String>,
     pub frames_through: u64,
+    pub confirmation: Option<ConfirmState>,
     pub created_at: i64,
     pub started_at: Option<i64>,
     pub ended_at: Option<i64>,
@@ -76,6 +96,12 @@ impl RunRow {
                 reserved: self.units_reserved.max(0) as u64,
                 spent: self.units_spent.max(0) as u64,
             },
+            confirmation: self.confirmation.as_ref().map(|c| Confirmation {
+                hash: c.hash.clone(),
+                deadline: format_ms(c.deadline),
+                confirmed_by: c.confirmed_by.clone(),
+                confirmed_at: c.confirmed_at.map(format_ms),
+            }),
             created_at: format_ms(self.created_at),
             started_at: self.started_at.map(format_ms),
             ended_at: self.ended_at.map(format_ms),
@@ -102,7 +128,7 @@ pub struct RunFilter {
     pub cursor: Option<String>,
 }
 
-const RUN_COLUMNS: &str = "r.*, a.name AS agent_name";
+pub(super) const RUN_COLUMNS: &str = "r.*, a.name AS agent_name";
 
 pub(super) fn run_from_row(row: &sqlx::any::AnyRow) -> Result<RunRow> {
     let corrupt =
@@ -113,6 +139,18 @@ pub(super) fn run_from_row(row: &sqlx::any::AnyRow) -> Result<RunRow> {
     let result: Option<String> = row.try_get("result")?;
     let lease_id: Option<String> = row.try_get("lease_id")?;
     let epoch: i64 = row.try_get("lease_epoch")?;
+    let confirm_hash: Option<String> = row.try_get("confirm_hash")?;
+    let confirmation = match confirm_hash {
+        Some(hash) => Some(ConfirmState {
+            hash,
+            deadline: row
+                .try_get::<Option<i64>, _>("confirm_deadline")?
+                .unwrap_or(0),
+            confirmed_by: row.try_get("confirmed_by")?,
+            confirmed_at: row.try_get("confirmed_at")?,
+        }),
+        None => None,
+    };
     Ok(RunRow {
         id: row.try_get("id")?,
         account_id: row.try_get("account_id")?,
@@ -145,6 +183,7 @@ pub(super) fn run_from_row(row: &sqlx::any::AnyRow) -> Result<RunRow> {
         }),
         lease_state: row.try_get("lease_state")?,
         frames_through: row.try_get::<i64, _>("frames_through")?.max(0) as u64,
+        confirmation,
         created_at: row.try_get("created_at")?,
         started_at: row.try_get("started_at")?,
         ended_at: row.try_get("ended_at")?,
@@ -168,8 +207,9 @@ impl Store {
         sqlx::query(
             "INSERT INTO runs (id, account_id, kind, scenario_id, scenario_version, environment,
                  target, executor, started_by_type, started_by_id, change_ref, status, reason,
-                 units_reserved, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'queued', $12, $13, $14)",
+                 units_reserved, created_at, confirm_hash, confirm_deadline)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'queued', $12, $13, $14,
+                 $15, $16)",
         )
         .bind(&id)
         .bind(&run.account_id)
@@ -185,6 +225,8 @@ impl Store {
         .bind(&run.reason)
         .bind(run.units_reserved)
         .bind(now_ms())
+        .bind(run.confirmation.as_ref().map(|(hash, _)| hash.clone()))
+        .bind(run.confirmation.as_ref().map(|(_, deadline)| *deadline))
         .execute(&mut *tx)
         .await?;
         let line = AuditLine {

@@ -73,6 +73,7 @@ async fn seed(store: &Store) -> (Account, RunRow) {
                 },
                 units_reserved: 1,
                 reason: None,
+                confirmation: None,
             },
             "token:t1",
         )
@@ -284,6 +285,7 @@ async fn runs_list_newest_first_with_filters_and_cursor() {
                         started_by: run.started_by,
                         units_reserved: 1,
                         reason: None,
+                        confirmation: None,
                     },
                     "token:t1",
                 )
@@ -558,6 +560,7 @@ async fn take_run(store: &Store, template: &RunRow) -> (RunRow, LeaseGuard) {
                 started_by: template.started_by.clone(),
                 units_reserved: 1,
                 reason: None,
+                confirmation: None,
             },
             "token:t1",
         )

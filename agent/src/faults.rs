@@ -1,0 +1,53 @@
+//! Faults the agent applies for `faults` runs, and how each is undone.
+//!
+//! Every fault is written to the ledger with its [`Undo`] before it is applied, so that a
+//! restarted agent can undo what a crashed one left open, newest first.
+
+pub mod proxy;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// How one applied fault is undone, written to the ledger before the fault is applied.
+/// Processes are pinned by pid and start time (clock ticks since boot, `/proc/PID/stat`
+/// field 22) so a reused pid is never signalled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "undo", rename_all = "snake_case")]
+pub enum Undo {
+    /// A fault in the agent's own fault proxy: removed from the proxy; if the agent died, the
+    /// proxy died with it and nothing is left to undo.
+    ProxyFault { proxy: String, id: u64 },
+    /// SIGCONT to a process paused with SIGSTOP.
+    Resume { pid: u32, start_time: u64 },
+    /// Runs the policy's restart command for a process that was terminated or killed.
+    Restart { command: String },
+    /// Kills a child process group the agent started (a hog, a disk filler).
+    StopChild { pid: u32, start_time: u64 },
+    /// Removes the file a disk fill wrote.
+    RemoveFile { path: PathBuf },
+    /// Nothing can be undone (said why), e.g. a terminated process with no restart command.
+    Nothing { why: String },
+}
+
+/// Why a fault could not be applied or undone.
+#[derive(Debug, thiserror::Error)]
+pub enum FaultError {
+    /// The agent's policy does not allow it (the run is refused before anything is applied).
+    #[error("not allowed by the agent's policy: {0}")]
+    NotAllowed(String),
+    /// The host cannot do it (e.g. no tc netem in this kernel).
+    #[error("unsupported on this host: {0}")]
+    Unsupported(String),
+    /// The process, file or port it names is not there.
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Failed(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+pub mod ledger;
+pub mod lifecycle;
+pub mod probe;

@@ -1,0 +1,140 @@
+//! Production faults: `POST /runs/{id}/confirm` (a person confirms the exact experiment and
+//! target) and `POST /halt` (stop every faults run of the account now).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use iohr_domain::{RunKind, RunRecord};
+use serde::{Deserialize, Serialize};
+
+use super::auth::Caller;
+use super::error::{ApiError, JsonBody};
+use super::runs::MAX_NAME;
+use crate::Shared;
+use crate::store::{AuditLine, ConfirmRefusal, Scope};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmBody {
+    /// The run's `confirmation.hash`: what the person read and confirms.
+    pub hash: String,
+}
+
+/// A person confirms a production faults run; an API token never can.
+pub async fn confirm(
+    State(shared): State<Shared>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<ConfirmBody>,
+) -> Result<(StatusCode, Json<RunRecord>), ApiError> {
+    caller.require(Scope::Run)?;
+    let Some(person) = caller.0.person.clone() else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "person_required",
+            "only a person's token confirms a production fault run; this is an API token",
+        ));
+    };
+    let account = &caller.0.account;
+    let outcome = shared
+        .store
+        .confirm_run(&account.id, &id, &body.hash, &person)
+        .await
+        .map_err(|e| match e {
+            crate::store::StoreError::NotFound(_) => ApiError::not_found(&format!("run {id}")),
+            other => other.into(),
+        })?;
+    match outcome {
+        Ok(run) => {
+            shared.dispatcher.run_queued(&run, account.max_running);
+            tracing::info!(run = %run.id, %person, "production faults run confirmed and queued");
+            Ok((StatusCode::OK, Json(run.to_record())))
+        }
+        Err(ConfirmRefusal::NotAwaiting(why)) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_awaiting_confirmation",
+            format!("run {id}: {why}"),
+        )),
+        Err(ConfirmRefusal::HashMismatch { expected }) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "hash_mismatch",
+            format!(
+                "run {id} waits for a confirmation of {expected}; the hash sent names another experiment or target"
+            ),
+        )),
+        Err(ConfirmRefusal::Lapsed) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "confirmation_lapsed",
+            format!("run {id}: its confirmation deadline has passed"),
+        )),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HaltBody {
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Halted {
+    /// The faults runs this halt cancelled (none when nothing was running: a halt is
+    /// idempotent).
+    pub halted: Vec<String>,
+}
+
+/// Cancels every queued or running faults run of the account; each agent undoes its
+/// faults as it stops.
+pub async fn halt(
+    State(shared): State<Shared>,
+    caller: Caller,
+    body: axum::body::Bytes,
+) -> Result<Json<Halted>, ApiError> {
+    caller.require(Scope::Run)?;
+    let body: HaltBody = if body.iter().all(u8::is_ascii_whitespace) {
+        HaltBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?
+    };
+    let actor = caller.actor();
+    let reason = match body.reason {
+        Some(r) => format!(
+            "halted by {actor}: {}",
+            r.chars().take(MAX_NAME).collect::<String>()
+        ),
+        None => format!("halted by {actor}"),
+    };
+    let account_id = caller.account_id().to_string();
+    let runs = shared
+        .store
+        .unfinished_runs_of_kind(&account_id, RunKind::Faults.as_str())
+        .await?;
+    let mut halted = Vec::with_capacity(runs.len());
+    for run in runs {
+        shared
+            .dispatcher
+            .cancel(&run.id, &reason)
+            .await
+            .map_err(|_| {
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "shutting_down",
+                    "the controller is stopping",
+                )
+            })?;
+        halted.push(run.id);
+    }
+    let line = AuditLine {
+        at: 0,
+        actor,
+        action: "halt".into(),
+        run_id: None,
+        targets: None,
+        outcome: format!("{} faults runs cancelled", halted.len()),
+    };
+    shared.store.audit(&account_id, &line).await?;
+    tracing::warn!(account = %account_id, runs = halted.len(), "halt");
+    Ok(Json(Halted { halted }))
+}

@@ -1,0 +1,234 @@
+//! The journal of a `faults` run: what happened, with the Chaos Toolkit's field names
+//! (`status`, `deviated`, `steady_states.before/after/during`, `run[]`, `rollbacks[]`, each
+//! activity with `activity`, `status`, `start`, `end`, `duration`, `output`, `exception`),
+//! plus the targets, the ledger entries and who confirmed the run.
+//!
+//! Times are milliseconds since the Unix epoch (as everywhere in iohr), durations seconds
+//! (as in the Chaos Toolkit). Outputs never hold a body: an HTTP probe keeps its status
+//! and latency.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How the experiment ended. The Chaos Toolkit's four, plus two of ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JournalStatus {
+    /// Ran to its end; `deviated` says whether the hypothesis held after the method.
+    Completed,
+    /// The hypothesis failed: before the method (nothing injected, `deviated` false) or
+    /// after it (`deviated` true).
+    Failed,
+    /// An action of the method failed; the rest was skipped and the rollbacks ran.
+    Aborted,
+    /// Cancelled or halted; the rollbacks ran.
+    Interrupted,
+    /// A fault's undo still failed after its retries: something may be left applied.
+    RollbackFailed,
+    /// The agent's policy refused the experiment; nothing was applied.
+    Refused,
+}
+
+impl JournalStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JournalStatus::Completed => "completed",
+            JournalStatus::Failed => "failed",
+            JournalStatus::Aborted => "aborted",
+            JournalStatus::Interrupted => "interrupted",
+            JournalStatus::RollbackFailed => "rollback_failed",
+            JournalStatus::Refused => "refused",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActivityStatus {
+    Succeeded,
+    Failed,
+}
+
+/// One activity that ran (a probe, a fault, an undo, a rollback action).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActivityRun {
+    /// The activity as the experiment names it (for an undo: the fault and its undo).
+    pub activity: Value,
+    pub status: ActivityStatus,
+    pub start: u64,
+    pub end: u64,
+    /// Seconds.
+    pub duration: f64,
+    #[serde(default)]
+    pub output: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exception: Option<String>,
+    /// Hypothesis probes: whether the output was within the tolerance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance_met: Option<bool>,
+    /// Faults and their undos: the ledger entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_id: Option<String>,
+    /// Undos: how many tries it took (retries after failures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SteadyState {
+    pub steady_state_met: bool,
+    pub probes: Vec<ActivityRun>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SteadyStates {
+    pub before: Option<SteadyState>,
+    pub after: Option<SteadyState>,
+    /// The Chaos Toolkit's continuous checks; iohr verifies before and after only.
+    pub during: Vec<SteadyState>,
+}
+
+/// A ledger entry as the journal shows it: the fault, how it is undone, when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerRecord {
+    pub id: String,
+    pub activity: String,
+    pub fault: Value,
+    pub undo: Value,
+    pub applied_at: u64,
+    pub deadline: u64,
+    /// When its undo succeeded; `None` if it is still open.
+    pub undone_at: Option<u64>,
+    /// `rollback`, `deadline` or `retry` (undone after the method's rollbacks were tried).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undone_by: Option<String>,
+}
+
+/// A dry run's line: what would be applied and how it would be undone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedFault {
+    pub activity: String,
+    pub fault: Value,
+    /// Seconds the fault would hold at most.
+    pub duration: f64,
+    pub undo: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Journal {
+    pub title: String,
+    pub status: JournalStatus,
+    pub deviated: bool,
+    pub start: u64,
+    pub end: u64,
+    pub duration: f64,
+    pub steady_states: SteadyStates,
+    pub run: Vec<ActivityRun>,
+    /// The undos of the applied faults (newest first), then the experiment's rollbacks.
+    pub rollbacks: Vec<ActivityRun>,
+    /// What the run touched: the target and any process, directory or interface.
+    pub targets: Vec<String>,
+    pub ledger: Vec<LedgerRecord>,
+    /// The person who confirmed a production run (set by the controller's side).
+    pub confirmed_by: Option<String>,
+    pub dry_run: bool,
+    /// A dry run's plan; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plan: Vec<PlannedFault>,
+    /// Why it ended as it did, in a sentence (refused, failed, aborted, rollback failed).
+    pub reason: Option<String>,
+}
+
+impl Journal {
+    pub fn new(title: &str, start: u64) -> Journal {
+        Journal {
+            title: title.to_string(),
+            status: JournalStatus::Completed,
+            deviated: false,
+            start,
+            end: start,
+            duration: 0.0,
+            steady_states: SteadyStates::default(),
+            run: Vec::new(),
+            rollbacks: Vec::new(),
+            targets: Vec::new(),
+            ledger: Vec::new(),
+            confirmed_by: None,
+            dry_run: false,
+            plan: Vec::new(),
+            reason: None,
+        }
+    }
+
+    /// Faults whose undo never succeeded.
+    pub fn open_faults(&self) -> impl Iterator<Item = &LedgerRecord> {
+        self.ledger.iter().filter(|r| r.undone_at.is_none())
+    }
+}
+
+/// One `timeline` frame's data: a step of the lifecycle as it happens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimelineStep {
+    /// `hypothesis_before`, `method`, `hypothesis_after`, `deadline`, `rollback`, `dry_run`,
+    /// `end`.
+    pub phase: String,
+    pub activity: Option<String>,
+    /// `started`, `succeeded`, `failed`, `met`, `missed`, `applied`, `undone`, `retrying`, or
+    /// the journal's status at the end.
+    pub status: String,
+    pub at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_journal_keeps_the_chaos_toolkit_field_names() {
+        let mut j = Journal::new("t", 1000);
+        j.steady_states.before = Some(SteadyState {
+            steady_state_met: true,
+            probes: vec![ActivityRun {
+                activity: json!({"name": "p"}),
+                status: ActivityStatus::Succeeded,
+                start: 1000,
+                end: 1005,
+                duration: 0.005,
+                output: Some(json!({"status": 200, "latency_ms": 5.0})),
+                exception: None,
+                tolerance_met: Some(true),
+                ledger_id: None,
+                attempts: None,
+            }],
+        });
+        j.status = JournalStatus::RollbackFailed;
+        let v = serde_json::to_value(&j).unwrap();
+        for key in [
+            "status",
+            "deviated",
+            "steady_states",
+            "run",
+            "rollbacks",
+            "start",
+            "end",
+            "duration",
+            "targets",
+            "ledger",
+            "confirmed_by",
+        ] {
+            assert!(v.get(key).is_some(), "{key}");
+        }
+        assert_eq!(v["status"], "rollback_failed");
+        let probe = &v["steady_states"]["before"]["probes"][0];
+        for key in ["activity", "status", "start", "end", "duration", "output"] {
+            assert!(probe.get(key).is_some(), "{key}");
+        }
+        assert_eq!(probe["status"], "succeeded");
+        assert_eq!(v["steady_states"]["during"], json!([]));
+        let back: Journal = serde_json::from_value(v).unwrap();
+        assert_eq!(back, j);
+    }
+}
