@@ -8,6 +8,7 @@ mod agents;
 mod client;
 mod compare;
 mod error;
+mod findings;
 mod follow;
 mod output;
 mod run;
@@ -77,6 +78,10 @@ enum Reliability {
     /// What is different now: two runs of one scenario version, before and after a change.
     /// Exit status 0 unchanged or improved, 1 regressed, 2 refused or an error.
     Compare(compare::CompareArgs),
+    /// Problems runs found (failing checks, broken invariants, error rates, capacity below
+    /// its floor), seen again by later runs instead of duplicated: list them (by default),
+    /// show one, close one.
+    Findings(findings::FindingsArgs),
     /// Stop every queued or running faults run of the account now; each agent undoes its
     /// faults as it stops. Safe to repeat.
     Halt {
@@ -125,6 +130,7 @@ async fn execute(cli: Cli) -> Result<u8> {
         Reliability::Agents => agents::execute(&ctx).await,
         Reliability::Scenarios(command) => scenarios::execute(&ctx, command).await,
         Reliability::Compare(args) => compare::execute(&ctx, args).await,
+        Reliability::Findings(args) => findings::execute(&ctx, args).await,
         Reliability::Halt { reason } => runs::halt(&ctx, reason).await,
     }
 }
@@ -256,5 +262,36 @@ mod tests {
             parse(line).unwrap_or_else(|e| panic!("{line}: {e}"));
         }
         assert!(parse("iohr reliability runs show").is_err());
+    }
+
+    #[test]
+    fn findings_list_by_default_and_close_by_id() {
+        let cli = parse(
+            "iohr reliability findings --status open --scenario smoke --environment staging \
+             --limit 5 --cursor c1",
+        )
+        .expect("valid");
+        let Top::Reliability(Reliability::Findings(args)) = cli.command else {
+            panic!("not findings");
+        };
+        assert!(args.command.is_none());
+        assert_eq!(
+            args.list.status,
+            Some(iohr_domain::finding::FindingStatus::Open)
+        );
+        assert_eq!(args.list.scenario.as_deref(), Some("smoke"));
+        let cli = parse("iohr reliability findings close f1 --json").expect("valid");
+        assert!(matches!(
+            cli.command,
+            Top::Reliability(Reliability::Findings(findings::FindingsArgs {
+                command: Some(findings::FindingsCommand::Close { ref id }),
+                ..
+            })) if id == "f1"
+        ));
+        parse("iohr reliability findings show f1").expect("show");
+        parse("iohr reliability findings").expect("list");
+        assert!(parse("iohr reliability findings --status resolved").is_err());
+        assert!(parse("iohr reliability findings close").is_err());
+        assert!(parse("iohr reliability findings --status open close f1").is_err());
     }
 }

@@ -5,6 +5,7 @@ use std::io::Write;
 
 use iohr_domain::RunRecord;
 use iohr_domain::checks::ChecksResult;
+use iohr_domain::finding::Sighting;
 use iohr_domain::load::LoadResult;
 use serde_json::Value;
 
@@ -122,7 +123,13 @@ pub fn record(run: &RunRecord) -> String {
     let findings = if run.findings.is_empty() {
         "none".to_string()
     } else {
-        run.findings.join(", ")
+        let count = |seen: Sighting| run.findings.iter().filter(|f| f.seen == seen).count();
+        [Sighting::New, Sighting::SeenAgain, Sighting::Reopened]
+            .into_iter()
+            .filter(|s| count(*s) > 0)
+            .map(|s| format!("{} {}", count(s), s.as_str().replace('_', " ")))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let pairs = [
         ("id", run.id.clone()),
@@ -161,6 +168,17 @@ pub fn record(run: &RunRecord) -> String {
         t.row(["confirmation".to_string(), state]);
     }
     let mut out = t.render();
+    if !run.findings.is_empty() {
+        let mut t = Table::plain().indent(2);
+        for f in &run.findings {
+            t.row([
+                f.seen.as_str().replace('_', " "),
+                f.title.clone(),
+                f.id.clone(),
+            ]);
+        }
+        out.push_str(&t.render());
+    }
     out.push_str(&result(run.result.as_ref()));
     out
 }
@@ -284,7 +302,7 @@ pub fn frame_line(kind: &str, data: &Value) -> String {
         ),
         "started" => parts.extend(text(data, "agent").map(|a| format!("on {a}"))),
         "finding" => {
-            for key in ["id", "signature", "title"] {
+            for key in ["seen", "title", "id"] {
                 parts.extend(text(data, key).map(str::to_string));
             }
         }
@@ -399,6 +417,34 @@ mod tests {
         assert!(
             text.contains("  invariant  no 5xx  FAIL                health: status 503, 12.0 ms\n"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn record_counts_its_findings_and_lists_each() {
+        let mut with = run(None);
+        with.findings = serde_json::from_value(json!([
+            {"id": "f1", "signature": "ab", "kind": "check_failed", "subject": "health",
+             "title": "check health failed", "detail": "status 503, expected 200", "seen": "new"},
+            {"id": "f2", "signature": "cd", "kind": "invariant_broken", "subject": "no 5xx",
+             "title": "invariant no 5xx broken", "detail": "", "seen": "reopened"}
+        ]))
+        .expect("findings");
+        let text = record(&with);
+        assert!(text.contains("findings     1 new, 1 reopened\n"), "{text}");
+        assert!(
+            text.contains(
+                "  new       check health failed      f1\n  reopened  invariant no 5xx broken  f2\n"
+            ),
+            "{text}"
+        );
+        assert!(record(&run(None)).contains("findings     none\n"));
+        assert_eq!(
+            frame_line(
+                "finding",
+                &json!({"id": "f1", "signature": "ab", "title": "check health failed", "seen": "new"})
+            ),
+            "finding  new  check health failed  f1"
         );
     }
 

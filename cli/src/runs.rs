@@ -234,7 +234,7 @@ fn render_page(
 }
 
 /// Quotes a word for a POSIX shell when it needs it, so the `next:` line can be pasted.
-fn shell_word(word: &str) -> String {
+pub fn shell_word(word: &str) -> String {
     let plain = !word.is_empty()
         && word
             .chars()

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::checks::ChecksResult;
+use crate::finding::RunFinding;
 use crate::histogram::decode;
 use crate::load::{LEVEL, LoadResult};
 use crate::quantile::{Percentile, percentile};
@@ -561,6 +562,26 @@ fn latency_difference(
         });
     } else {
         out.unchanged.push(measure.to_string());
+    }
+}
+
+/// Findings of the after run whose signature the before run lacks: each is a worse
+/// difference, so a new finding makes the verdict `regressed`. Called on the comparison
+/// of the two runs' results with their records' findings.
+pub fn add_new_findings(out: &mut Comparison, before: &[RunFinding], after: &[RunFinding]) {
+    let earlier: std::collections::BTreeSet<&str> =
+        before.iter().map(|f| f.signature.as_str()).collect();
+    for finding in after
+        .iter()
+        .filter(|f| !earlier.contains(f.signature.as_str()))
+    {
+        let detail: String = finding.detail.chars().take(200).collect();
+        out.differences.push(Difference {
+            measure: format!("finding {}", finding.id),
+            worse: true,
+            line: format!("new finding: {} ({detail})", finding.title),
+        });
+        out.verdict = Verdict::Regressed;
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod checks;
 pub mod compare;
 pub mod faults;
+pub mod finding;
 pub mod frame;
 pub mod histogram;
 pub mod load;

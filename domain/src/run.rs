@@ -243,7 +243,8 @@ pub struct RunRecord {
     /// why it is still waiting.
     pub reason: Option<String>,
     pub result: Option<serde_json::Value>,
-    pub findings: Vec<String>,
+    /// The findings this run created or saw again, once it has ended.
+    pub findings: Vec<crate::finding::RunFinding>,
     pub units: Units,
     /// A production faults run's confirmation: what a person must confirm, and who did.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -132,7 +132,8 @@ async fn every_route_guards_its_tokens_scopes_accounts_and_input(backend: Backen
             "unsupported_media_type",
         ),
         (with("kind", json!("soak")), 400, "unknown_kind"),
-        (with("kind", json!("faults")), 400, "unsupported_kind"),
+        // A checks spec is not an experiment.
+        (with("kind", json!("faults")), 400, "invalid_spec"),
         // A checks spec is not a load spec.
         (with("kind", json!("load")), 400, "invalid_spec"),
         (

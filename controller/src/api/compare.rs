@@ -1,11 +1,12 @@
 //! `GET /v1/reliability/compare?before=ID&after=ID`: what is different now
 //! ([`iohr_domain::compare`]). Both runs must be the caller's; another account's run is
-//! 404, as everywhere.
+//! 404, as everywhere. Findings the after run has and the before run lacks are
+//! differences too.
 
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use iohr_domain::compare::{Comparison, NOISE_FLOOR, Refusal, Side, compare};
+use iohr_domain::compare::{Comparison, NOISE_FLOOR, Refusal, Side, add_new_findings, compare};
 use serde::Deserialize;
 
 use super::auth::Caller;
@@ -76,11 +77,14 @@ pub async fn compare_runs(
             .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
         runs.push(run);
     }
-    compare(&side(&runs[0]), &side(&runs[1]), noise_floor).map_err(|refusal| {
-        let code = match refusal {
-            Refusal::Different { .. } | Refusal::Kind(_) => "not_comparable",
-            Refusal::NotFinished { .. } => "not_finished",
-        };
-        ApiError::new(StatusCode::CONFLICT, code, refusal.to_string())
-    })
+    let mut comparison =
+        compare(&side(&runs[0]), &side(&runs[1]), noise_floor).map_err(|refusal| {
+            let code = match refusal {
+                Refusal::Different { .. } | Refusal::Kind(_) => "not_comparable",
+                Refusal::NotFinished { .. } => "not_finished",
+            };
+            ApiError::new(StatusCode::CONFLICT, code, refusal.to_string())
+        })?;
+    add_new_findings(&mut comparison, &runs[0].findings, &runs[1].findings);
+    Ok(comparison)
 }

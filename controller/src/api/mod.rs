@@ -2,7 +2,8 @@
 //! same port (HTTP/1.1 and h2c).
 //!
 //! One file per resource: [`runs`], [`events`] (the live stream), [`agents`],
-//! [`scenarios`], [`compare`], [`faults`] (confirmation, halt); [`auth`] checks tokens and scopes, [`error`] shapes every error.
+//! [`scenarios`], [`compare`], [`faults`] (confirmation, halt), [`findings`]; [`auth`] checks
+//! tokens and scopes, [`error`] shapes every error.
 
 pub mod agents;
 pub mod auth;
@@ -10,6 +11,7 @@ pub mod compare;
 pub mod error;
 pub mod events;
 pub mod faults;
+pub mod findings;
 pub mod runs;
 pub mod scenarios;
 pub mod watch;
@@ -36,7 +38,10 @@ pub fn router(shared: Shared) -> Router {
         .route("/runs/{id}/events", get(events::events))
         .route("/agents", get(agents::list))
         .route("/scenarios", post(scenarios::create))
-        .route("/compare", get(compare::get));
+        .route("/compare", get(compare::get))
+        .route("/findings", get(findings::list))
+        .route("/findings/{id}", get(findings::get))
+        .route("/findings/{id}/close", post(findings::close));
     Router::new()
         .nest("/v1/reliability", v1)
         .route("/healthz", get(|| async { "ok" }))

@@ -309,7 +309,7 @@ impl Session {
         match self
             .shared
             .store
-            .finish_run(
+            .finish_run_with_findings(
                 &completion.run_id,
                 Some(&guard),
                 Some(completion.last_frame),
@@ -317,9 +317,12 @@ impl Session {
             )
             .await
         {
-            Ok(Some(frame)) => {
+            Ok(Some(frames)) => {
                 tracing::info!(run = %completion.run_id, agent = %self.identity.name, status = %status, "run finished");
-                self.shared.hub.publish(frame);
+                // The run's `finding` frames, then `finished`.
+                for frame in frames {
+                    self.shared.hub.publish(frame);
+                }
                 self.shared
                     .dispatcher
                     .lease_ended(&completion.run_id, guard.clone());

@@ -2,6 +2,7 @@
 //! change an agent asks for names it, and a change naming an old pair does nothing.
 
 use iohr_domain::faults::confirmation::Confirmation;
+use iohr_domain::finding::{RunFacts, RunFinding, derive};
 use iohr_domain::run::ScenarioRef;
 use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy, Units};
 // Dynamic SQL here is assembled from constants only; every value is bound.
@@ -9,7 +10,7 @@ use sqlx::{AssertSqlSafe, Row};
 
 use super::audit::AuditLine;
 use super::frames::StoredFrame;
-use super::{Result, Store, StoreError, format_ms, json_list, new_id, now_ms};
+use super::{Result, Store, StoreError, format_ms, new_id, now_ms, to_json};
 
 #[derive(Debug, Clone)]
 pub struct NewRun {
@@ -58,7 +59,8 @@ pub struct RunRow {
     pub status: RunStatus,
     pub reason: Option<String>,
     pub result: Option<serde_json::Value>,
-    pub findings: Vec<String>,
+    /// What the run found as it ended: created, seen again or reopened.
+    pub findings: Vec<RunFinding>,
     pub units_reserved: i64,
     pub units_spent: i64,
     pub agent_id: Option<String>,
@@ -169,7 +171,8 @@ pub(super) fn run_from_row(row: &sqlx::any::AnyRow) -> Result<RunRow> {
             .map(|text| serde_json::from_str(&text))
             .transpose()
             .map_err(|e| corrupt("result", &e))?,
-        findings: json_list(&row.try_get::<String, _>("findings")?),
+        findings: serde_json::from_str(&row.try_get::<String, _>("findings")?)
+            .map_err(|e| corrupt("findings", &e))?,
         units_reserved: row.try_get("units_reserved")?,
         units_spent: row.try_get("units_spent")?,
         agent_id: row.try_get("agent_id")?,
@@ -395,6 +398,22 @@ impl Store {
         frames_through: Option<u64>,
         ending: &Ending,
     ) -> Result<Option<StoredFrame>> {
+        Ok(self
+            .finish_run_with_findings(run_id, guard, frames_through, ending)
+            .await?
+            .and_then(|mut frames| frames.pop()))
+    }
+
+    /// [`Store::finish_run`], returning every frame the ending wrote: one `finding` frame
+    /// per finding of a run that ended `passed` or `failed` (the findings themselves are
+    /// written in the same transaction), then `finished`.
+    pub async fn finish_run_with_findings(
+        &self,
+        run_id: &str,
+        guard: Option<&LeaseGuard>,
+        frames_through: Option<u64>,
+        ending: &Ending,
+    ) -> Result<Option<Vec<StoredFrame>>> {
         let mut tx = self.write_tx().await?;
         let row = sqlx::query(AssertSqlSafe(format!(
             "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.id = $1{}",
@@ -426,7 +445,7 @@ impl Store {
         let result_text = ending.result.as_ref().map(|v| v.to_string());
         // Without a reason of its own, an ending keeps the stored one (a cancel's reason,
         // written when it was asked for).
-        let reason = ending.reason.clone().or(run.reason);
+        let reason = ending.reason.clone().or(run.reason.clone());
         sqlx::query(
             "UPDATE runs SET status = $1, reason = $2, result = COALESCE($3, result),
                  units_spent = COALESCE($4, units_spent), lease_state = NULL, ended_at = $5
@@ -440,34 +459,97 @@ impl Store {
         .bind(run_id)
         .execute(&mut *tx)
         .await?;
+        let found = self.findings_of_ending(&mut tx, &run, ending, now).await?;
         let last: i64 =
             sqlx::query("SELECT COALESCE(MAX(number), 0) AS last FROM frames WHERE run_id = $1")
                 .bind(run_id)
                 .fetch_one(&mut *tx)
                 .await?
                 .try_get("last")?;
-        let frame = StoredFrame {
-            run_id: run_id.to_string(),
-            number: (last + 1) as u64,
-            kind: "finished".to_string(),
-            payload: serde_json::json!({
-                "status": ending.status,
-                "reason": reason,
-            }),
-            at: now,
-        };
-        if !super::frames::insert_frame(&mut tx, &frame).await? {
-            return Err(StoreError::Conflict(format!(
-                "frame {} of run {run_id} exists",
-                frame.number
-            )));
+        let frames: Vec<StoredFrame> = found
+            .iter()
+            .map(|finding| ("finding", serde_json::to_value(finding).unwrap_or_default()))
+            .chain([(
+                "finished",
+                serde_json::json!({
+                    "status": ending.status,
+                    "reason": reason,
+                }),
+            )])
+            .enumerate()
+            .map(|(i, (kind, payload))| StoredFrame {
+                run_id: run_id.to_string(),
+                number: (last + 1) as u64 + i as u64,
+                kind: kind.to_string(),
+                payload,
+                at: now,
+            })
+            .collect();
+        for frame in &frames {
+            if !super::frames::insert_frame(&mut tx, frame).await? {
+                return Err(StoreError::Conflict(format!(
+                    "frame {} of run {run_id} exists",
+                    frame.number
+                )));
+            }
         }
+        let through = frames.last().map_or(last, |f| f.number as i64);
         sqlx::query("UPDATE runs SET frames_through = $1 WHERE id = $2")
-            .bind(frame.number as i64)
+            .bind(through)
             .bind(run_id)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(Some(frame))
+        Ok(Some(frames))
+    }
+
+    /// Derives and records the findings of a run ending `passed` or `failed` with a
+    /// result, and lists them on the run. A run without a verdict (error, cancelled)
+    /// finds nothing: what it measured may be partial.
+    async fn findings_of_ending(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        run: &RunRow,
+        ending: &Ending,
+        now: i64,
+    ) -> Result<Vec<RunFinding>> {
+        let Some(result) = ending
+            .result
+            .as_ref()
+            .filter(|_| matches!(ending.status, RunStatus::Passed | RunStatus::Failed))
+        else {
+            return Ok(Vec::new());
+        };
+        let spec: Option<serde_json::Value> =
+            sqlx::query("SELECT spec FROM scenarios WHERE account_id = $1 AND version = $2")
+                .bind(&run.account_id)
+                .bind(&run.scenario_version)
+                .fetch_optional(&mut **tx)
+                .await?
+                .map(|row| row.try_get::<String, _>("spec"))
+                .transpose()?
+                .and_then(|text| serde_json::from_str(&text).ok());
+        let derived = derive(&RunFacts {
+            account_id: &run.account_id,
+            kind: run.kind,
+            scenario_id: &run.scenario_id,
+            environment: &run.environment,
+            target: &run.target,
+            spec: spec.as_ref(),
+            result,
+        });
+        if derived.is_empty() {
+            return Ok(Vec::new());
+        }
+        let found =
+            super::findings::record_findings(tx, &self.for_update(None), run, &derived, now)
+                .await?;
+        sqlx::query("UPDATE runs SET findings = $1 WHERE id = $2")
+            .bind(to_json(&found))
+            .bind(&run.id)
+            .execute(&mut **tx)
+            .await?;
+        tracing::info!(run = %run.id, findings = found.len(), "findings recorded");
+        Ok(found)
     }
 }

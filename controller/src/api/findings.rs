@@ -1,0 +1,104 @@
+//! `GET /findings`, `GET /findings/{id}`, `POST /findings/{id}/close`: the problems runs
+//! found. Reading needs `reliability:read`, closing `reliability:run`; another account's
+//! finding is 404, as everywhere.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use iohr_domain::finding::{Finding, FindingStatus};
+use serde::Deserialize;
+
+use super::auth::Caller;
+use super::error::ApiError;
+use crate::Shared;
+use crate::store::{FindingFilter, Scope};
+
+/// The runs a single finding's answer lists (the newest).
+const RUNS_SHOWN: u32 = 100;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    status: Option<String>,
+    scenario: Option<String>,
+    environment: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+pub async fn list(
+    State(shared): State<Shared>,
+    caller: Caller,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    caller.require(Scope::Read)?;
+    let Query(query) = query?;
+    let status = query
+        .status
+        .map(|s| s.parse::<FindingStatus>())
+        .transpose()
+        .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))?;
+    let limit = query.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            "limit must be between 1 and 500",
+        ));
+    }
+    for (name, value) in [
+        ("scenario", &query.scenario),
+        ("environment", &query.environment),
+    ] {
+        if value.as_deref() == Some("") {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                format!("{name} must not be empty; leave it out to list every {name}"),
+            ));
+        }
+    }
+    let filter = FindingFilter {
+        status,
+        scenario: query.scenario,
+        environment: query.environment,
+        limit,
+        cursor: query.cursor,
+    };
+    let (findings, next) = shared
+        .store
+        .list_findings(caller.account_id(), &filter)
+        .await?;
+    let findings: Vec<Finding> = findings.iter().map(|f| f.to_api(None)).collect();
+    Ok(Json(
+        serde_json::json!({"findings": findings, "next_cursor": next}),
+    ))
+}
+
+pub async fn get(
+    State(shared): State<Shared>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Finding>, ApiError> {
+    caller.require(Scope::Read)?;
+    let finding = shared
+        .store
+        .finding(caller.account_id(), &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(&format!("finding {id}")))?;
+    let runs = shared.store.finding_runs(&finding.id, RUNS_SHOWN).await?;
+    Ok(Json(finding.to_api(Some(runs))))
+}
+
+/// Closes a finding; closing a closed one answers it as it is. Each call is audited.
+pub async fn close(
+    State(shared): State<Shared>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Finding>, ApiError> {
+    caller.require(Scope::Run)?;
+    let finding = shared
+        .store
+        .close_finding(caller.account_id(), &id, &caller.actor())
+        .await?
+        .ok_or_else(|| ApiError::not_found(&format!("finding {id}")))?;
+    tracing::info!(finding = %finding.id, actor = %caller.actor(), "finding closed");
+    Ok(Json(finding.to_api(None)))
+}
