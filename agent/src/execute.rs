@@ -2,6 +2,7 @@
 //! and leaves its completion there when it ends.
 
 use iohr_domain::RunKind;
+use iohr_domain::capacity::{CapacityPlan, CapacitySpec};
 use iohr_domain::checks::ChecksSpec;
 use iohr_domain::load::{LoadPlan, LoadSpec};
 use iohr_domain::replay::ReplaySpec;
@@ -14,11 +15,12 @@ use crate::leases::Leases;
 use crate::load::{self, TargetOptions};
 
 /// The kinds this agent can execute.
-pub const SUPPORTED_KINDS: [RunKind; 4] = [
+pub const SUPPORTED_KINDS: [RunKind; 5] = [
     RunKind::Checks,
     RunKind::Load,
     RunKind::Scenario,
     RunKind::Replay,
+    RunKind::Capacity,
 ];
 
 /// A spec parsed for its kind, ready to run.
@@ -27,6 +29,7 @@ pub enum Plan {
     Checks(ChecksSpec),
     Load(LoadPlan),
     Scenario(ScenarioSpec),
+    Capacity(CapacityPlan),
 }
 
 /// Parses an offered spec; the error is the reason the offer is refused.
@@ -49,6 +52,10 @@ pub fn plan(kind: RunKind, spec_json: &str) -> Result<Plan, String> {
         RunKind::Scenario => ScenarioSpec::from_json(&value)
             .map(Plan::Scenario)
             .map_err(|e| e.to_string()),
+        RunKind::Capacity => CapacitySpec::from_json(&value)
+            .and_then(|spec| spec.plan())
+            .map(Plan::Capacity)
+            .map_err(|e| e.to_string()),
         other => Err(format!("this agent does not run kind {other}")),
     }
 }
@@ -65,6 +72,7 @@ pub async fn run_plan(
         Plan::Checks(spec) => kinds::checks::run(spec, target, frames, cancel).await,
         Plan::Load(plan) => load::run(plan, target, options, frames, cancel).await,
         Plan::Scenario(spec) => kinds::scenario::run(spec, target, frames, cancel).await,
+        Plan::Capacity(plan) => kinds::capacity::run(plan, target, options, frames, cancel).await,
     }
 }
 

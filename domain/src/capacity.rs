@@ -68,6 +68,10 @@ pub struct CapacitySpec {
     /// The first part of each step, run and not judged (default `2s`).
     #[serde(default)]
     pub discard: Option<String>,
+    /// A pause after a step that broke the SLO, so that what it left queued at the target
+    /// drains before the next step (default: the discard).
+    #[serde(default)]
+    pub cooldown: Option<String>,
     /// The most connections the engine may use (default 64).
     #[serde(default)]
     pub connections: Option<u32>,
@@ -111,6 +115,7 @@ pub struct CapacityPlan {
     pub grid: Vec<f64>,
     pub step: Duration,
     pub discard: Duration,
+    pub cooldown: Duration,
     pub slo: Slo,
     pub bisect: u32,
     pub floor: Option<f64>,
@@ -156,6 +161,13 @@ impl CapacitySpec {
                 "must be shorter than the step: the rest of the step is what is judged",
             ));
         }
+        let cooldown = match &self.cooldown {
+            None => discard,
+            Some(text) => parse_duration("spec.cooldown", text)?,
+        };
+        if cooldown > Duration::from_secs(3600) {
+            return Err(spec_error("spec.cooldown", "at most 1h"));
+        }
         let bisect = self.bisect.unwrap_or(DEFAULT_BISECT);
         if bisect > MAX_BISECT {
             return Err(spec_error(
@@ -163,7 +175,7 @@ impl CapacitySpec {
                 format!("at most {MAX_BISECT} rounds"),
             ));
         }
-        let total = step.saturating_mul((grid.len() as u32).saturating_add(bisect));
+        let total = (step + cooldown).saturating_mul((grid.len() as u32).saturating_add(bisect));
         if total > MAX_DURATION {
             return Err(spec_error(
                 "spec.step",
@@ -204,6 +216,7 @@ impl CapacitySpec {
             grid,
             step,
             discard,
+            cooldown,
             slo,
             bisect,
             floor: self.floor,
