@@ -902,16 +902,21 @@ pub fn ranked_points(points: &[SweepPoint]) -> Vec<(f64, Ranked)> {
         .collect()
 }
 
-/// The knee of one run's points over their own range.
-pub fn knee_of(points: &[SweepPoint]) -> Knee {
-    let ranked = ranked_points(points);
-    let curve: Vec<CurvePoint> = ranked
+/// Ranked points as the knee reads them.
+pub fn curve(ranked: &[(f64, Ranked)]) -> Vec<CurvePoint<'_>> {
+    ranked
         .iter()
         .map(|(offered, latency)| CurvePoint {
             offered: *offered,
             latency,
         })
-        .collect();
+        .collect()
+}
+
+/// The knee of one run's points over their own range.
+pub fn knee_of(points: &[SweepPoint]) -> Knee {
+    let ranked = ranked_points(points);
+    let curve = curve(&ranked);
     let low = points.iter().map(|p| p.offered).reduce(f64::min);
     let high = points.iter().map(|p| p.offered).reduce(f64::max);
     let (Some(low), Some(high)) = (low, high) else {

@@ -184,7 +184,7 @@ fn latencies(n: u64, micros: u64) -> Histogram<u64> {
 }
 
 /// p99 flat at 10 ms up to `capacity`, then growing with the overload.
-fn curve(rates: &[f64], capacity: f64) -> Vec<(f64, Ranked)> {
+fn hockey_stick(rates: &[f64], capacity: f64) -> Vec<(f64, Ranked)> {
     rates
         .iter()
         .map(|r| {
@@ -199,13 +199,7 @@ fn curve(rates: &[f64], capacity: f64) -> Vec<(f64, Ranked)> {
 }
 
 fn knee_over(points: &[(f64, Ranked)]) -> Knee {
-    let curve: Vec<CurvePoint> = points
-        .iter()
-        .map(|(offered, latency)| CurvePoint {
-            offered: *offered,
-            latency,
-        })
-        .collect();
+    let curve = curve(points);
     let range = (points[0].0, points[points.len() - 1].0);
     let logs = log_p99_range(&curve, range).expect("points");
     knee(&curve, range, logs)
@@ -214,12 +208,15 @@ fn knee_over(points: &[(f64, Ranked)]) -> Knee {
 #[test]
 fn the_knee_of_a_sweep_is_near_its_capacity_with_a_repeatable_interval() {
     let rates = [100.0, 150.0, 225.0, 337.5, 379.69, 400.78, 421.88, 506.25];
-    let points = curve(&rates, 400.0);
+    let points = hockey_stick(&rates, 400.0);
     let knee = knee_over(&points);
     assert_eq!(knee.rate, Some(379.69), "{knee:?}");
     assert!(knee.resolved, "{knee:?}");
     let (low, high) = (knee.low.expect("low"), knee.high.expect("high"));
-    assert!(low <= 379.69 && (379.69..506.25).contains(&high), "{knee:?}");
+    assert!(
+        low <= 379.69 && (379.69..506.25).contains(&high),
+        "{knee:?}"
+    );
     assert_eq!(knee.found, REPLICATES);
     assert_eq!(knee_over(&points), knee, "the bootstrap is seeded");
     assert!(
@@ -229,12 +226,12 @@ fn the_knee_of_a_sweep_is_near_its_capacity_with_a_repeatable_interval() {
     );
 
     // A sweep that never overloads has no knee.
-    let flat = curve(&rates, 10_000.0);
+    let flat = hockey_stick(&rates, 10_000.0);
     let none = knee_over(&flat);
     assert!(!none.resolved && none.rate.is_none(), "{none:?}");
 
     // A bend at the sweep's last points is not resolved: the knee may lie beyond it.
-    let late = curve(&rates, 410.0);
+    let late = hockey_stick(&rates, 410.0);
     let cut: Vec<(f64, Ranked)> = late.into_iter().take(7).collect();
     let edge = knee_over(&cut);
     assert!(!edge.resolved, "{edge:?}");
@@ -277,4 +274,108 @@ fn ranks_read_the_histogram_as_it_reads_itself() {
     assert_eq!(rate_text(337.5), "337.5/s");
     assert_eq!(rate_text(300.0), "300/s");
     assert_eq!(rate_text(759.375), "759.38/s");
+}
+
+/// A capacity result whose p99 bends at `capacity`, as a run would store it.
+fn result(rates: &[f64], capacity: f64) -> serde_json::Value {
+    let points: Vec<SweepPoint> = rates
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let p99 = if *r <= capacity {
+                10_000.0
+            } else {
+                10_000.0 + 2_000_000.0 * (r - capacity) / capacity
+            };
+            let h = latencies(5000, p99 as u64);
+            SweepPoint {
+                step: i as u32 + 1,
+                stage: Stage::Sweep,
+                offered: *r,
+                achieved: r.min(capacity),
+                counts: Counts {
+                    requests: 5000,
+                    ..Counts::default()
+                },
+                error_rate: 0.0,
+                late: 0,
+                dropped: 0,
+                p50: crate::quantile::percentile(&h, 0.5, LEVEL),
+                p99: crate::quantile::percentile(&h, 0.99, LEVEL),
+                p99_us: Some(h.value_at_quantile(0.99)),
+                meets_slo: *r <= capacity,
+                broke: Vec::new(),
+                histogram: crate::histogram::encode(&h).expect("encode"),
+            }
+        })
+        .collect();
+    let knee = knee_of(&points);
+    serde_json::to_value(CapacityResult {
+        slo: Slo {
+            p99_us: 100_000.0,
+            error_rate: 0.01,
+        },
+        floor: None,
+        max_rate_meeting_slo: Some(capacity),
+        stopped_because: "test".to_string(),
+        points,
+        knee,
+        step_seconds: 1.0,
+        discard_seconds: 0.25,
+        notes: Vec::new(),
+    })
+    .expect("json")
+}
+
+#[test]
+fn compare_judges_each_shared_point_and_the_knee_over_the_shared_range() {
+    use crate::compare::{NOISE_FLOOR, Side, Verdict, compare};
+    use crate::run::{RunKind, RunStatus};
+    let side = |id: &'static str, result: &'static serde_json::Value| Side {
+        id,
+        kind: RunKind::Capacity,
+        scenario_version: "sha256:1",
+        environment: "staging",
+        target: "http://127.0.0.1:1",
+        status: RunStatus::Passed,
+        result: Some(result),
+    };
+    let grid = [
+        100.0, 150.0, 225.0, 337.5, 379.69, 421.88, 506.25, 759.38, 1000.0,
+    ];
+    let before: &'static serde_json::Value = Box::leak(Box::new(result(&grid, 400.0)));
+    // After: the capacity fell to 300/s; its sweep also bisected at a rate before never ran.
+    let after: &'static serde_json::Value = Box::leak(Box::new(result(
+        &[100.0, 150.0, 225.0, 281.25, 337.5, 506.25],
+        300.0,
+    )));
+    let out = compare(&side("b", before), &side("a", after), NOISE_FLOOR).expect("comparable");
+    assert_eq!(out.verdict, Verdict::Regressed, "{out:?}");
+    let lines = out.lines();
+    assert!(
+        lines.iter().any(|l| l.starts_with("p99 @ 337.5/s: 10")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("knee over 100/s to 506.25/s: 379.69/s")
+                && l.contains("-> 281.25/s")),
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains("@ 281.25/s:")),
+        "a rate one sweep measured is not compared: {lines:?}"
+    );
+    assert!(
+        out.notes
+            .iter()
+            .any(|n| n.contains("points of one sweep only")),
+        "{:?}",
+        out.notes
+    );
+
+    let same = compare(&side("b", before), &side("b2", before), NOISE_FLOOR).expect("same");
+    assert_eq!(same.verdict, Verdict::Unchanged, "{same:?}");
+    assert!(same.unchanged.iter().any(|u| u.starts_with("knee over")));
 }
