@@ -487,7 +487,7 @@ pub struct SweepPoint {
     pub stage: Stage,
     /// Requests per second the step's schedule asked for.
     pub offered: f64,
-    /// Requests completed per second over the judged part of the step.
+    /// Requests completed per second during the judged part of the step (whenever sent).
     pub achieved: f64,
     #[serde(flatten)]
     pub counts: Counts,
@@ -509,8 +509,11 @@ pub struct SweepPoint {
 }
 
 impl SweepPoint {
-    /// A step's load result, judged against the SLO.
-    pub fn judge(step: u32, at: Step, result: &LoadResult, slo: &Slo) -> SweepPoint {
+    /// A step's load result, judged against the SLO. `achieved` is the requests completed
+    /// per second during the judged part of the step, whenever they were sent: under
+    /// overload the engine's own count (requests sent in the judged part, completed
+    /// whenever) would trail the offered rate only by how late they complete.
+    pub fn judge(step: u32, at: Step, result: &LoadResult, achieved: f64, slo: &Slo) -> SweepPoint {
         let pick = |name: &str| {
             result
                 .latency
@@ -543,10 +546,10 @@ impl SweepPoint {
                 slo.error_rate * 100.0
             ));
         }
-        if result.achieved_rate < KEEP_UP * at.rate {
+        if achieved < KEEP_UP * at.rate {
             broke.push(format!(
                 "achieved {} under {:.0}% of {} offered",
-                rate_text(result.achieved_rate),
+                rate_text(achieved),
                 KEEP_UP * 100.0,
                 rate_text(at.rate)
             ));
@@ -555,7 +558,7 @@ impl SweepPoint {
             step,
             stage: at.stage,
             offered: at.rate,
-            achieved: result.achieved_rate,
+            achieved,
             counts: result.counts.clone(),
             error_rate: result.error_rate,
             late: result.late,

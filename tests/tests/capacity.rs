@@ -1,7 +1,10 @@
 //! Capacity runs against a sample target of known capacity (`--workers 5 --service-ms
-//! 10`: 500 requests/s): the sweep finds it within one step and the knee near it; a run
+//! 20`: 250 requests/s): the sweep finds it within one step and the knee near it; a run
 //! through the controller streams every step and its seconds; two runs compare per
 //! offered rate.
+//!
+//! The tests of this file run one at a time (`SERIAL`): each measures latency on a
+//! machine of two cores, and two sweeps side by side would measure each other.
 
 use std::time::Duration;
 
@@ -11,9 +14,11 @@ use iohr_tests::{Backend, Target, on_both_stores};
 use serde_json::{Value, json};
 
 const LIMIT: Duration = Duration::from_secs(60);
-/// The target's capacity: 5 workers, 10 ms each.
-const CAPACITY: f64 = 500.0;
+/// The target's capacity: 5 workers, 20 ms each.
+const CAPACITY: f64 = 250.0;
 const GROWTH: f64 = 1.5;
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn rate(value: &Value) -> f64 {
     value.as_f64().unwrap_or_else(|| panic!("a rate: {value}"))
@@ -21,16 +26,17 @@ fn rate(value: &Value) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_finds_a_known_capacity_within_one_step_and_the_knee_near_it() {
-    let target = Target::start_with(&["--service-ms", "10", "--workers", "5"]).await;
-    let spec = json!({"operations": [{"path": "/"}], "start_rate": 200, "max_rate": 2000,
+    let _serial = SERIAL.lock().await;
+    let target = Target::start_with(&["--service-ms", "20", "--workers", "5"]).await;
+    let spec = json!({"operations": [{"path": "/"}], "start_rate": 100, "max_rate": 1000,
         "growth": GROWTH, "step": "1s", "discard": "250ms",
-        "slo": {"p99": "100ms", "error_rate": "1%"}, "bisect": 3});
+        "slo": {"p99": "150ms", "error_rate": "1%"}, "bisect": 3});
     let (code, out) = agent_exec("capacity", &target.url(), &spec, &[]).await;
     let result = &out["result"];
     assert_eq!((code, out["status"].as_str()), (0, Some("passed")), "{out}");
 
-    // The grid 200, 300, 450, 675 ... breaks at 675 (the target completes 500/s at most);
-    // bisection between 450 and 675 lands within one grid step of the capacity.
+    // The grid 100, 150, 225, 337.5 ... breaks at 337.5 (the target completes 250/s at
+    // most); bisection between 225 and 337.5 lands within one grid step of the capacity.
     let found = rate(&result["max_rate_meeting_slo"]);
     assert!(
         (CAPACITY / GROWTH..=CAPACITY * 1.1).contains(&found),
@@ -38,7 +44,7 @@ async fn a_sweep_finds_a_known_capacity_within_one_step_and_the_knee_near_it() {
     );
     let points = result["points"].as_array().expect("points");
     assert!(points.len() >= 4, "{result}");
-    assert_eq!(rate(&points[0]["offered"]), 200.0);
+    assert_eq!(rate(&points[0]["offered"]), 100.0);
     let first_bad = points
         .iter()
         .find(|p| p["meets_slo"] == false)
@@ -79,6 +85,7 @@ async fn a_sweep_finds_a_known_capacity_within_one_step_and_the_knee_near_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_spec_and_an_unreachable_target_say_so() {
+    let _serial = SERIAL.lock().await;
     let spec = json!({"operations": [{"path": "/"}], "rates": [10, 20], "step": "1s",
         "discard": "2s", "slo": {"p99": "100ms"}});
     let (code, out) = agent_exec_text("capacity", "http://127.0.0.1:9", &spec).await;
@@ -124,26 +131,27 @@ async fn agent_exec_text(kind: &str, target: &str, spec: &Value) -> (i32, String
 
 async fn a_capacity_run_streams_its_steps_and_two_runs_compare(backend: Backend) {
     let stack = OneAgent::start(backend, AgentOptions::default()).await;
+    let _serial = SERIAL.lock().await;
     let api = &stack.api;
-    let target = Target::start_with(&["--service-ms", "10", "--workers", "5"]).await;
+    let target = Target::start_with(&["--service-ms", "20", "--workers", "5"]).await;
     let addr = target.addr.to_string();
     let body = json!({"kind": "capacity", "environment": "staging", "target": target.url(),
-        "spec": {"operations": [{"path": "/"}], "rates": [100, 200, 400], "step": "1s",
-                 "discard": "250ms", "bisect": 0, "floor": 150,
-                 "slo": {"p99": "100ms", "error_rate": "1%"}}});
+        "spec": {"operations": [{"path": "/"}], "rates": [50, 100, 200], "step": "1s",
+                 "discard": "250ms", "bisect": 0, "floor": 75,
+                 "slo": {"p99": "150ms", "error_rate": "1%"}}});
     let created = api.create_run(&body).await;
     let before = created["id"].as_str().expect("id").to_string();
     let done = api.wait_status(&before, &["passed", "failed"], LIMIT).await;
     assert_eq!(done["status"], "passed", "{done}");
     assert_eq!(
         rate(&done["result"]["max_rate_meeting_slo"]),
-        400.0,
+        200.0,
         "{done}"
     );
-    // Reserved: every step at its rate (700 requests); spent: what was sent.
-    assert_eq!(done["units"]["reserved"], 700, "{done}");
+    // Reserved: every step at its rate (350 requests); spent: what was sent.
+    assert_eq!(done["units"]["reserved"], 350, "{done}");
     let spent = done["units"]["spent"].as_u64().expect("spent");
-    assert!((600..=720).contains(&spent), "{done}");
+    assert!((300..=360).contains(&spent), "{done}");
 
     // Each step starts and ends with a phase frame; the engine's seconds in between carry
     // their step.
@@ -185,16 +193,16 @@ async fn a_capacity_run_streams_its_steps_and_two_runs_compare(backend: Backend)
         );
     }
 
-    // The same sweep against the target at half its speed: slower at every shared rate,
-    // and 400/s no longer kept up.
+    // The same sweep against the target at half its speed (125/s): slower at every shared
+    // rate, and 200/s no longer kept up.
     target.stop().await;
-    let _slower = Target::start_at(&addr, &["--service-ms", "20", "--workers", "5"]).await;
+    let _slower = Target::start_at(&addr, &["--service-ms", "40", "--workers", "5"]).await;
     let created = api.create_run(&body).await;
     let after = created["id"].as_str().expect("id").to_string();
     let done = api.wait_status(&after, &["passed", "failed"], LIMIT).await;
     assert_eq!(
         rate(&done["result"]["max_rate_meeting_slo"]),
-        200.0,
+        100.0,
         "{done}"
     );
     let (status, comparison) = api
@@ -211,7 +219,7 @@ async fn a_capacity_run_streams_its_steps_and_two_runs_compare(backend: Backend)
         .filter_map(|d| d["line"].as_str())
         .collect();
     assert!(
-        lines.iter().any(|l| l.starts_with("p50 @ 100/s:")),
+        lines.iter().any(|l| l.starts_with("p50 @ 50/s:")),
         "{lines:?}"
     );
     assert!(
@@ -219,7 +227,7 @@ async fn a_capacity_run_streams_its_steps_and_two_runs_compare(backend: Backend)
             .as_array()
             .expect("notes")
             .iter()
-            .any(|n| n == "max rate meeting the SLO: 400/s -> 200/s"),
+            .any(|n| n == "max rate meeting the SLO: 200/s -> 100/s"),
         "{comparison}"
     );
 }

@@ -4,7 +4,9 @@
 //!
 //! Each step is one engine run whose warm-up is the step's discarded part, cut at the
 //! step's end: under overload the engine would otherwise go on sending its backlog after
-//! the step, and the completions per second would look like the offered rate. Frames: a
+//! the step, and the completions per second would look like the offered rate. The
+//! achieved rate is the completions during the judged part, warm-up requests that
+//! completed in it included (the engine counts those as warm-up). Frames: a
 //! `phase` frame when a step starts and one when it ends (with its point), and the
 //! engine's per-second `load` frames in between, each marked with its step and rate.
 
@@ -32,9 +34,16 @@ pub async fn run(
     .await
 }
 
+/// What one step measured.
+struct Measured {
+    load: LoadResult,
+    /// Requests completed per second during the judged part, whenever sent.
+    achieved: f64,
+}
+
 /// How one step's engine run ended.
 enum StepEnd {
-    Measured(Box<LoadResult>),
+    Measured(Box<Measured>),
     /// The engine could not run (a bad target, an unresolvable header): no result.
     Failed(String),
 }
@@ -79,7 +88,7 @@ pub async fn run_with_env(
             StepEnd::Measured(result) => result,
             StepEnd::Failed(reason) => return Outcome::error(reason, units),
         };
-        let point = SweepPoint::judge(number, step, &result, &plan.slo);
+        let point = SweepPoint::judge(number, step, &result.load, result.achieved, &plan.slo);
         sweep.record(step, point.meets_slo, &point.broke.join("; "));
         let mut shown = to_json(&point);
         if let Some(fields) = shown.as_object_mut() {
@@ -126,7 +135,12 @@ async fn run_step(
     let forward = {
         let frames = frames.clone();
         tokio::spawn(async move {
+            // Completions of warm-up requests up to the judged part's start.
+            let mut warmup_before = 0u64;
             while let Some(mut frame) = rx.recv().await {
+                if frame.data["phase"] == "warmup" {
+                    warmup_before += frame.data["requests"].as_u64().unwrap_or(0);
+                }
                 if let Some(fields) = frame.data.as_object_mut() {
                     fields.insert("step".to_string(), json!(number));
                     fields.insert("offered".to_string(), json!(rate));
@@ -135,6 +149,7 @@ async fn run_step(
                     tracing::debug!("frame dropped: receiver closed");
                 }
             }
+            warmup_before
         })
     };
     let step_cancel = cancel.child_token();
@@ -150,10 +165,20 @@ async fn run_step(
         load::run_with_env(plan.step_plan(rate), target, options, &tx, step_cancel, env).await;
     stopper.abort();
     drop(tx);
-    let _ = forward.await;
+    let warmup_before = forward.await.unwrap_or(0);
     // The step's own cut ends the engine `cancelled`; its result is what was measured.
     let end = match serde_json::from_value::<LoadResult>(outcome.result) {
-        Ok(result) => StepEnd::Measured(Box::new(result)),
+        Ok(load) => {
+            // Warm-up requests that completed in the judged part count there: they took
+            // the place of the judged part's last requests, still in flight at the cut.
+            let warmup_after = load.warmup.requests.saturating_sub(warmup_before);
+            let achieved = if load.measured_seconds > 0.0 {
+                (load.counts.requests + warmup_after) as f64 / load.measured_seconds
+            } else {
+                0.0
+            };
+            StepEnd::Measured(Box::new(Measured { load, achieved }))
+        }
         Err(_) => StepEnd::Failed(
             outcome
                 .reason
