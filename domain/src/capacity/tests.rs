@@ -379,3 +379,13 @@ fn compare_judges_each_shared_point_and_the_knee_over_the_shared_range() {
     assert_eq!(same.verdict, Verdict::Unchanged, "{same:?}");
     assert!(same.unchanged.iter().any(|u| u.starts_with("knee over")));
 }
+
+#[test]
+fn the_example_is_a_valid_spec() {
+    let example: serde_json::Value =
+        serde_json::from_str(include_str!("../../../examples/capacity.json")).expect("JSON");
+    let p = plan(example).expect("valid");
+    assert_eq!(p.grid.first(), Some(&50.0));
+    assert_eq!(p.grid.last(), Some(&2000.0));
+    assert_eq!(p.floor, Some(100.0));
+}
