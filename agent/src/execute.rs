@@ -2,6 +2,7 @@
 //! and leaves its completion there when it ends.
 
 use iohr_domain::RunKind;
+use iohr_domain::capacity::{CapacityPlan, CapacitySpec};
 use iohr_domain::checks::ChecksSpec;
 use iohr_domain::faults::Experiment;
 use iohr_domain::load::{LoadPlan, LoadSpec};
@@ -16,12 +17,13 @@ use crate::leases::Leases;
 use crate::load::{self, TargetOptions};
 
 /// The kinds this agent can execute.
-pub const SUPPORTED_KINDS: [RunKind; 5] = [
+pub const SUPPORTED_KINDS: [RunKind; 6] = [
     RunKind::Checks,
     RunKind::Load,
     RunKind::Scenario,
     RunKind::Replay,
     RunKind::Faults,
+    RunKind::Capacity,
 ];
 
 /// A spec parsed for its kind, ready to run.
@@ -31,6 +33,7 @@ pub enum Plan {
     Load(LoadPlan),
     Scenario(ScenarioSpec),
     Faults(Box<FaultsPlan>),
+    Capacity(CapacityPlan),
 }
 
 /// Parses an offered spec; the error is the reason the offer is refused.
@@ -63,7 +66,10 @@ pub fn plan(kind: RunKind, spec_json: &str) -> Result<Plan, String> {
                 }))
             })
             .map_err(|e| e.to_string()),
-        other => Err(format!("this agent does not run kind {other}")),
+        RunKind::Capacity => CapacitySpec::from_json(&value)
+            .and_then(|spec| spec.plan())
+            .map(Plan::Capacity)
+            .map_err(|e| e.to_string()),
     }
 }
 
@@ -83,6 +89,7 @@ pub async fn run_plan(
             Some(config) => kinds::faults::run(*plan, target, config, frames, cancel).await,
             None => Outcome::error("this agent has no faults configuration".into(), 0),
         },
+        Plan::Capacity(plan) => kinds::capacity::run(plan, target, options, frames, cancel).await,
     }
 }
 

@@ -347,7 +347,12 @@ async fn exec(
         };
         // A load result reads as indented lines, a scenario record as the record to paste
         // as it is; the full object is --json's.
-        let lines =
+        let capacity =
+            serde_json::from_value::<iohr_domain::capacity::CapacityResult>(outcome.result.clone())
+                .ok()
+                .filter(|_| kind == RunKind::Capacity)
+                .map(|result| result.summary().iter().map(|l| format!("  {l}")).collect());
+        let lines = capacity.or_else(|| {
             match serde_json::from_value::<iohr_domain::load::LoadResult>(outcome.result.clone()) {
                 Ok(load) => Some(load.summary().iter().map(|l| format!("  {l}")).collect()),
                 Err(_) => {
@@ -356,7 +361,8 @@ async fn exec(
                         .filter(|_| scenario)
                         .map(|record| record.lines())
                 }
-            };
+            }
+        });
         match lines {
             Some(lines) => {
                 for line in lines {

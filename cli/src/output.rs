@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use iohr_domain::RunRecord;
+use iohr_domain::capacity::CapacityResult;
 use iohr_domain::checks::ChecksResult;
 use iohr_domain::finding::Sighting;
 use iohr_domain::load::LoadResult;
@@ -188,9 +189,13 @@ fn result(result: Option<&Value>) -> String {
     let Some(value) = result.filter(|v| !v.is_null()) else {
         return "result       -\n".to_string();
     };
-    if let Ok(load) = serde_json::from_value::<LoadResult>(value.clone()) {
+    // A capacity result's summary, not its JSON: each point holds a histogram.
+    let summary = serde_json::from_value::<CapacityResult>(value.clone())
+        .map(|capacity| capacity.summary())
+        .or_else(|_| serde_json::from_value::<LoadResult>(value.clone()).map(|l| l.summary()));
+    if let Ok(summary) = summary {
         let mut out = "result\n".to_string();
-        for line in load.summary() {
+        for line in summary {
             out.push_str("  ");
             out.push_str(&clean(&line));
             out.push('\n');

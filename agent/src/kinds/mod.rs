@@ -6,6 +6,7 @@
 //! `describe` (an error on one line).
 
 mod bounded;
+pub mod capacity;
 pub mod checks;
 mod describe;
 pub mod faults;

@@ -6,6 +6,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
+use iohr_domain::capacity::CapacitySpec;
 use iohr_domain::checks::ChecksSpec;
 use iohr_domain::faults::Experiment;
 use iohr_domain::faults::confirmation::{
@@ -89,12 +90,12 @@ pub fn validate_spec(kind: RunKind, spec: &serde_json::Value) -> Result<u64, Api
                 .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
             Ok(0)
         }
-        other => Err(ApiError::bad_request(
-            "unsupported_kind",
-            format!(
-                "kind {other} is not available yet; this controller runs: checks, load, scenario, replay"
-            ),
-        )),
+        RunKind::Capacity => {
+            let plan = CapacitySpec::from_json(spec)
+                .and_then(|spec| spec.plan())
+                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
+            Ok(plan.expected_requests())
+        }
     }
 }
 
@@ -161,10 +162,12 @@ pub async fn create(
     let confirm_within = confirmation_window(body.confirm_within.as_deref(), needs_confirmation)?;
     validate_target(&body.target)
         .map_err(|e| ApiError::bad_request("invalid_target", e.to_string()))?;
-    if body.target.starts_with("https://") && !matches!(kind, RunKind::Load | RunKind::Replay) {
+    if body.target.starts_with("https://")
+        && !matches!(kind, RunKind::Load | RunKind::Replay | RunKind::Capacity)
+    {
         return Err(ApiError::bad_request(
             "invalid_target",
-            "target: https targets are supported by load and replay runs only so far; use http://",
+            "target: https targets are supported by load, replay and capacity runs only so far; use http://",
         ));
     }
     let executor: Executor = match &body.executor {

@@ -6,6 +6,11 @@
 //!
 //! Switches, all off by default, make it behave like a server under test:
 //! - `--service-ms N`: every answer takes N ms (a delay; requests are served concurrently).
+//! - `--workers W` (with `--service-ms N`): at most W requests are served at once, the
+//!   rest wait in one FIFO queue, so the target's capacity is exactly W * 1000 / N
+//!   requests per second: each worker's next answer is due N ms after its previous one
+//!   (or after the request's arrival when it was idle), never later for a late wake-up.
+//!   Below that rate an answer takes N ms; above it the queue, and the latency, grow.
 //! - `--stall-every-ms P --stall-ms S`: no answer during [k*P, k*P+S) after start, k >= 1.
 //! - `--error-percent P`: of every 100 requests, the first P are answered `500`.
 //! - `--http2`: prior-knowledge HTTP/2 (h2c, or ALPN `h2` with TLS) besides HTTP/1.1.
@@ -54,6 +59,11 @@ struct Args {
     /// before the answer; requests are served concurrently, not queued.
     #[arg(long, value_name = "MS", default_value_t = 0.0)]
     service_ms: f64,
+    /// Serve at most W requests at once (with --service-ms N), queueing the rest: a
+    /// capacity of W * 1000 / N requests per second.
+    #[arg(long, value_name = "W", requires = "service_ms",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    workers: Option<u32>,
     /// Stall period in milliseconds: from the server's start, no request is answered
     /// during [k*P, k*P+S) for k = 1, 2, ... (with --stall-ms S).
     #[arg(long, value_name = "P", requires = "stall_ms")]
@@ -102,6 +112,8 @@ impl Stalls {
 struct State {
     started: Instant,
     service: Duration,
+    /// With `--workers`: when each worker is next free.
+    workers: Option<std::sync::Mutex<Vec<Instant>>>,
     stalls: Option<Stalls>,
     error_percent: u64,
     requests: AtomicU64,
@@ -123,6 +135,22 @@ impl State {
             tokio::time::sleep_until(self.started + end).await;
         }
         held
+    }
+
+    /// When this request's answer is due: N ms from now, or with `--workers`, N ms after
+    /// the earliest-free worker is free (taking that worker).
+    fn answer_due(&self, now: Instant) -> Instant {
+        let Some(workers) = &self.workers else {
+            return now + self.service;
+        };
+        // A poisoned lock only means another request panicked: the times are still valid.
+        let mut free = workers.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(earliest) = free.iter_mut().min() else {
+            return now + self.service;
+        };
+        let due = (*earliest).max(now) + self.service;
+        *earliest = due;
+        due
     }
 }
 
@@ -209,9 +237,16 @@ fn state_from(args: &Args) -> anyhow::Result<State> {
         // clap makes the two flags require each other.
         _ => None,
     };
+    let started = Instant::now();
+    if args.workers.is_some() && args.service_ms <= 0.0 {
+        bail!("--workers needs a --service-ms above 0");
+    }
     Ok(State {
-        started: Instant::now(),
+        started,
         service: Duration::from_secs_f64(args.service_ms / 1000.0),
+        workers: args
+            .workers
+            .map(|w| std::sync::Mutex::new(vec![started; w as usize])),
         stalls,
         error_percent: u64::from(args.error_percent),
         requests: AtomicU64::new(0),
@@ -230,8 +265,11 @@ fn describe(args: &Args) -> String {
         (None, Some(dir)) => format!("{} (made now)", dir.display()),
         (None, None) => "off".to_string(),
     };
+    let workers = args
+        .workers
+        .map_or("unlimited".to_string(), |w| w.to_string());
     format!(
-        "service-ms={} stall={stall} error-percent={} http2={} tls={tls}",
+        "service-ms={} workers={workers} stall={stall} error-percent={} http2={} tls={tls}",
         args.service_ms,
         args.error_percent,
         if args.http2 { "on" } else { "off" },
@@ -296,8 +334,11 @@ async fn handle(
         // A thread sleep, not tokio's 1 ms timer wheel: the wheel would round every service
         // time up to a tick whose phase against the client's schedule changes from run to
         // run, and two runs of one target would differ by up to a millisecond.
-        let service = state.service;
-        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(service)).await;
+        let due = state.answer_due(Instant::now()).into_std();
+        let _ = tokio::task::spawn_blocking(move || {
+            std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()))
+        })
+        .await;
     }
     let response = if inject_error {
         reply(
@@ -403,6 +444,21 @@ fn reply(status: StatusCode, content_type: &'static str, body: String) -> Respon
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workers_queue_requests_at_exactly_their_capacity() {
+        let args = Args::parse_from(["t", "--service-ms", "10", "--workers", "2"]);
+        let state = state_from(&args).expect("state");
+        let t0 = state.started + Duration::from_secs(1);
+        let ms = Duration::from_millis;
+        let due: Vec<Duration> = (0..5).map(|_| state.answer_due(t0) - t0).collect();
+        assert_eq!(due, vec![ms(10), ms(10), ms(20), ms(20), ms(30)]);
+        // An idle worker starts from the arrival, not from when it was last busy.
+        let later = t0 + ms(100);
+        assert_eq!(state.answer_due(later) - later, ms(10));
+        let unlimited = state_from(&Args::parse_from(["t", "--service-ms", "10"])).expect("s");
+        assert!((0..5).all(|_| unlimited.answer_due(t0) - t0 == ms(10)));
+    }
 
     #[test]
     fn stall_windows_skip_the_first_period_and_end_on_time() {
