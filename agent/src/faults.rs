@@ -7,6 +7,11 @@ pub mod proxy;
 
 use std::path::PathBuf;
 
+pub mod hog;
+pub mod host;
+pub mod netem;
+pub mod process;
+
 use serde::{Deserialize, Serialize};
 
 /// How one applied fault is undone, written to the ledger before the fault is applied.
@@ -26,6 +31,8 @@ pub enum Undo {
     StopChild { pid: u32, start_time: u64 },
     /// Removes the file a disk fill wrote.
     RemoveFile { path: PathBuf },
+    /// Deletes the agent's netem root qdisc (handle `504d:`) from an interface.
+    RemoveQdisc { interface: String },
     /// Nothing can be undone (said why), e.g. a terminated process with no restart command.
     Nothing { why: String },
 }

@@ -77,6 +77,9 @@ enum Command {
         #[arg(long, env = "IOHR_TARGET_CA")]
         target_ca: Option<PathBuf>,
     },
+    /// A fault's hog child (CPU, memory or disk), started by the agent itself.
+    #[command(hide = true, subcommand)]
+    Hog(iohr_agent::faults::hog::HogCommand),
 }
 
 fn parse_label(text: &str) -> Result<(String, String), String> {
@@ -154,6 +157,7 @@ async fn main() -> anyhow::Result<()> {
             };
             exec(&kind, &target, source, dry_run, json, &options).await
         }
+        Command::Hog(hog) => Ok(iohr_agent::faults::hog::run_child(hog)?),
     }
 }
 
