@@ -3,14 +3,13 @@
 //! Every fault is written to the ledger with its [`Undo`] before it is applied, so that a
 //! restarted agent can undo what a crashed one left open, newest first.
 
-pub mod proxy;
-
-use std::path::PathBuf;
-
 pub mod hog;
 pub mod host;
 pub mod netem;
 pub mod process;
+pub mod proxy;
+
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 

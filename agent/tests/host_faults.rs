@@ -8,7 +8,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use iohr_agent::faults::hog::{self, HogSpec};
-use iohr_agent::faults::host::{UndoReport, undo};
+use iohr_agent::faults::host::{self, UndoReport, undo_blocking as undo};
 use iohr_agent::faults::netem::{self, Tc};
 use iohr_agent::faults::process::{self, Pinned};
 use iohr_agent::faults::{FaultError, Undo};
@@ -565,4 +565,79 @@ fn proxy_faults_are_not_undone_here() {
     assert!(err.to_string().contains("not a host fault"), "{err}");
     let nothing = undo(&Undo::Nothing { why: "why".into() }).unwrap();
     assert_eq!(nothing, UndoReport::nothing_left("why"));
+}
+
+#[tokio::test]
+async fn the_entry_point_plans_applies_and_undoes_within_the_policy() {
+    use iohr_domain::faults::{Fault, Policy};
+    let dir = scratch_dir("entry");
+    let target = Target::sleep();
+    assert!(poll(WITHIN, || target.state() == 'S'));
+    let pause: Fault = serde_json::from_value(serde_json::json!({
+        "fault": "process", "action": "pause", "name": "sleep", "pid": target.pid()
+    }))
+    .unwrap();
+    let deadline_ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 60_000;
+
+    // Outside the policy nothing is touched.
+    let refused = host::apply(&pause, &Policy::default(), agent(), deadline_ms).await;
+    assert!(
+        matches!(refused, Err(FaultError::NotAllowed(_))),
+        "{refused:?}"
+    );
+    assert_eq!(target.state(), 'S');
+
+    let policy = Policy::parse(
+        &serde_json::json!({
+            "processes": [{"name": "sleep"}],
+            "directories": [dir.display().to_string()],
+            "max_memory_mb": 16, "max_disk_mb": 2
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let planned = host::plan(&pause, &policy).unwrap();
+    let applied = host::apply(&pause, &policy, agent(), deadline_ms)
+        .await
+        .unwrap();
+    assert_eq!(planned, applied);
+    assert!(poll(WITHIN, || target.state() == 'T'));
+    host::undo(&applied).await.unwrap();
+    assert!(poll(WITHIN, || target.state() == 'S'));
+
+    let memory: Fault =
+        serde_json::from_value(serde_json::json!({"fault": "memory_hog", "size_mb": 16})).unwrap();
+    let Undo::StopChild { pid, start_time } = host::apply(&memory, &policy, agent(), deadline_ms)
+        .await
+        .unwrap()
+    else {
+        panic!("a hog is undone by stopping its child");
+    };
+    assert!(rss_kb(pid) >= 16 * 1024, "RSS {} kB", rss_kb(pid));
+    host::undo(&Undo::StopChild { pid, start_time })
+        .await
+        .unwrap();
+    assert!(poll(WITHIN, || gone(pid, start_time)));
+
+    // The file the ledger holds from the plan is the one written.
+    let fill: Fault = serde_json::from_value(serde_json::json!({
+        "fault": "disk_fill", "directory": dir.display().to_string(), "size_mb": 2
+    }))
+    .unwrap();
+    let planned = host::plan(&fill, &policy).unwrap();
+    let applied = host::apply(&fill, &policy, agent(), deadline_ms)
+        .await
+        .unwrap();
+    assert_eq!(planned, applied);
+    let Undo::RemoveFile { path } = &applied else {
+        panic!("a disk fill is undone by removing its file");
+    };
+    assert_eq!(std::fs::metadata(path).unwrap().len(), 2 << 20);
+    host::undo(&applied).await.unwrap();
+    assert!(!path.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

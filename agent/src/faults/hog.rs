@@ -354,6 +354,10 @@ fn spawn_from_long_lived_thread(command: Command) -> Result<Child, FaultError> {
 /// Undoes [`Undo::StopChild`]: kills the pinned child's process group, if that child still
 /// runs, and waits (bounded) until it is gone.
 pub fn stop_child(pid: u32, start_time: u64) -> Result<UndoReport, FaultError> {
+    // A plan's placeholder (the hog was never spawned); never our own group nor init's.
+    if pid <= 1 {
+        return Ok(UndoReport::nothing_left("no hog process was started"));
+    }
     if let Err(FaultError::NotFound(why)) = process::check_pinned(pid, start_time) {
         return Ok(UndoReport::nothing_left(format!("hog: {why}")));
     }

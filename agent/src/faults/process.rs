@@ -16,11 +16,12 @@ use nix::unistd::Pid;
 use super::{FaultError, Undo};
 
 /// How long a terminated process gets to exit before `restart` gives up (and does not run
-/// the restart command next to a process that is still there).
-pub const EXIT_WAIT: Duration = Duration::from_secs(10);
+/// the restart command next to a process that is still there). With [`RESTART_WAIT`] it
+/// keeps a restart within the lifecycle's 10 s bound on an apply.
+pub const EXIT_WAIT: Duration = Duration::from_secs(5);
 
 /// How long the restart command may run before it is left running as the restarted service.
-pub const RESTART_WAIT: Duration = Duration::from_secs(10);
+pub const RESTART_WAIT: Duration = Duration::from_secs(3);
 
 /// A process pinned by pid and start time (clock ticks since boot).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,21 +101,22 @@ fn name_matches(comm: &str, name: &str) -> bool {
 }
 
 /// Finds the process named `name` (and with `pid`, when given) and pins it. Without a pid
-/// exactly one process may carry the name; the agent itself is never a candidate.
+/// exactly one process may carry the name; the agent itself and init are never candidates.
 pub fn find(name: &str, pid: Option<u32>) -> Result<Pinned, FaultError> {
     let own = std::process::id();
     let pin = |pid: u32| -> Result<Option<Pinned>, FaultError> {
-        if pid == own {
+        // Never the agent itself, nor init.
+        if pid == own || pid == 1 {
             return Ok(None);
         }
-        match (comm(pid), stat(pid)?) {
-            (Some(c), Some(s)) if name_matches(&c, name) && s.alive() => Ok(Some(Pinned {
-                pid,
-                start_time: s.start_time,
-                name: c,
-            })),
-            _ => Ok(None),
-        }
+        let Some(c) = comm(pid).filter(|c| name_matches(c, name)) else {
+            return Ok(None);
+        };
+        Ok(stat(pid)?.filter(Stat::alive).map(|s| Pinned {
+            pid,
+            start_time: s.start_time,
+            name: c,
+        }))
     };
     if let Some(pid) = pid {
         return pin(pid)?
@@ -180,7 +182,8 @@ pub fn undo_for(action: ProcessAction, target: &Pinned, restart_command: Option<
 }
 
 /// Applies `action` to the pinned process and says what was done. `Restart` needs the
-/// policy's restart command.
+/// policy's restart command; it blocks (bounded by [`EXIT_WAIT`] and [`RESTART_WAIT`]),
+/// so call it off the async runtime.
 pub fn apply(
     action: ProcessAction,
     target: &Pinned,
