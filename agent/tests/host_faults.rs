@@ -56,8 +56,15 @@ impl Target {
         self.0.id()
     }
 
+    /// Polled: a child spawned with vfork may show its parent's name for a moment after
+    /// `spawn` returns (the kernel renames it later in exec).
     fn pinned(&self) -> Pinned {
-        process::find("sleep", Some(self.pid())).expect("the sleep is found")
+        let mut found = None;
+        poll(WITHIN, || {
+            found = process::find("sleep", Some(self.pid())).ok();
+            found.is_some()
+        });
+        found.expect("the sleep is found")
     }
 
     fn state(&self) -> char {
@@ -377,7 +384,7 @@ fn the_disk_fill_writes_its_size_and_the_undo_removes_it() {
 fn hogs_stop_by_themselves_at_their_deadline() {
     let dir = scratch_dir("deadline");
     let path = hog::disk_fill_path(&dir).unwrap();
-    let deadline = SystemTime::now() + Duration::from_millis(1500);
+    let deadline = SystemTime::now() + Duration::from_millis(2500);
     let mut cpu = hog::spawn(
         agent(),
         &HogSpec::Cpu {
@@ -511,23 +518,26 @@ fn netem_is_applied_where_the_kernel_has_it_and_said_unsupported_where_not() {
         Err(e) => panic!("netem support detection failed: {e}"),
     }
     // Never on the host's own interfaces: in a network namespace of a process of ours.
+    // Entered with `nsenter --net`, which takes root: elsewhere only detection is checked.
     let holder = Command::new("unshare")
         .args(["--net", "--", "sleep", "30"])
+        .stderr(Stdio::null())
         .spawn();
     let Ok(holder) = holder else {
-        assert!(support.is_err(), "no unshare, yet netem was probed");
-        say!("netem: no private namespace to apply it in; detection checked only");
+        say!("netem: no unshare binary to make a private namespace; detection checked only");
         return;
     };
     let mut holder = Target(holder);
     let own_ns = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let mut ended = None;
     let in_own_ns = poll(WITHIN, || {
-        std::fs::read_link(format!("/proc/{}/ns/net", holder.pid())).is_ok_and(|ns| ns != own_ns)
-    });
+        ended = holder.0.try_wait().unwrap();
+        ended.is_some()
+            || std::fs::read_link(format!("/proc/{}/ns/net", holder.pid()))
+                .is_ok_and(|ns| ns != own_ns)
+    }) && ended.is_none();
     if !in_own_ns {
-        let exit = holder.exit();
-        assert!(support.is_err(), "netem probed, but no namespace: {exit:?}");
-        say!("netem: unshare could not make a namespace here ({exit:?}); detection checked only");
+        say!("netem: unshare could not make a namespace here ({ended:?}); detection checked only");
         return;
     }
     let tc = Tc::in_namespace_of(holder.pid());
