@@ -121,20 +121,6 @@ impl HogSpec {
             ],
         }
     }
-
-    fn check(&self) -> Result<(), FaultError> {
-        let bad = |what: &str| Err(FaultError::Failed(format!("hog: {what}")));
-        match self {
-            HogSpec::Cpu { workers: 0, .. } => bad("workers must be > 0"),
-            HogSpec::Cpu { load_percent, .. } if !(1..=100).contains(load_percent) => {
-                bad("load_percent must be 1..=100")
-            }
-            HogSpec::Memory { size_mb: 0 } | HogSpec::Disk { size_mb: 0, .. } => {
-                bad("size_mb must be > 0")
-            }
-            _ => Ok(()),
-        }
-    }
 }
 
 /// A new, unused file name of the agent's own in `directory`, which must exist.
@@ -221,7 +207,6 @@ impl Hog {
 /// Spawns a hog child of `program` (the agent's binary) that will stop by itself at
 /// `deadline`. It is idle until [`Hog::go`]; dropping the [`Hog`] before that ends it.
 pub fn spawn(program: &Path, spec: &HogSpec, deadline: SystemTime) -> Result<Hog, FaultError> {
-    spec.check()?;
     let until_unix_ms = deadline
         .duration_since(UNIX_EPOCH)
         .map_err(|_| FaultError::Failed("the hog's deadline is before 1970".into()))?
@@ -426,23 +411,25 @@ pub fn run_child(command: HogCommand) -> Result<(), FaultError> {
             UNIX_EPOCH + Duration::from_millis(*until_unix_ms)
         }
     };
-    // Held until the process ends.
-    let mut _memory: Vec<u8> = Vec::new();
+    // The memory hog's memory, held until the process ends.
     let started = match &command {
         HogCommand::Cpu {
             workers,
             load_percent,
             ..
-        } => start_cpu(*workers, *load_percent),
-        HogCommand::Memory { size_mb, .. } => hold_memory(*size_mb).map(|m| _memory = m),
-        HogCommand::Disk { path, size_mb, .. } => fill_disk(path, *size_mb),
+        } => start_cpu(*workers, *load_percent).map(|()| Vec::new()),
+        HogCommand::Memory { size_mb, .. } => hold_memory(*size_mb),
+        HogCommand::Disk { path, size_mb, .. } => fill_disk(path, *size_mb).map(|()| Vec::new()),
     };
     let mut out = std::io::stdout().lock();
-    if let Err(e) = started {
-        let _ = writeln!(out, "error: {e}");
-        let _ = out.flush();
-        return Err(e);
-    }
+    let _held = match started {
+        Ok(held) => held,
+        Err(e) => {
+            let _ = writeln!(out, "error: {e}");
+            let _ = out.flush();
+            return Err(e);
+        }
+    };
     writeln!(out, "ready")?;
     out.flush()?;
     drop(out);

@@ -64,12 +64,9 @@ pub fn stat(pid: u32) -> Result<Option<Stat>, FaultError> {
 }
 
 fn is_gone(e: &std::io::Error) -> bool {
-    // ESRCH: the task went away between opening the directory and reading the file.
-    e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc_esrch())
-}
-
-fn libc_esrch() -> i32 {
-    nix::errno::Errno::ESRCH as i32
+    // ESRCH: the task went away between opening the file and reading it.
+    e.kind() == std::io::ErrorKind::NotFound
+        || e.raw_os_error() == Some(nix::errno::Errno::ESRCH as i32)
 }
 
 /// Parses the fields after the command name, which is in parentheses and may itself hold
@@ -162,13 +159,13 @@ pub fn undo_for(action: ProcessAction, target: &Pinned, restart_command: Option<
         },
         (ProcessAction::Terminate | ProcessAction::Kill, None) => Undo::Nothing {
             why: format!(
-                "process {} ({}) was {}ed and the policy has no restart command for it",
+                "process {} ({}) was {} and the policy has no restart command for it",
                 target.pid,
                 target.name,
                 if action == ProcessAction::Kill {
-                    "kill"
+                    "killed"
                 } else {
-                    "terminat"
+                    "terminated"
                 }
             ),
         },
