@@ -3,22 +3,25 @@
 
 use iohr_domain::RunKind;
 use iohr_domain::checks::ChecksSpec;
+use iohr_domain::faults::Experiment;
 use iohr_domain::load::{LoadPlan, LoadSpec};
 use iohr_domain::replay::ReplaySpec;
 use iohr_domain::scenario_kind::{ScenarioRecord, ScenarioSpec, shell_quote};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use crate::kinds::faults::FaultsPlan;
 use crate::kinds::{self, NewFrame, Outcome};
 use crate::leases::Leases;
 use crate::load::{self, TargetOptions};
 
 /// The kinds this agent can execute.
-pub const SUPPORTED_KINDS: [RunKind; 4] = [
+pub const SUPPORTED_KINDS: [RunKind; 5] = [
     RunKind::Checks,
     RunKind::Load,
     RunKind::Scenario,
     RunKind::Replay,
+    RunKind::Faults,
 ];
 
 /// A spec parsed for its kind, ready to run.
@@ -27,6 +30,7 @@ pub enum Plan {
     Checks(ChecksSpec),
     Load(LoadPlan),
     Scenario(ScenarioSpec),
+    Faults(Box<FaultsPlan>),
 }
 
 /// Parses an offered spec; the error is the reason the offer is refused.
@@ -49,6 +53,16 @@ pub fn plan(kind: RunKind, spec_json: &str) -> Result<Plan, String> {
         RunKind::Scenario => ScenarioSpec::from_json(&value)
             .map(Plan::Scenario)
             .map_err(|e| e.to_string()),
+        RunKind::Faults => Experiment::from_json(&value)
+            .map(|experiment| {
+                Plan::Faults(Box::new(FaultsPlan {
+                    run_id: String::new(),
+                    experiment,
+                    confirmed_by: None,
+                    dry_run: false,
+                }))
+            })
+            .map_err(|e| e.to_string()),
         other => Err(format!("this agent does not run kind {other}")),
     }
 }
@@ -65,6 +79,10 @@ pub async fn run_plan(
         Plan::Checks(spec) => kinds::checks::run(spec, target, frames, cancel).await,
         Plan::Load(plan) => load::run(plan, target, options, frames, cancel).await,
         Plan::Scenario(spec) => kinds::scenario::run(spec, target, frames, cancel).await,
+        Plan::Faults(plan) => match &options.faults {
+            Some(config) => kinds::faults::run(*plan, target, config, frames, cancel).await,
+            None => Outcome::error("this agent has no faults configuration".into(), 0),
+        },
     }
 }
 

@@ -2,10 +2,21 @@
 //!
 //! Every fault is written to the ledger with its [`Undo`] before it is applied, so that a
 //! restarted agent can undo what a crashed one left open, newest first.
+//!
+//! - [`proxy`]: the fault proxy (network and HTTP faults) in front of a target's port.
+//! - [`host`]: process, host and netem faults behind one entry point: [`process`] (signals
+//!   to a pinned process), [`hog`] (CPU and memory hogs, disk fills, in child processes),
+//!   [`netem`] (tc netem).
+//! - [`ledger`]: the durable record of applied faults.
+//! - [`lifecycle`]: an experiment from hypothesis to rollbacks.
+//! - [`probe`]: HTTP and load probes.
 
 pub mod hog;
 pub mod host;
+pub mod ledger;
+pub mod lifecycle;
 pub mod netem;
+pub mod probe;
 pub mod process;
 pub mod proxy;
 
@@ -53,7 +64,3 @@ pub enum FaultError {
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
-
-pub mod ledger;
-pub mod lifecycle;
-pub mod probe;

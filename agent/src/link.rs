@@ -397,7 +397,11 @@ impl Session<'_> {
                 "still stopping an earlier lease of this run",
             ));
         }
-        let plan = execute::plan(kind, &offer.spec_json).map_err(Refusal::for_good)?;
+        let mut plan = execute::plan(kind, &offer.spec_json).map_err(Refusal::for_good)?;
+        if let execute::Plan::Faults(faults) = &mut plan {
+            faults.run_id = offer.run_id.clone();
+            faults.confirmed_by = Some(offer.confirmed_by.clone()).filter(|p| !p.is_empty());
+        }
         Ok((kind, plan))
     }
 }

@@ -4,16 +4,20 @@
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use iohr_agent::execute;
+use iohr_agent::faults::ledger::Ledger;
 use iohr_agent::kinds::NewFrame;
+use iohr_agent::kinds::faults::{FaultsConfig, recover_left_overs};
 use iohr_agent::leases::Leases;
 use iohr_agent::link::{self, AgentConfig};
 use iohr_agent::load::TargetOptions;
 use iohr_domain::RunKind;
+use iohr_domain::faults::Policy;
 use iohr_domain::scenario_kind;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -51,6 +55,8 @@ enum Command {
         /// PEM roots trusted for https targets besides the system's.
         #[arg(long, env = "IOHR_TARGET_CA")]
         target_ca: Option<PathBuf>,
+        #[command(flatten)]
+        faults: FaultArgs,
     },
     /// Execute a spec against a target on this machine, without a controller.
     Exec {
@@ -67,7 +73,8 @@ enum Command {
         /// Scenario: the ops, one per line (blank lines and `#` comments skipped).
         #[arg(long)]
         ops_file: Option<PathBuf>,
-        /// Scenario: print the plan and the replay command, and send nothing.
+        /// Scenario: print the plan and the replay command, and send nothing. Faults: list
+        /// what would be applied and how it would be undone, and apply nothing.
         #[arg(long)]
         dry_run: bool,
         /// Print the outcome as one JSON object.
@@ -76,10 +83,73 @@ enum Command {
         /// PEM roots trusted for https targets besides the system's.
         #[arg(long, env = "IOHR_TARGET_CA")]
         target_ca: Option<PathBuf>,
+        #[command(flatten)]
+        faults: FaultArgs,
     },
     /// A fault's hog child (CPU, memory or disk), started by the agent itself.
     #[command(hide = true, subcommand)]
     Hog(iohr_agent::faults::hog::HogCommand),
+}
+
+/// Where faults are allowed and recorded.
+#[derive(clap::Args)]
+struct FaultArgs {
+    /// The fault policy (JSON): the ports, processes, directories and hog sizes faults
+    /// may touch. Without it an agent applies no fault; `exec` allows the run's own target
+    /// port (through the fault proxy) and what the file adds.
+    #[arg(long, env = "IOHR_AGENT_POLICY")]
+    policy: Option<PathBuf>,
+    /// Where the agent keeps its fault ledger (default: $XDG_STATE_HOME/iohr-agent, or
+    /// ~/.local/state/iohr-agent).
+    #[arg(long, env = "IOHR_AGENT_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+}
+
+impl FaultArgs {
+    /// Reads the policy, opens the ledger and undoes what a previous agent left open.
+    async fn config(self, allow_run_target: bool) -> anyhow::Result<Arc<FaultsConfig>> {
+        let policy = match &self.policy {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading the policy {}", path.display()))?;
+                Policy::parse(&text).with_context(|| format!("policy {}", path.display()))?
+            }
+            None => Policy::default(),
+        };
+        let state_dir = match self.state_dir {
+            Some(dir) => dir,
+            None => default_state_dir()?,
+        };
+        let ledger_dir = state_dir.join("ledger");
+        let ledger = Ledger::open(&ledger_dir)
+            .with_context(|| format!("opening the fault ledger in {}", ledger_dir.display()))?;
+        let config = FaultsConfig {
+            policy,
+            allow_run_target,
+            ledger,
+            hog_program: std::env::current_exe().context("finding the agent's own binary")?,
+        };
+        let (undone, failed) = recover_left_overs(&config)
+            .await
+            .context("reading the fault ledger")?;
+        if undone > 0 {
+            tracing::warn!(undone, "faults left by a previous agent were undone");
+        }
+        for (entry, error) in &failed {
+            tracing::error!(ledger_id = %entry.id, run = %entry.run_id, fault = entry.fault.name(), %error, "ALERT: a fault left by a previous agent could not be undone");
+        }
+        Ok(Arc::new(config))
+    }
+}
+
+fn default_state_dir() -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir).join("iohr-agent"));
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .context("no --state-dir, XDG_STATE_HOME or HOME to keep the fault ledger in")?;
+    Ok(PathBuf::from(home).join(".local/state/iohr-agent"))
 }
 
 fn parse_label(text: &str) -> Result<(String, String), String> {
@@ -108,7 +178,10 @@ async fn main() -> anyhow::Result<()> {
             reconnect_min_ms,
             reconnect_max_ms,
             target_ca,
+            faults,
         } => {
+            // Before any work: what a crashed agent left applied is undone first.
+            let faults = faults.config(false).await?;
             if max_concurrent_jobs == 0 {
                 bail!("--max-concurrent-jobs must be at least 1");
             }
@@ -127,6 +200,7 @@ async fn main() -> anyhow::Result<()> {
                 reconnect_max: Duration::from_millis(reconnect_max_ms),
                 target_options: TargetOptions {
                     extra_ca: target_ca,
+                    faults: Some(faults),
                 },
             };
             let shutdown = CancellationToken::new();
@@ -146,9 +220,18 @@ async fn main() -> anyhow::Result<()> {
             dry_run,
             json,
             target_ca,
+            faults,
         } => {
+            // Only a faults run opens the ledger (and holds its lock): other kinds run
+            // side by side freely.
+            let faults = if kind == RunKind::Faults.as_str() {
+                Some(faults.config(true).await?)
+            } else {
+                None
+            };
             let options = TargetOptions {
                 extra_ca: target_ca,
+                faults,
             };
             let source = SpecSource {
                 file: spec,
@@ -197,8 +280,11 @@ async fn exec(
 ) -> anyhow::Result<()> {
     let kind: RunKind = kind.parse()?;
     let scenario = kind == RunKind::Scenario;
-    if !scenario && (dry_run || source.ops_file.is_some()) {
-        bail!("--dry-run and --ops-file apply to --kind scenario only");
+    if !scenario && source.ops_file.is_some() {
+        bail!("--ops-file applies to --kind scenario only");
+    }
+    if dry_run && !matches!(kind, RunKind::Scenario | RunKind::Faults) {
+        bail!("--dry-run applies to --kind scenario and --kind faults only");
     }
     if scenario {
         // Before the general rule, so that a localhost target is refused with the reason.
@@ -206,7 +292,11 @@ async fn exec(
     }
     iohr_domain::target::validate_target(target)?;
     let text = source.read()?;
-    let plan = execute::plan(kind, &text).map_err(anyhow::Error::msg)?;
+    let mut plan = execute::plan(kind, &text).map_err(anyhow::Error::msg)?;
+    if let execute::Plan::Faults(faults) = &mut plan {
+        faults.run_id = format!("exec-{}", std::process::id());
+        faults.dry_run = dry_run;
+    }
     if let (true, execute::Plan::Scenario(spec)) = (dry_run, &plan) {
         let dry = scenario_kind::DryRun::new(spec, target);
         if json {

@@ -117,11 +117,16 @@ impl RunStatus {
         !matches!(self, RunStatus::Queued | RunStatus::Running)
     }
 
-    /// The statuses an agent may end a run with.
+    /// The statuses an agent may end a run with (`refused`: its policy does not allow
+    /// what the run asks, and nothing was done).
     pub fn is_agent_outcome(self) -> bool {
         matches!(
             self,
-            RunStatus::Passed | RunStatus::Failed | RunStatus::Error | RunStatus::Cancelled
+            RunStatus::Passed
+                | RunStatus::Failed
+                | RunStatus::Error
+                | RunStatus::Cancelled
+                | RunStatus::Refused
         )
     }
 }

@@ -139,6 +139,8 @@ pub struct Agent {
 pub struct AgentOptions<'a> {
     pub environments: &'a [&'a str],
     pub max_jobs: u32,
+    /// More arguments for `iohr-agent run` (such as `--policy FILE`).
+    pub extra: &'a [&'a str],
 }
 
 impl Default for AgentOptions<'_> {
@@ -146,6 +148,7 @@ impl Default for AgentOptions<'_> {
         AgentOptions {
             environments: &["staging"],
             max_jobs: 4,
+            extra: &[],
         }
     }
 }
@@ -168,6 +171,10 @@ impl Agent {
             .arg(identity)
             .args(["--max-concurrent-jobs", &options.max_jobs.to_string()])
             .args(["--reconnect-min-ms", "20", "--reconnect-max-ms", "200"])
+            // Each agent its own fault ledger: a restarted agent of this name finds its own.
+            .arg("--state-dir")
+            .arg(install.root.join(format!("agent-state-{name}")))
+            .args(options.extra)
             .env("RUST_LOG", "info,iohr_agent=debug")
             .stdout(Stdio::null())
             .stderr(file)
@@ -269,8 +276,11 @@ pub async fn agent_exec(
 ) -> (i32, serde_json::Value) {
     let path = std::env::temp_dir().join(format!("iohr-spec-{}.json", uuid::Uuid::new_v4()));
     std::fs::write(&path, spec.to_string()).expect("write spec");
+    let state = std::env::temp_dir().join(format!("iohr-exec-state-{}", uuid::Uuid::new_v4()));
     let output = Command::new(bin("iohr-agent"))
         .args(["exec", "--kind", kind, "--target", target])
+        .arg("--state-dir")
+        .arg(&state)
         .arg(&path)
         .arg("--json")
         .args(extra)
@@ -281,6 +291,7 @@ pub async fn agent_exec(
         .expect("exec within 120 s")
         .expect("run iohr-agent exec");
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir_all(&state);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
         panic!(

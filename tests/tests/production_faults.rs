@@ -13,8 +13,9 @@ const LIMIT: Duration = Duration::from_secs(20);
 fn experiment() -> Value {
     json!({
         "title": "latency",
-        "steady-state-hypothesis": {"title": "up", "probes": []},
-        "method": [],
+        "description": "100 ms more",
+        "method": [{"type": "action", "name": "slow", "provider":
+            {"type": "iohr", "fault": "network", "toxic": {"type": "latency", "latency_ms": 100}}}],
     })
 }
 

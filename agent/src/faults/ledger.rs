@@ -20,6 +20,7 @@ use super::Undo;
 
 const FILE: &str = "ledger.jsonl";
 const REWRITE: &str = "ledger.jsonl.new";
+const LOCK: &str = "ledger.lock";
 
 /// One applied fault: what it is, how to undo it, and until when it may hold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,11 +53,20 @@ pub enum LedgerError {
     Encode(#[from] serde_json::Error),
     #[error("fault ledger: the lock is poisoned")]
     Poisoned,
+    /// Another agent process holds this ledger: two agents must not undo each other's
+    /// faults.
+    #[error(
+        "fault ledger {0}: another agent process holds it; give each agent its own --state-dir"
+    )]
+    Held(PathBuf),
 }
 
 pub struct Ledger {
     dir: PathBuf,
     file: Mutex<File>,
+    /// Holds the directory's advisory lock for the ledger's life (released on drop, and
+    /// by the kernel when the process dies).
+    _lock: File,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -78,6 +88,23 @@ impl Ledger {
             move |source| LedgerError::Io { path, source }
         };
         fs::create_dir_all(dir).map_err(io(dir))?;
+        let lock_path = dir.join(LOCK);
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io(&lock_path))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Err(LedgerError::Held(dir.to_path_buf())),
+            Err(fs::TryLockError::Error(source)) => {
+                return Err(LedgerError::Io {
+                    path: lock_path,
+                    source,
+                });
+            }
+        }
         let path = dir.join(FILE);
         let open = read_open_entries(&path)?;
         // Rewrite: the open entries only, then rename over the old file.
@@ -101,6 +128,7 @@ impl Ledger {
         Ok(Ledger {
             dir: dir.to_path_buf(),
             file: Mutex::new(file),
+            _lock: lock,
         })
     }
 

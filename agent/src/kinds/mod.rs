@@ -8,6 +8,7 @@
 mod bounded;
 pub mod checks;
 mod describe;
+pub mod faults;
 mod headers;
 pub mod scenario;
 mod target;

@@ -34,11 +34,13 @@ use engine::{Arrivals, Engine, LATE_TOLERANCE, Report};
 use request::PreparedOp;
 use schedule::{ArrivalSchedule, Stage};
 
-/// What the agent's configuration adds to every run's connections.
+/// What the agent's configuration adds to every run.
 #[derive(Debug, Clone, Default)]
 pub struct TargetOptions {
     /// PEM roots trusted for https targets besides the system's.
     pub extra_ca: Option<PathBuf>,
+    /// The fault policy and ledger; without them faults runs end in an error.
+    pub faults: Option<Arc<crate::kinds::faults::FaultsConfig>>,
 }
 
 /// Runs a load plan (or a replay's) against `target`.

@@ -7,6 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use iohr_domain::checks::ChecksSpec;
+use iohr_domain::faults::Experiment;
 use iohr_domain::faults::confirmation::{
     DEFAULT_CONFIRM_WITHIN, MAX_CONFIRM_WITHIN, confirmation_hash,
 };
@@ -84,14 +85,8 @@ pub fn validate_spec(kind: RunKind, spec: &serde_json::Value) -> Result<u64, Api
             Ok(plan.expected_requests().unwrap_or(0))
         }
         RunKind::Faults => {
-            // A first check; the whole experiment is read by domain::faults::experiment.
-            let has_method = spec.get("method").is_some_and(|m| m.is_array());
-            if !has_method {
-                return Err(ApiError::bad_request(
-                    "invalid_spec",
-                    "method: an experiment needs a method (a list of actions)",
-                ));
-            }
+            Experiment::from_json(spec)
+                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
             Ok(0)
         }
         other => Err(ApiError::bad_request(
@@ -244,6 +239,12 @@ pub async fn create(
         }
     };
     let units = validate_spec(kind, &scenario.spec)?;
+    if kind == RunKind::Faults {
+        // A probe's url must name the run's own target.
+        Experiment::from_json(&scenario.spec)
+            .and_then(|e| e.check_target(&body.target))
+            .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
+    }
     let confirmation = confirm_within.map(|within| {
         let hash = confirmation_hash(&scenario.version, &body.target, &body.environment);
         (hash, now_ms() + within.as_millis() as i64)

@@ -223,6 +223,10 @@ fn queued_from_row(run: &RunRow) -> QueuedRun {
         target: run.target.clone(),
         scenario_id: run.scenario_id.clone(),
         scenario_version: run.scenario_version.clone(),
+        confirmed_by: run
+            .confirmation
+            .as_ref()
+            .and_then(|c| c.confirmed_by.clone()),
         refused_by: BTreeSet::new(),
         lapsed_with: BTreeSet::new(),
     }
@@ -507,6 +511,7 @@ impl Dispatcher {
                 accept_within_ms: self.timing.offer_timeout.as_millis() as u32,
                 scenario_id: run.scenario_id.clone(),
                 scenario_version: run.scenario_version.clone(),
+                confirmed_by: run.confirmed_by.clone().unwrap_or_default(),
             })),
         })
     }

@@ -30,6 +30,8 @@ pub struct QueuedRun {
     pub target: String,
     pub scenario_id: String,
     pub scenario_version: String,
+    /// The person who confirmed a production faults run.
+    pub confirmed_by: Option<String>,
     /// Sessions that refused this run: not offered it again.
     pub refused_by: BTreeSet<SessionId>,
     /// Sessions that let an offer of this run lapse: offered it again only when no other

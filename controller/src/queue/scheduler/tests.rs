@@ -10,6 +10,7 @@ fn run(id: &str, account: &str, kind: RunKind) -> QueuedRun {
         target: "http://127.0.0.1:9".to_string(),
         scenario_id: "s".to_string(),
         scenario_version: "sha256:0".to_string(),
+        confirmed_by: None,
         refused_by: BTreeSet::new(),
         lapsed_with: BTreeSet::new(),
     }

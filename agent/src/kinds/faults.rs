@@ -1,0 +1,264 @@
+//! The `faults` kind: an experiment's lifecycle (see `faults::lifecycle`) against the
+//! agent's real effects: the fault proxy in front of the run's target, process and host
+//! faults, and probes sent through the proxy so they see the faults.
+//!
+//! The agent's [`FaultsConfig`] holds its policy and its ledger. A starting agent undoes
+//! what its ledger still holds ([`recover_left_overs`]) before it takes work.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use iohr_domain::RunStatus;
+use iohr_domain::faults::experiment::Provider;
+use iohr_domain::faults::journal::Journal;
+use iohr_domain::faults::{Experiment, Fault, JournalStatus, Policy, ProbeOutput};
+use tokio_util::sync::CancellationToken;
+
+use super::{FrameSender, Outcome, to_json};
+use crate::faults::ledger::{Ledger, LedgerEntry};
+use crate::faults::lifecycle::{
+    Deadline, Driver, ProbeError, RealEnv, Retry, Run, recover, timeline_frames,
+};
+use crate::faults::probe::Prober;
+use crate::faults::proxy::FaultProxy;
+use crate::faults::{FaultError, Undo, host};
+
+/// What the agent's configuration gives every faults run.
+#[derive(Debug)]
+pub struct FaultsConfig {
+    /// What the agent's policy file allows (empty without one: every fault is refused).
+    pub policy: Policy,
+    /// `iohr-agent exec`: the run's own target port is allowed as well.
+    pub allow_run_target: bool,
+    pub ledger: Ledger,
+    /// The program hogs run as (the agent binary itself).
+    pub hog_program: PathBuf,
+}
+
+impl FaultsConfig {
+    /// The policy one run is checked against.
+    fn policy_for(&self, target_port: u16) -> Policy {
+        if self.allow_run_target {
+            Policy::for_exec(target_port).grant(self.policy.clone())
+        } else {
+            self.policy.clone()
+        }
+    }
+}
+
+/// A faults run as the agent received it.
+#[derive(Debug, Clone)]
+pub struct FaultsPlan {
+    /// The run's id, for its ledger entries.
+    pub run_id: String,
+    pub experiment: Experiment,
+    /// The person who confirmed a production run.
+    pub confirmed_by: Option<String>,
+    /// List what would be applied and how it would be undone; apply nothing.
+    pub dry_run: bool,
+}
+
+/// The agent's effects: the run's fault proxy (none while recovering: a proxy died with
+/// the agent that ran it), host faults and probes.
+struct AgentDriver<'a> {
+    proxy: Option<&'a FaultProxy>,
+    prober: Option<Prober>,
+    policy: &'a Policy,
+    hog_program: &'a std::path::Path,
+}
+
+impl Driver for AgentDriver<'_> {
+    async fn plan(&self, fault: &Fault) -> Result<Undo, FaultError> {
+        match fault {
+            Fault::Network(_) | Fault::Http(_) => match self.proxy {
+                // The proxy numbers the fault when it is added; apply gives the real id.
+                Some(proxy) => Ok(Undo::ProxyFault {
+                    proxy: proxy.local_addr().to_string(),
+                    id: 0,
+                }),
+                None => Err(FaultError::Failed("no fault proxy for this run".into())),
+            },
+            other => host::plan(other, self.policy),
+        }
+    }
+
+    async fn apply(&self, fault: &Fault, deadline: Deadline) -> Result<Undo, FaultError> {
+        match fault {
+            Fault::Network(_) | Fault::Http(_) => {
+                let proxy = self
+                    .proxy
+                    .ok_or_else(|| FaultError::Failed("no fault proxy for this run".into()))?;
+                let id = proxy.add(fault)?;
+                Ok(proxy.undo(id))
+            }
+            other => host::apply(other, self.policy, self.hog_program, deadline.at_ms).await,
+        }
+    }
+
+    async fn undo(&self, undo: &Undo) -> Result<(), FaultError> {
+        match undo {
+            Undo::ProxyFault { proxy, id } => {
+                if let Some(ours) = self.proxy
+                    && ours.local_addr().to_string() == *proxy
+                {
+                    ours.remove(*id);
+                }
+                // Another proxy lived in an agent process that is gone, and its faults
+                // with it.
+                Ok(())
+            }
+            other => host::undo(other).await,
+        }
+    }
+
+    async fn probe(&self, provider: &Provider) -> Result<ProbeOutput, ProbeError> {
+        match &self.prober {
+            Some(prober) => {
+                prober
+                    .probe(provider, &|name| std::env::var(name).ok())
+                    .await
+            }
+            None => Err(ProbeError("no probes while recovering".into())),
+        }
+    }
+}
+
+/// Undoes every fault the ledger still holds open (a crashed agent's), newest first.
+/// Returns how many were undone and the ones that could not be.
+pub async fn recover_left_overs(
+    config: &FaultsConfig,
+) -> Result<(usize, Vec<(LedgerEntry, String)>), crate::faults::ledger::LedgerError> {
+    let open = config.ledger.open_entries()?.len();
+    if open == 0 {
+        return Ok((0, Vec::new()));
+    }
+    tracing::warn!(
+        open,
+        "the fault ledger holds faults a previous agent left; undoing them"
+    );
+    let driver = AgentDriver {
+        proxy: None,
+        prober: None,
+        policy: &config.policy,
+        hog_program: &config.hog_program,
+    };
+    let failed = recover(&driver, &RealEnv, &config.ledger, Retry::default()).await?;
+    Ok((open - failed.len(), failed))
+}
+
+/// The target's socket address (resolved) and port.
+async fn upstream_of(target: &str) -> Result<SocketAddr, String> {
+    let url: hyper::Uri = target
+        .parse()
+        .map_err(|e| format!("target {target:?}: {e}"))?;
+    if url.scheme_str() != Some("http") {
+        return Err(
+            "faults runs take http:// targets (the fault proxy speaks TCP in front of them)".into(),
+        );
+    }
+    let host = url.host().ok_or("the target has no host")?;
+    let port = url.port_u16().unwrap_or(80);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| format!("resolving {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host} resolves to no address"))
+}
+
+/// Runs an experiment against `target` and returns its journal as the run's result.
+pub async fn run(
+    plan: FaultsPlan,
+    target: &str,
+    config: &FaultsConfig,
+    frames: &FrameSender,
+    cancel: CancellationToken,
+) -> Outcome {
+    let upstream = match upstream_of(target).await {
+        Ok(addr) => addr,
+        Err(e) => return Outcome::error(e, 0),
+    };
+    let listen = SocketAddr::new(
+        if upstream.is_ipv6() {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        },
+        0,
+    );
+    let proxy = match FaultProxy::start(listen, upstream, rand::random()).await {
+        Ok(proxy) => proxy,
+        Err(e) => return Outcome::error(format!("starting the fault proxy: {e}"), 0),
+    };
+    let send_to = format!("http://{}", proxy.local_addr());
+    let policy = config.policy_for(upstream.port());
+    let driver = AgentDriver {
+        proxy: Some(&proxy),
+        prober: Some(Prober::new(&send_to, target)),
+        policy: &policy,
+        hog_program: &config.hog_program,
+    };
+    let mut journal = Run {
+        run_id: plan.run_id.clone(),
+        driver: &driver,
+        env: &RealEnv,
+        ledger: &config.ledger,
+        policy: &policy,
+        target_port: upstream.port(),
+        target: target.to_string(),
+        timeline: timeline_frames(frames.clone()),
+        cancel,
+        dry_run: plan.dry_run,
+        retry: Retry::default(),
+    }
+    .execute(&plan.experiment)
+    .await;
+    journal.confirmed_by = plan.confirmed_by;
+    proxy.shutdown().await;
+    outcome_of(journal, &send_to)
+}
+
+/// The run's status from its journal.
+fn outcome_of(journal: Journal, proxy: &str) -> Outcome {
+    let (status, reason) = match journal.status {
+        JournalStatus::Completed => (RunStatus::Passed, None),
+        JournalStatus::Failed if journal.deviated => (
+            RunStatus::Failed,
+            Some("deviated: the steady state did not hold after the method".to_string()),
+        ),
+        JournalStatus::Failed => (
+            RunStatus::Failed,
+            Some("the steady state did not hold before the method; nothing was injected".into()),
+        ),
+        JournalStatus::Aborted => (RunStatus::Error, None),
+        JournalStatus::Interrupted => (RunStatus::Cancelled, None),
+        JournalStatus::RollbackFailed => {
+            tracing::error!(
+                open = journal.open_faults().count(),
+                "ALERT: a fault could not be undone; the ledger keeps it and the agent retries it at its next start"
+            );
+            (RunStatus::Error, None)
+        }
+        JournalStatus::Refused => (RunStatus::Refused, None),
+    };
+    let reason = match (&journal.status, journal.reason.clone(), reason) {
+        (JournalStatus::RollbackFailed, Some(r), _) => Some(format!("rollback failed: {r}")),
+        (JournalStatus::RollbackFailed, None, _) => Some("rollback failed".into()),
+        (_, Some(r), None) => Some(r),
+        (_, _, ours) => ours,
+    };
+    let mut result = to_json(&journal);
+    if let Some(map) = result.as_object_mut() {
+        map.insert("fault_proxy".into(), proxy.into());
+    }
+    Outcome {
+        status,
+        reason,
+        result,
+        units_spent: 0,
+    }
+}
+
+/// The agent's faults configuration, shared by its runs.
+pub type SharedFaultsConfig = Arc<FaultsConfig>;
