@@ -4,15 +4,20 @@
 //! restarted agent can undo what a crashed one left open, newest first.
 //!
 //! - [`proxy`]: the fault proxy (network and HTTP faults) in front of a target's port.
-//! - [`host`]: process, host and netem faults.
+//! - [`host`]: process, host and netem faults behind one entry point: [`process`] (signals
+//!   to a pinned process), [`hog`] (CPU and memory hogs, disk fills, in child processes),
+//!   [`netem`] (tc netem).
 //! - [`ledger`]: the durable record of applied faults.
 //! - [`lifecycle`]: an experiment from hypothesis to rollbacks.
 //! - [`probe`]: HTTP and load probes.
 
+pub mod hog;
 pub mod host;
 pub mod ledger;
 pub mod lifecycle;
+pub mod netem;
 pub mod probe;
+pub mod process;
 pub mod proxy;
 
 use std::path::PathBuf;
@@ -36,6 +41,8 @@ pub enum Undo {
     StopChild { pid: u32, start_time: u64 },
     /// Removes the file a disk fill wrote.
     RemoveFile { path: PathBuf },
+    /// Deletes the agent's netem root qdisc (handle `504d:`) from an interface.
+    RemoveQdisc { interface: String },
     /// Nothing can be undone (said why), e.g. a terminated process with no restart command.
     Nothing { why: String },
 }

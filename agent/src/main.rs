@@ -86,6 +86,9 @@ enum Command {
         #[command(flatten)]
         faults: FaultArgs,
     },
+    /// A fault's hog child (CPU, memory or disk), started by the agent itself.
+    #[command(hide = true, subcommand)]
+    Hog(iohr_agent::faults::hog::HogCommand),
 }
 
 /// Where faults are allowed and recorded.
@@ -237,6 +240,7 @@ async fn main() -> anyhow::Result<()> {
             };
             exec(&kind, &target, source, dry_run, json, &options).await
         }
+        Command::Hog(hog) => Ok(iohr_agent::faults::hog::run_child(hog)?),
     }
 }
 
