@@ -297,3 +297,179 @@ async fn a_fault_is_undone_when_the_controller_is_gone_for_a_lease_ttl() {
     );
     target.stop().await;
 }
+
+/// The state letter of a process (`R`, `S`, `T`, ...), or `None` once it is gone.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = stat.rsplit_once(')')?.1;
+    after_name.trim_start().chars().next()
+}
+
+/// The hog children the agent's ledger names (`stop_child` undos with a real pid).
+fn hog_pids(ledger: &std::path::Path) -> Vec<u32> {
+    let text = std::fs::read_to_string(ledger).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["op"] == "undo" && v["undo"]["undo"] == "stop_child")
+        .filter_map(|v| v["undo"]["pid"].as_u64())
+        .filter(|pid| *pid > 0)
+        .map(|pid| pid as u32)
+        .collect()
+}
+
+/// The crash test: the agent is killed with SIGKILL while a process is paused, a disk fill
+/// holds its file and a CPU hog runs; restarted, it puts the host back within 10 s, and
+/// the run's record says the agent was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_agent_once_restarted_leaves_the_host_as_it_was() {
+    use iohr_tests::{Agent, Controller, Installation};
+
+    let target = Target::start().await;
+    let dir = std::env::temp_dir().join(format!("iohr-crash-{}", uuid::Uuid::new_v4()));
+    let fill_dir = dir.join("fill");
+    std::fs::create_dir_all(&fill_dir).expect("dirs");
+    let mut victim = tokio::process::Command::new("sleep")
+        .arg("300")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the victim");
+    let victim_pid = victim.id().expect("victim pid");
+    let port: u16 = target
+        .url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let policy = dir.join("policy.json");
+    std::fs::write(
+        &policy,
+        json!({
+            "target_ports": [port],
+            "processes": [{"name": "sleep"}],
+            "directories": [fill_dir.display().to_string()],
+            "max_cpu_workers": 1,
+            "max_disk_mb": 8,
+        })
+        .to_string(),
+    )
+    .expect("policy");
+    let policy = policy.display().to_string();
+    let extra = ["--policy", policy.as_str()];
+
+    let install = Installation::new(Backend::Sqlite).await;
+    let controller = Controller::start(&install, 200, None).await;
+    let api = Api::new(&controller.api_url(), &install.full_token());
+    let identity = install.agent_identity("default", "edge-1");
+    let options = || AgentOptions {
+        extra: &extra,
+        ..AgentOptions::default()
+    };
+    let agent = Agent::start(
+        &install,
+        "edge-1",
+        &identity,
+        &controller.link_url(),
+        options(),
+    )
+    .await;
+    api.wait_online("edge-1", LIMIT).await;
+    // The victim is a child of this test: wait until it shows its own name (exec).
+    wait_for("the victim runs sleep", LIMIT, || async {
+        let comm = std::fs::read_to_string(format!("/proc/{victim_pid}/comm")).ok()?;
+        (comm.trim() == "sleep").then_some(())
+    })
+    .await;
+
+    let fault =
+        |name: &str, provider: Value| json!({"type": "action", "name": name, "provider": provider});
+    let mut hog = fault(
+        "hog",
+        json!({"type": "iohr", "fault": "cpu_hog", "workers": 1, "duration": "120s"}),
+    );
+    hog["pauses"] = json!({"after": 60});
+    let experiment = json!({
+        "title": "crash", "description": "three host faults, then the agent dies",
+        "method": [
+            fault("pause", json!({"type": "iohr", "fault": "process", "action": "pause",
+                "name": "sleep", "pid": victim_pid, "duration": "120s"})),
+            fault("fill", json!({"type": "iohr", "fault": "disk_fill",
+                "directory": fill_dir.display().to_string(), "size_mb": 4, "duration": "120s"})),
+            hog,
+        ],
+    });
+    let run = api
+        .create_run(&json!({"kind": "faults", "environment": "staging",
+            "target": target.url(), "spec": experiment}))
+        .await;
+    let id = run["id"].as_str().expect("id").to_string();
+    let mut events = api.events(&id, None).await;
+    let mut applied = 0;
+    while applied < 3 {
+        let event = events
+            .next(LIMIT)
+            .await
+            .expect("frames until three faults are applied");
+        assert_ne!(event.event, "finished", "ended early: {event:?}");
+        if event.event == "timeline" && event.data["data"]["status"] == "applied" {
+            applied += 1;
+        }
+    }
+    // Every fault is in place, seen from outside.
+    assert_eq!(process_state(victim_pid), Some('T'), "the victim is paused");
+    let fill_files = || {
+        std::fs::read_dir(&fill_dir)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    let filled = fill_files();
+    assert_eq!(filled.len(), 1, "{filled:?}");
+    let ledger = install.root.join("agent-state-edge-1/ledger/ledger.jsonl");
+    let hogs = hog_pids(&ledger);
+    assert_eq!(hogs.len(), 1, "one hog child in the ledger");
+    assert!(process_state(hogs[0]).is_some(), "the hog runs");
+
+    agent.kill().await;
+    let killed = std::time::Instant::now();
+    // Nothing undoes the pause or the file while the agent is dead.
+    assert_eq!(process_state(victim_pid), Some('T'));
+    let restarted = Agent::start(
+        &install,
+        "edge-1",
+        &identity,
+        &controller.link_url(),
+        options(),
+    )
+    .await;
+    wait_for(
+        "the host back to its baseline",
+        Duration::from_secs(10),
+        || async {
+            let resumed = matches!(process_state(victim_pid), Some(s) if s != 'T');
+            let no_file = fill_files().is_empty();
+            let no_hog = hogs.iter().all(|pid| process_state(*pid).is_none());
+            (resumed && no_file && no_hog).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "host back to its baseline {:?} after the SIGKILL",
+        killed.elapsed()
+    );
+    let record = api.wait_status(&id, &["error"], LIMIT).await;
+    assert!(
+        record["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("agent"),
+        "the record says the agent was lost: {record}"
+    );
+    // Every entry the reopened ledger kept is closed by the recovery.
+    ledger_all_closed(&install.root, "edge-1", LIMIT).await;
+    drop(restarted);
+    let _ = victim.kill().await;
+    target.stop().await;
+}
