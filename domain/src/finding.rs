@@ -10,7 +10,12 @@
 //!   threshold for load and replay runs, else [`DEFAULT_ERROR_RATE`]; scenario runs count
 //!   their load requests (the warm-up is discarded, as everywhere);
 //! - `capacity_below_floor`: a capacity run whose highest rate meeting the SLO
-//!   (`max_rate_meeting_slo`, or none) is below the spec's `floor`.
+//!   (`max_rate_meeting_slo`, or none) is below the spec's `floor`;
+//! - `steady_state_deviated`: a faults run whose steady-state probe held before the method
+//!   and missed its tolerance after it (subject: the probe);
+//! - `fault_left_applied`: a faults run whose rollback failed: a fault its agent could not
+//!   undo (subject: the activity). This is the alert of a failed rollback; the run ends
+//!   `error`, and findings are derived from it all the same.
 //!
 //! The signature hashes the account, scenario id (its name, not its version: a finding
 //! survives edits of the spec), environment, target, finding kind and subject (the check,
@@ -44,14 +49,18 @@ pub enum FindingKind {
     InvariantBroken,
     OperationErrors,
     CapacityBelowFloor,
+    SteadyStateDeviated,
+    FaultLeftApplied,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 4] = [
+    pub const ALL: [FindingKind; 6] = [
         FindingKind::CheckFailed,
         FindingKind::InvariantBroken,
         FindingKind::OperationErrors,
         FindingKind::CapacityBelowFloor,
+        FindingKind::SteadyStateDeviated,
+        FindingKind::FaultLeftApplied,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -60,6 +69,8 @@ impl FindingKind {
             FindingKind::InvariantBroken => "invariant_broken",
             FindingKind::OperationErrors => "operation_errors",
             FindingKind::CapacityBelowFloor => "capacity_below_floor",
+            FindingKind::SteadyStateDeviated => "steady_state_deviated",
+            FindingKind::FaultLeftApplied => "fault_left_applied",
         }
     }
 }
@@ -267,7 +278,7 @@ pub fn derive(facts: &RunFacts) -> Vec<Derived> {
             }
         }
         RunKind::Capacity => capacity_findings(facts.spec, facts.result, &mut found),
-        RunKind::Faults => {}
+        RunKind::Faults => faults_findings(facts.result, &mut found),
     }
     let mut by_signature: BTreeMap<String, Derived> = BTreeMap::new();
     for (kind, subject, title, detail) in found {
@@ -473,10 +484,79 @@ fn capacity_findings(
     ));
 }
 
+/// A faults run's journal: probes that missed after the method, faults never undone.
+fn faults_findings(result: &Value, found: &mut Vec<(FindingKind, String, String, String)>) {
+    if result.get("deviated").and_then(Value::as_bool) == Some(true) {
+        let probes = result["steady_states"]["after"]["probes"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        for probe in probes.iter().filter(|p| p["tolerance_met"] == false) {
+            let name = probe["activity"]["name"].as_str().unwrap_or("probe");
+            let detail = probe["exception"]
+                .as_str()
+                .unwrap_or("its tolerance was not met")
+                .to_string();
+            found.push((
+                FindingKind::SteadyStateDeviated,
+                name.to_string(),
+                format!("steady state deviated under faults: probe {name}"),
+                detail,
+            ));
+        }
+    }
+    let ledger = result["ledger"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for entry in ledger.iter().filter(|e| e["undone_at"].is_null()) {
+        let activity = entry["activity"].as_str().unwrap_or("fault");
+        let fault = entry["fault"]["fault"].as_str().unwrap_or("fault");
+        found.push((
+            FindingKind::FaultLeftApplied,
+            activity.to_string(),
+            format!("{fault} fault {activity} could not be undone"),
+            format!(
+                "the agent's ledger keeps it (entry {}) and undoes it again at its next start; {}",
+                entry["id"].as_str().unwrap_or("?"),
+                result["reason"].as_str().unwrap_or("rollback failed")
+            ),
+        ));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_faults_journal_gives_deviations_and_faults_left_applied() {
+        let journal = json!({
+            "status": "rollback_failed", "deviated": true, "reason": "undo failed: EPERM",
+            "steady_states": {"after": {"probes": [
+                {"activity": {"name": "home-fast"}, "tolerance_met": false,
+                 "exception": "latency_ms 101 outside [0, 50]"},
+                {"activity": {"name": "home-ok"}, "tolerance_met": true}
+            ]}},
+            "ledger": [
+                {"id": "e1", "activity": "pause", "fault": {"fault": "process"}, "undone_at": null},
+                {"id": "e2", "activity": "slow", "fault": {"fault": "network"}, "undone_at": 5}
+            ]
+        });
+        let found = derive(&facts(RunKind::Faults, None, &journal));
+        let mut kinds: Vec<_> = found.iter().map(|f| (f.kind, f.subject.as_str())).collect();
+        kinds.sort();
+        assert_eq!(
+            kinds,
+            [
+                (FindingKind::SteadyStateDeviated, "home-fast"),
+                (FindingKind::FaultLeftApplied, "pause")
+            ]
+        );
+        let calm = json!({"status": "completed", "deviated": false, "ledger": []});
+        assert!(derive(&facts(RunKind::Faults, None, &calm)).is_empty());
+    }
 
     fn facts<'a>(kind: RunKind, spec: Option<&'a Value>, result: &'a Value) -> RunFacts<'a> {
         RunFacts {

@@ -612,7 +612,8 @@ async fn exec_takes_exactly_one_spec_source() {
     .await;
     assert!(!wrong_kind.status.success());
     assert!(
-        text(&wrong_kind.stderr).contains("--dry-run and --ops-file apply to --kind scenario only"),
+        text(&wrong_kind.stderr)
+            .contains("--dry-run applies to --kind scenario and --kind faults only"),
         "{}",
         text(&wrong_kind.stderr)
     );

@@ -516,7 +516,12 @@ impl Store {
         let Some(result) = ending
             .result
             .as_ref()
-            .filter(|_| matches!(ending.status, RunStatus::Passed | RunStatus::Failed))
+            // A faults run that ended `error` because a rollback failed still reports the
+            // fault it left applied: that finding is the alert.
+            .filter(|_| {
+                matches!(ending.status, RunStatus::Passed | RunStatus::Failed)
+                    || (run.kind == RunKind::Faults && ending.status == RunStatus::Error)
+            })
         else {
             return Ok(Vec::new());
         };
