@@ -234,6 +234,23 @@ impl Session<'_> {
             max_concurrent_jobs: self.config.max_concurrent_jobs,
             leases: self.leases.report_for_new_stream(),
             incarnation: self.incarnation.to_string(),
+            recovered: self
+                .config
+                .target_options
+                .faults
+                .as_ref()
+                .map(|f| {
+                    f.recovered
+                        .iter()
+                        .map(|r| iohr_proto::link::RecoveredFault {
+                            run_id: r.run_id.clone(),
+                            ledger_id: r.ledger_id.clone(),
+                            fault: r.fault.clone(),
+                            error: r.error.clone().unwrap_or_default(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         };
         send(&tx, agent_message::Body::Hello(hello)).await;
         let mut inbound = client.session(ReceiverStream::new(rx)).await?.into_inner();

@@ -123,20 +123,25 @@ impl FaultArgs {
         let ledger_dir = state_dir.join("ledger");
         let ledger = Ledger::open(&ledger_dir)
             .with_context(|| format!("opening the fault ledger in {}", ledger_dir.display()))?;
-        let config = FaultsConfig {
+        let mut config = FaultsConfig {
             policy,
             allow_run_target,
             ledger,
             hog_program: std::env::current_exe().context("finding the agent's own binary")?,
+            recovered: Vec::new(),
         };
-        let (undone, failed) = recover_left_overs(&config)
+        config.recovered = recover_left_overs(&config)
             .await
             .context("reading the fault ledger")?;
-        if undone > 0 {
-            tracing::warn!(undone, "faults left by a previous agent were undone");
-        }
-        for (entry, error) in &failed {
-            tracing::error!(ledger_id = %entry.id, run = %entry.run_id, fault = entry.fault.name(), %error, "ALERT: a fault left by a previous agent could not be undone");
+        for r in &config.recovered {
+            match &r.error {
+                None => {
+                    tracing::warn!(ledger_id = %r.ledger_id, run = %r.run_id, fault = %r.fault, "a fault left by a previous agent was undone")
+                }
+                Some(error) => {
+                    tracing::error!(ledger_id = %r.ledger_id, run = %r.run_id, fault = %r.fault, %error, "ALERT: a fault left by a previous agent could not be undone")
+                }
+            }
         }
         Ok(Arc::new(config))
     }

@@ -48,6 +48,7 @@ impl RawAgent {
             environments: environments.iter().map(|e| e.to_string()).collect(),
             max_concurrent_jobs: 1,
             incarnation: format!("raw-{name}"),
+            recovered: Vec::new(),
             ..Hello::default()
         };
         tx.send(AgentMessage {

@@ -460,12 +460,13 @@ async fn a_killed_agent_once_restarted_leaves_the_host_as_it_was() {
         killed.elapsed()
     );
     let record = api.wait_status(&id, &["error"], LIMIT).await;
+    let reason = record["reason"].as_str().unwrap_or_default();
     assert!(
-        record["reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("agent"),
-        "the record says the agent was lost: {record}"
+        reason.starts_with("agent lost")
+            && ["process", "disk_fill", "cpu_hog"]
+                .iter()
+                .all(|f| reason.contains(&format!("{f} ("))),
+        "the record says the agent was lost and which faults its restart undid: {record}"
     );
     // Every entry the reopened ledger kept is closed by the recovery.
     ledger_all_closed(&install.root, "edge-1", LIMIT).await;

@@ -34,6 +34,18 @@ pub struct FaultsConfig {
     pub ledger: Ledger,
     /// The program hogs run as (the agent binary itself).
     pub hog_program: PathBuf,
+    /// What the ledger held at start and was undone (or not): reported in every hello.
+    pub recovered: Vec<Recovered>,
+}
+
+/// A fault a previous agent process left applied, found in the ledger at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    pub run_id: String,
+    pub ledger_id: String,
+    pub fault: String,
+    /// Why it could not be undone; `None` when it was.
+    pub error: Option<String>,
 }
 
 impl FaultsConfig {
@@ -125,16 +137,16 @@ impl Driver for AgentDriver<'_> {
 }
 
 /// Undoes every fault the ledger still holds open (a crashed agent's), newest first.
-/// Returns how many were undone and the ones that could not be.
+/// Returns each one with why it could not be undone, if it could not.
 pub async fn recover_left_overs(
     config: &FaultsConfig,
-) -> Result<(usize, Vec<(LedgerEntry, String)>), crate::faults::ledger::LedgerError> {
-    let open = config.ledger.open_entries()?.len();
-    if open == 0 {
-        return Ok((0, Vec::new()));
+) -> Result<Vec<Recovered>, crate::faults::ledger::LedgerError> {
+    let open = config.ledger.open_entries()?;
+    if open.is_empty() {
+        return Ok(Vec::new());
     }
     tracing::warn!(
-        open,
+        open = open.len(),
         "the fault ledger holds faults a previous agent left; undoing them"
     );
     let driver = AgentDriver {
@@ -143,8 +155,20 @@ pub async fn recover_left_overs(
         policy: &config.policy,
         hog_program: &config.hog_program,
     };
-    let failed = recover(&driver, &RealEnv, &config.ledger, Retry::default()).await?;
-    Ok((open - failed.len(), failed))
+    let failed: Vec<(LedgerEntry, String)> =
+        recover(&driver, &RealEnv, &config.ledger, Retry::default()).await?;
+    Ok(open
+        .into_iter()
+        .map(|entry| Recovered {
+            error: failed
+                .iter()
+                .find(|(f, _)| f.id == entry.id)
+                .map(|(_, e)| e.clone()),
+            run_id: entry.run_id,
+            ledger_id: entry.id,
+            fault: entry.fault.name().to_string(),
+        })
+        .collect())
 }
 
 /// The target's socket address (resolved) and port.

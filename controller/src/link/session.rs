@@ -129,6 +129,7 @@ impl Session {
             identity: self.identity.clone(),
             declaration: declaration.clone(),
             reported: hello.leases,
+            recovered: hello.recovered,
             incarnation: hello.incarnation,
             tx: self.tx.clone(),
             last_heard: self.last_heard.clone(),

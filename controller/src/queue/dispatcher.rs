@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use iohr_domain::{RunKind, RunStatus};
 use iohr_proto::link::{
-    CancelLease, ControllerMessage, LeaseOffer, RunningLease, controller_message,
+    CancelLease, ControllerMessage, LeaseOffer, RecoveredFault, RunningLease, controller_message,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, MissedTickBehavior};
@@ -28,6 +28,9 @@ pub struct AgentUp {
     pub identity: AgentIdentity,
     pub declaration: Declaration,
     pub reported: Vec<RunningLease>,
+    /// Faults a previous process of the agent left applied and this one found in its
+    /// ledger at start.
+    pub recovered: Vec<RecoveredFault>,
     /// Random per agent process: a reconnect of the same process replaces its old stream,
     /// another process with the same identity is refused while the first is alive.
     pub incarnation: String,
@@ -230,6 +233,34 @@ fn queued_from_row(run: &RunRow) -> QueuedRun {
         refused_by: BTreeSet::new(),
         lapsed_with: BTreeSet::new(),
     }
+}
+
+/// Why a restarted agent's run ended: and, for a faults run, what the new process found
+/// left applied in its ledger and undid (or could not).
+fn restart_reason(run_id: &str, recovered: &[RecoveredFault]) -> String {
+    let mut undone = Vec::new();
+    let mut failed = Vec::new();
+    for r in recovered.iter().filter(|r| r.run_id == run_id) {
+        if r.error.is_empty() {
+            undone.push(format!("{} ({})", r.fault, r.ledger_id));
+        } else {
+            failed.push(format!("{} ({}): {}", r.fault, r.ledger_id, r.error));
+        }
+    }
+    let mut reason = "agent lost (it restarted without the run)".to_string();
+    if !undone.is_empty() {
+        reason.push_str(&format!(
+            "; on restart it undid the faults it had left applied: {}",
+            undone.join(", ")
+        ));
+    }
+    if !failed.is_empty() {
+        reason.push_str(&format!(
+            "; ALERT: it could not undo: {}",
+            failed.join(", ")
+        ));
+    }
+    reason
 }
 
 /// Scenario specs kept in memory before the cache starts over.
@@ -699,6 +730,7 @@ impl Dispatcher {
             identity,
             declaration,
             reported,
+            recovered,
             incarnation,
             tx,
             last_heard,
@@ -800,8 +832,8 @@ impl Dispatcher {
             .map(|(run_id, _)| run_id.clone())
             .collect();
         for run_id in lost {
-            self.lease_lost(&run_id, "agent lost (it restarted without the run)")
-                .await;
+            let reason = restart_reason(&run_id, &recovered);
+            self.lease_lost(&run_id, &reason).await;
         }
         tracing::info!(agent = %identity.name, session, kept = kept.len(), revoked = revoked.len(), "agent connected");
         Ok(revoked)
