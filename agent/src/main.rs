@@ -164,8 +164,26 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// Exit statuses of `iohr-agent` (k6's habit: a broken spec is not a failed run): 0 passed,
+/// 1 failed (thresholds, a deviated steady state), 2 a usage or spec error (nothing ran),
+/// 3 error, cancelled or refused.
+const EXIT_USAGE: i32 = 2;
+
+fn main() {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            std::process::exit(EXIT_USAGE);
+        }
+    };
+    if let Err(e) = runtime.block_on(agent_main()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(EXIT_USAGE);
+    }
+}
+
+async fn agent_main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -299,6 +317,8 @@ async fn exec(
     let text = source.read()?;
     let mut plan = execute::plan(kind, &text).map_err(anyhow::Error::msg)?;
     if let execute::Plan::Faults(faults) = &mut plan {
+        // The API's rule: a probe's url must name the run's own target.
+        faults.experiment.check_target(target)?;
         faults.run_id = format!("exec-{}", std::process::id());
         faults.dry_run = dry_run;
     }
@@ -361,7 +381,11 @@ async fn exec(
                 .ok()
                 .filter(|_| kind == RunKind::Capacity)
                 .map(|result| result.summary().iter().map(|l| format!("  {l}")).collect());
-        let lines = capacity.or_else(|| {
+        let faults = serde_json::from_value::<iohr_domain::faults::Journal>(outcome.result.clone())
+            .ok()
+            .filter(|_| kind == RunKind::Faults)
+            .map(|journal| journal.summary());
+        let lines = capacity.or(faults).or_else(|| {
             match serde_json::from_value::<iohr_domain::load::LoadResult>(outcome.result.clone()) {
                 Ok(load) => Some(load.summary().iter().map(|l| format!("  {l}")).collect()),
                 Err(_) => {

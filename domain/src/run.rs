@@ -5,8 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// What a run does. Only `checks` is executable today; the others are accepted words
-/// so that a run of an unsupported kind is refused with a clear reason.
+/// What a run does: every kind runs on agents (see `iohr_agent::execute`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunKind {

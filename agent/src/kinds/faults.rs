@@ -266,11 +266,12 @@ fn outcome_of(journal: Journal, proxy: &str) -> Outcome {
         }
         JournalStatus::Refused => (RunStatus::Refused, None),
     };
+    // The journal's own sentence when it has one, so the run and its journal say the same.
     let reason = match (&journal.status, journal.reason.clone(), reason) {
         (JournalStatus::RollbackFailed, Some(r), _) => Some(format!("rollback failed: {r}")),
         (JournalStatus::RollbackFailed, None, _) => Some("rollback failed".into()),
-        (_, Some(r), None) => Some(r),
-        (_, _, ours) => ours,
+        (_, Some(r), _) => Some(r),
+        (_, None, ours) => ours,
     };
     let mut result = to_json(&journal);
     if let Some(map) = result.as_object_mut() {

@@ -160,6 +160,88 @@ impl Journal {
         }
     }
 
+    /// The journal as a few lines for a person (`iohr-agent exec` without `--json`): the
+    /// status, each steady-state probe, each activity of the method, each undo, each fault
+    /// still open, or a dry run's plan.
+    pub fn summary(&self) -> Vec<String> {
+        let name = |a: &Value| a["name"].as_str().unwrap_or("?").to_string();
+        let mut out = vec![format!(
+            "{}: {}{}",
+            self.title,
+            self.status.as_str(),
+            if self.deviated { " (deviated)" } else { "" }
+        )];
+        for planned in &self.plan {
+            out.push(format!(
+                "  would apply {} ({}) for at most {} s, undone by {}",
+                planned.activity,
+                planned.fault["fault"].as_str().unwrap_or("?"),
+                planned.duration,
+                planned.undo["undo"].as_str().unwrap_or("?")
+            ));
+        }
+        let probe_line = |when: &str, p: &ActivityRun| {
+            let output = p
+                .output
+                .as_ref()
+                .map(|o| {
+                    let mut parts = Vec::new();
+                    if let Some(status) = o.get("status") {
+                        parts.push(format!("status {status}"));
+                    }
+                    if let Some(ms) = o.get("latency_ms").and_then(Value::as_f64) {
+                        parts.push(format!("{ms:.1} ms"));
+                    }
+                    if let Some(ms) = o.get("p99_ms").and_then(Value::as_f64) {
+                        parts.push(format!("p99 {ms:.1} ms"));
+                    }
+                    parts.join(", ")
+                })
+                .unwrap_or_default();
+            let verdict = match (p.tolerance_met, &p.exception) {
+                (Some(true), _) => "met".to_string(),
+                (_, Some(e)) => format!("missed: {e}"),
+                _ => "missed".to_string(),
+            };
+            format!("  {when} {}: {verdict} ({output})", name(&p.activity))
+        };
+        for (when, state) in [
+            ("before", &self.steady_states.before),
+            ("after", &self.steady_states.after),
+        ] {
+            for probe in state.iter().flat_map(|s| &s.probes) {
+                out.push(probe_line(when, probe));
+            }
+        }
+        for activity in &self.run {
+            let outcome = match (&activity.status, &activity.exception) {
+                (ActivityStatus::Succeeded, _) => "done".to_string(),
+                (ActivityStatus::Failed, Some(e)) => format!("failed: {e}"),
+                (ActivityStatus::Failed, None) => "failed".to_string(),
+            };
+            out.push(format!("  method {}: {outcome}", name(&activity.activity)));
+        }
+        for record in &self.ledger {
+            let state = match (record.undone_at, &record.undone_by) {
+                (Some(at), by) => format!(
+                    "undone by {} {} ms after it was applied",
+                    by.as_deref().unwrap_or("rollback"),
+                    at.saturating_sub(record.applied_at)
+                ),
+                (None, _) => "STILL APPLIED: the agent's ledger keeps it".to_string(),
+            };
+            out.push(format!(
+                "  fault {} ({}): {state}",
+                record.activity,
+                record.fault["fault"].as_str().unwrap_or("?")
+            ));
+        }
+        if let Some(reason) = &self.reason {
+            out.push(format!("  {reason}"));
+        }
+        out
+    }
+
     /// Faults whose undo never succeeded.
     pub fn open_faults(&self) -> impl Iterator<Item = &LedgerRecord> {
         self.ledger.iter().filter(|r| r.undone_at.is_none())

@@ -161,11 +161,19 @@ impl Policy {
                 }
                 Ok(())
             }
+            Fault::CpuHog(_) if self.max_cpu_workers == 0 => Err(
+                "the policy allows no CPU hog (max_cpu_workers is 0; grant one with --policy FILE)"
+                    .to_string(),
+            ),
             Fault::CpuHog(h) if h.workers > self.max_cpu_workers => Err(format!(
-                "{} CPU workers is more than the policy's max_cpu_workers {}",
+                "a CPU hog of {} workers is more than the policy's max_cpu_workers {}",
                 h.workers, self.max_cpu_workers
             )),
             Fault::CpuHog(_) => Ok(()),
+            Fault::MemoryHog(_) if self.max_memory_mb == 0 => Err(
+                "the policy allows no memory hog (max_memory_mb is 0; grant one with --policy FILE)"
+                    .to_string(),
+            ),
             Fault::MemoryHog(h) if h.size_mb > self.max_memory_mb => Err(format!(
                 "{} MB of memory is more than the policy's max_memory_mb {}",
                 h.size_mb, self.max_memory_mb
@@ -289,7 +297,7 @@ mod tests {
         assert!(
             p.check(&hog, 3000)
                 .unwrap_err()
-                .contains("max_cpu_workers 0")
+                .contains("allows no CPU hog (max_cpu_workers is 0")
         );
         // A file grants more.
         let p = p.grant(file());
