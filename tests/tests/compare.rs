@@ -2,11 +2,7 @@
 //! by 30% regresses with that line, a check that turns from pass to fail regresses, and
 //! mismatched runs or unknown ids are refused, over REST, the CLI and gRPC.
 //!
-//! Not here yet: an A/A comparison of two real runs. On this shared 2-core machine, with
-//! the other tests running beside it, two runs of one build differ by 2-3% at p50 from
-//! run to run (1 false "regressed" in 4 A/A pairs measured), which neither the binomial
-//! intervals nor the within-run block bootstrap cover; the A/A false-alarm rate is
-//! simulated in `iohr_domain::compare`'s tests instead.
+//! The A/A comparison of real runs is in `compare_aa.rs`, alone in its binary.
 
 use std::time::Duration;
 
