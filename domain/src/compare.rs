@@ -2,8 +2,9 @@
 //! after a change, and what is different now.
 //!
 //! A latency difference counts only where the two percentiles' intervals (exact binomial
-//! order-statistic intervals from the histograms, [`crate::quantile`]) do not overlap
-//! **and** the change is larger than a noise floor (2% by default); otherwise "no
+//! order-statistic intervals from the histograms, [`crate::quantile`], widened by a block
+//! bootstrap over the runs' blocks for the total and each operation that keeps them) do
+//! not overlap **and** the change is larger than a noise floor (2% by default); otherwise "no
 //! measurable difference". Surface checks whose verdict changed, invariants that broke or
 //! healed and load thresholds that turned count too. The answer starts with one word.
 
@@ -115,6 +116,10 @@ fn bootstrap(
     rng: &mut StdRng,
 ) -> Vec<(u64, u64)> {
     let k = blocks.counts.len();
+    let Some(last) = values.len().checked_sub(1) else {
+        // No latency in any block: nothing to widen by.
+        return vec![(0, 0); qs.len()];
+    };
     // Each block's running count over every bin: a resample's count up to a bin is then
     // the sum over the blocks it drew, so each quantile is a binary search over the bins
     // rather than a walk over every bucket of every block drawn (compare reads one total
@@ -153,9 +158,6 @@ fn bootstrap(
         );
         let up_to =
             |bin: usize| -> u64 { picked.iter().map(|(j, m)| m * cumulative[*j][bin]).sum() };
-        let Some(last) = values.len().checked_sub(1) else {
-            break;
-        };
         let total = up_to(last);
         if total == 0 {
             continue;
@@ -550,7 +552,7 @@ impl IntervalsUsed {
         };
         if self.operations_binomial > 0 {
             note.push_str(&format!(
-                "; {}: exact binomial only (a run has no blocks for them)",
+                "; {}: exact binomial only (a run keeps fewer than {MIN_BLOCKS} blocks of them)",
                 operations(self.operations_binomial)
             ));
         }
@@ -1128,7 +1130,7 @@ mod tests {
         assert!(
             old.notes.iter().any(|n| n.starts_with("total intervals: ")
                 && n.ends_with(
-                    "; 2 operations: exact binomial only (a run has no blocks for them)"
+                    "; 2 operations: exact binomial only (a run keeps fewer than 5 blocks of them)"
                 )),
             "{:?}",
             old.notes
