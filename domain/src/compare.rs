@@ -2,8 +2,9 @@
 //! after a change, and what is different now.
 //!
 //! A latency difference counts only where the two percentiles' intervals (exact binomial
-//! order-statistic intervals from the histograms, [`crate::quantile`]) do not overlap
-//! **and** the change is larger than a noise floor (2% by default); otherwise "no
+//! order-statistic intervals from the histograms, [`crate::quantile`], widened by a block
+//! bootstrap over the runs' blocks for the total and each operation that keeps them) do
+//! not overlap **and** the change is larger than a noise floor (2% by default); otherwise "no
 //! measurable difference". Surface checks whose verdict changed, invariants that broke or
 //! healed and load thresholds that turned count too. The answer starts with one word.
 
@@ -115,28 +116,65 @@ fn bootstrap(
     rng: &mut StdRng,
 ) -> Vec<(u64, u64)> {
     let k = blocks.counts.len();
-    let mut dense = vec![0u64; values.len()];
+    let Some(last) = values.len().checked_sub(1) else {
+        // No latency in any block: nothing to widen by.
+        return vec![(0, 0); qs.len()];
+    };
+    // Each block's running count over every bin: a resample's count up to a bin is then
+    // the sum over the blocks it drew, so each quantile is a binary search over the bins
+    // rather than a walk over every bucket of every block drawn (compare reads one total
+    // and up to 100 operations this way).
+    let cumulative: Vec<Vec<u64>> = blocks
+        .counts
+        .iter()
+        .map(|block| {
+            let mut running = vec![0u64; values.len()];
+            for (i, c) in block {
+                running[*i] += c;
+            }
+            let mut seen = 0u64;
+            for c in running.iter_mut() {
+                seen += *c;
+                *c = seen;
+            }
+            running
+        })
+        .collect();
+    let mut drawn = vec![0u64; k];
+    let mut picked: Vec<(usize, u64)> = Vec::with_capacity(k);
     let mut replicates = vec![Vec::with_capacity(REPLICATES); qs.len()];
     for _ in 0..REPLICATES {
-        dense.iter_mut().for_each(|c| *c = 0);
-        let mut total = 0u64;
+        drawn.iter_mut().for_each(|m| *m = 0);
         for _ in 0..k {
-            for (i, c) in &blocks.counts[rng.random_range(0..k)] {
-                dense[*i] += c;
-                total += c;
-            }
+            drawn[rng.random_range(0..k)] += 1;
         }
-        // One walk up the merged counts answers every quantile (qs ascend).
-        let (mut seen, mut next) = (0u64, 0usize);
-        for (i, c) in dense.iter().enumerate() {
-            seen += c;
-            while next < qs.len() && seen >= ((qs[next] * total as f64).ceil() as u64).max(1) {
-                replicates[next].push(values[i]);
-                next += 1;
+        picked.clear();
+        picked.extend(
+            drawn
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| **m > 0)
+                .map(|(j, m)| (j, *m)),
+        );
+        let up_to =
+            |bin: usize| -> u64 { picked.iter().map(|(j, m)| m * cumulative[*j][bin]).sum() };
+        let total = up_to(last);
+        if total == 0 {
+            continue;
+        }
+        for (at, q) in qs.iter().enumerate() {
+            let rank = ((q * total as f64).ceil() as u64).max(1);
+            // The first bin whose running count reaches the rank.
+            let (mut low, mut high) = (0, last);
+            while low < high {
+                let mid = (low + high) / 2;
+                if up_to(mid) < rank {
+                    low = mid + 1;
+                } else {
+                    high = mid;
+                }
             }
-            if next == qs.len() {
-                break;
-            }
+            replicates[at].push(values[low]);
         }
     }
     let tail = (1.0 - level) / 2.0;
@@ -420,36 +458,131 @@ fn histogram(text: &str) -> Option<Histogram<u64>> {
     decode(text).ok()
 }
 
+/// One measure compared in a load result: the total or an operation, with its
+/// histograms and blocks (empty when the result has none) before and after.
+struct LoadPair<'a> {
+    name: &'a str,
+    before: &'a str,
+    after: &'a str,
+    before_blocks: &'a [String],
+    after_blocks: &'a [String],
+}
+
+/// Each run's block-bootstrap interval of each q-quantile, when both runs have enough
+/// blocks that read.
+type Widening = (Vec<(u64, u64)>, Vec<(u64, u64)>);
+
+fn block_intervals(
+    before: &[String],
+    after: &[String],
+    qs: &[f64],
+    level: f64,
+    rng: &mut StdRng,
+) -> Option<Widening> {
+    let (values, b, a) = read_blocks(before, after)?;
+    Some((
+        bootstrap(&values, &b, qs, level, rng),
+        bootstrap(&values, &a, qs, level, rng),
+    ))
+}
+
+/// Which intervals a load comparison used, for the note that says so.
+#[derive(Default)]
+struct IntervalsUsed {
+    /// Blocks before and after, when the total's intervals were widened.
+    total: Option<(usize, usize)>,
+    operations_widened: usize,
+    /// Blocks before and after of the first operation widened (all span the same time).
+    operation_blocks: Option<(usize, usize)>,
+    operations_binomial: usize,
+}
+
+fn operations(n: usize) -> String {
+    if n == 1 {
+        "1 operation".to_string()
+    } else {
+        format!("{n} operations")
+    }
+}
+
+impl IntervalsUsed {
+    fn count(&mut self, total: bool, pair: &LoadPair, widened: bool) {
+        let blocks = (pair.before_blocks.len(), pair.after_blocks.len());
+        match (total, widened) {
+            (true, true) => self.total = Some(blocks),
+            (true, false) => {}
+            (false, true) => {
+                self.operations_widened += 1;
+                self.operation_blocks.get_or_insert(blocks);
+            }
+            (false, false) => self.operations_binomial += 1,
+        }
+    }
+
+    /// `None` when no interval was widened (exact binomial throughout, as before blocks).
+    fn note(&self, total_seconds: u64, operation_seconds: u64) -> Option<String> {
+        let widened = |(b, a): (usize, usize), seconds: u64| {
+            format!(
+                "exact binomial widened by a block bootstrap ({b} and {a} blocks of {seconds} s, {REPLICATES} resamples)"
+            )
+        };
+        let ops = self
+            .operation_blocks
+            .map(|blocks| (operations(self.operations_widened), blocks));
+        let mut note = match (self.total, ops) {
+            (None, None) => return None,
+            (Some(total), None) => format!("total intervals: {}", widened(total, total_seconds)),
+            (Some(total), Some((n, blocks)))
+                if total == blocks && total_seconds == operation_seconds =>
+            {
+                format!(
+                    "total and operation intervals ({n}): {}",
+                    widened(total, total_seconds)
+                )
+            }
+            (Some(total), Some((n, blocks))) => format!(
+                "total intervals: {}; operation intervals ({n}): {}",
+                widened(total, total_seconds),
+                widened(blocks, operation_seconds)
+            ),
+            (None, Some((n, blocks))) => format!(
+                "operation intervals ({n}): {}; total: exact binomial only",
+                widened(blocks, operation_seconds)
+            ),
+        };
+        if self.operations_binomial > 0 {
+            note.push_str(&format!(
+                "; {}: exact binomial only (a run keeps fewer than {MIN_BLOCKS} blocks of them)",
+                operations(self.operations_binomial)
+            ));
+        }
+        Some(note)
+    }
+}
+
 fn compare_load(before: &LoadResult, after: &LoadResult, out: &mut Comparison) {
     out.samples = Some((before.latency.samples, after.latency.samples));
-    let mut pairs = vec![(
-        "total".to_string(),
-        before.latency.histogram.clone(),
-        after.latency.histogram.clone(),
-    )];
+    let mut pairs = vec![LoadPair {
+        name: "total",
+        before: &before.latency.histogram,
+        after: &after.latency.histogram,
+        before_blocks: &before.blocks,
+        after_blocks: &after.blocks,
+    }];
     for op in &after.operations {
         if let Some(earlier) = before.operations.iter().find(|o| o.name == op.name) {
-            pairs.push((
-                op.name.clone(),
-                earlier.latency.histogram.clone(),
-                op.latency.histogram.clone(),
-            ));
+            pairs.push(LoadPair {
+                name: &op.name,
+                before: &earlier.latency.histogram,
+                after: &op.latency.histogram,
+                before_blocks: &earlier.blocks,
+                after_blocks: &op.blocks,
+            });
         }
     }
     // One operation's figures are the total's: say them once.
     if before.operations.len() == 1 && after.operations.len() == 1 {
         pairs.truncate(1);
-    }
-    // The total's intervals also cover a block bootstrap over the runs' blocks, so that
-    // two runs of one build do not differ by chance more often than the level says.
-    let blocks = read_blocks(&before.blocks, &after.blocks);
-    if blocks.is_some() {
-        out.notes.push(format!(
-            "total intervals: exact binomial widened by a block bootstrap ({} and {} blocks of {} s, {REPLICATES} resamples)",
-            before.blocks.len(),
-            after.blocks.len(),
-            after.block_seconds.max(1)
-        ));
     }
     // Seeded by the runs: the same two runs always give the same answer.
     let seed = out
@@ -461,25 +594,34 @@ fn compare_load(before: &LoadResult, after: &LoadResult, out: &mut Comparison) {
         });
     let mut rng = StdRng::seed_from_u64(seed);
     let qs: Vec<f64> = COMPARED.iter().map(|(_, q)| *q).collect();
-    let total_widen = blocks.as_ref().map(|(values, bb, ab)| {
-        (
-            bootstrap(values, bb, &qs, out.level, &mut rng),
-            bootstrap(values, ab, &qs, out.level, &mut rng),
-        )
-    });
-    for (name, b, a) in pairs {
-        let (Some(b), Some(a)) = (histogram(&b), histogram(&a)) else {
+    // Where both runs have blocks (the total's, and each operation's in results that
+    // record them), the intervals also cover a block bootstrap over them, so that two
+    // runs of one build do not differ by chance more often than the level says.
+    let mut used = IntervalsUsed::default();
+    for (index, pair) in pairs.iter().enumerate() {
+        let widen = block_intervals(
+            pair.before_blocks,
+            pair.after_blocks,
+            &qs,
+            out.level,
+            &mut rng,
+        );
+        used.count(index == 0, pair, widen.is_some());
+        let (Some(b), Some(a)) = (histogram(pair.before), histogram(pair.after)) else {
             out.notes
-                .push(format!("{name}: a histogram could not be read"));
+                .push(format!("{}: a histogram could not be read", pair.name));
             continue;
         };
-        for (i, (label, q)) in COMPARED.into_iter().enumerate() {
-            let widen = match (&total_widen, name == "total") {
-                (Some((bw, aw)), true) => Some((bw[i], aw[i])),
-                _ => None,
-            };
-            latency_difference(out, &format!("{label} {name}"), &b, &a, q, widen);
+        for (at, (label, q)) in COMPARED.into_iter().enumerate() {
+            let widen = widen.as_ref().map(|(bw, aw)| (bw[at], aw[at]));
+            latency_difference(out, &format!("{label} {}", pair.name), &b, &a, q, widen);
         }
+    }
+    if let Some(note) = used.note(
+        after.block_seconds.max(1),
+        after.operation_block_seconds.max(1),
+    ) {
+        out.notes.push(note);
     }
     let earlier: BTreeMap<&str, bool> = before
         .thresholds
@@ -853,5 +995,230 @@ mod tests {
         let out = compare(&before, &errored, NOISE_FLOOR).expect("an error run compares");
         assert_eq!(out.verdict, Verdict::Unchanged);
         assert!(out.notes[0].contains("ended error"), "{:?}", out.notes);
+    }
+
+    /// A load result of the given operations, each as its blocks (histograms), with the
+    /// total's blocks merged from them; `operation_blocks` false writes it as results did
+    /// before operations kept blocks.
+    fn load_result(operations: &[(&str, Vec<Histogram<u64>>)], operation_blocks: bool) -> Value {
+        use crate::histogram::encode;
+        use crate::load::{
+            Counts, HttpVersion, LoadResult, Model, OperationResult, WarmupPlan, WarmupResult,
+            operation_block_histogram, summarise_latency,
+        };
+        let merge = |blocks: &[Histogram<u64>]| {
+            let mut h = latency_histogram().expect("histogram");
+            blocks.iter().for_each(|b| h.add(b).expect("merge"));
+            h
+        };
+        let count = operations[0].1.len();
+        let total_blocks: Vec<Histogram<u64>> = (0..count)
+            .map(|i| {
+                merge(
+                    &operations
+                        .iter()
+                        .map(|(_, b)| b[i].clone())
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .collect();
+        let total = merge(&total_blocks);
+        let summary = summarise_latency(&total).expect("summary");
+        let result = LoadResult {
+            model: Model::Open,
+            http: HttpVersion::Http1,
+            connections: 8,
+            intended_rate: Some(400.0),
+            achieved_rate: 400.0,
+            measured_seconds: count as f64,
+            warmup: WarmupResult {
+                plan: WarmupPlan::None,
+                requests: 0,
+                discarded: true,
+            },
+            counts: Counts::default(),
+            error_rate: 0.0,
+            intended: total.len(),
+            sent: total.len(),
+            late: 0,
+            dropped: 0,
+            late_tolerance_ms: 10,
+            latency: summary.clone(),
+            uncorrected_latency: summary,
+            operations: operations
+                .iter()
+                .map(|(name, blocks)| OperationResult {
+                    name: name.to_string(),
+                    method: "GET".into(),
+                    path: "/".into(),
+                    counts: Counts::default(),
+                    error_rate: 0.0,
+                    latency: summarise_latency(&merge(blocks)).expect("summary"),
+                    // Kept at the agent's precision for operation blocks.
+                    blocks: if operation_blocks {
+                        blocks
+                            .iter()
+                            .map(|b| {
+                                let mut kept = operation_block_histogram().expect("histogram");
+                                kept.add(b).expect("merge");
+                                encode(&kept).expect("encode")
+                            })
+                            .collect()
+                    } else {
+                        Vec::new()
+                    },
+                })
+                .collect(),
+            thresholds: Vec::new(),
+            aborted: None,
+            notes: Vec::new(),
+            blocks: total_blocks
+                .iter()
+                .map(|b| encode(b).expect("encode"))
+                .collect(),
+            block_seconds: 1,
+            operation_block_seconds: u64::from(operation_blocks),
+        };
+        serde_json::to_value(result).expect("json")
+    }
+
+    fn load_side<'a>(id: &'a str, result: &'a Value) -> Side<'a> {
+        Side {
+            kind: RunKind::Load,
+            ..side(id, "sha256:1", RunStatus::Passed, result)
+        }
+    }
+
+    /// 60 one-second blocks of 200 latencies around `scale` µs; the block `slow` (if any)
+    /// is five times slower throughout, as a pause of the target would make it.
+    fn blocks(rng: &mut StdRng, scale: f64, slow: Option<usize>) -> Vec<Histogram<u64>> {
+        (0..60)
+            .map(|i| {
+                let factor = if slow == Some(i) { 5.0 } else { 1.0 };
+                sample(rng, 200, scale * factor)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_slow_block_of_an_operation_is_judged_with_its_block_bootstrap() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let before_ops = [
+            ("GET /a", blocks(&mut rng, 10_000.0, None)),
+            ("GET /b", blocks(&mut rng, 10_000.0, None)),
+        ];
+        let after_ops = [
+            ("GET /a", blocks(&mut rng, 10_000.0, Some(30))),
+            ("GET /b", blocks(&mut rng, 10_000.0, None)),
+        ];
+        // Written as before operations kept blocks: the operation's exact binomial
+        // interval alone takes one slow second for a regression of its p99.
+        let (b, a) = (
+            load_result(&before_ops, false),
+            load_result(&after_ops, false),
+        );
+        let old =
+            compare(&load_side("r1", &b), &load_side("r2", &a), NOISE_FLOOR).expect("comparable");
+        assert_eq!(old.verdict, Verdict::Regressed, "{:?}", old.lines());
+        assert_eq!(
+            old.differences
+                .iter()
+                .map(|d| d.measure.as_str())
+                .collect::<Vec<_>>(),
+            vec!["p99 GET /a"]
+        );
+        assert!(
+            old.notes.iter().any(|n| n.starts_with("total intervals: ")
+                && n.ends_with(
+                    "; 2 operations: exact binomial only (a run keeps fewer than 5 blocks of them)"
+                )),
+            "{:?}",
+            old.notes
+        );
+        // With its blocks, the operation's interval covers how much one second weighs.
+        let (b, a) = (
+            load_result(&before_ops, true),
+            load_result(&after_ops, true),
+        );
+        let new =
+            compare(&load_side("r1", &b), &load_side("r2", &a), NOISE_FLOOR).expect("comparable");
+        assert_eq!(new.verdict, Verdict::Unchanged, "{:?}", new.lines());
+        assert!(new.unchanged.contains(&"p99 GET /a".to_string()));
+        assert_eq!(
+            new.notes,
+            vec![format!(
+                "total and operation intervals (2 operations): exact binomial widened by a block bootstrap (60 and 60 blocks of 1 s, {REPLICATES} resamples)"
+            )]
+        );
+        // A shift of every second is still a regression.
+        let slower = [
+            ("GET /a", blocks(&mut rng, 13_000.0, None)),
+            ("GET /b", blocks(&mut rng, 10_000.0, None)),
+        ];
+        let a = load_result(&slower, true);
+        let out =
+            compare(&load_side("r1", &b), &load_side("r3", &a), NOISE_FLOOR).expect("comparable");
+        assert!(
+            out.differences
+                .iter()
+                .any(|d| d.measure == "p50 GET /a" && d.worse),
+            "{:?}",
+            out.lines()
+        );
+    }
+
+    #[test]
+    fn results_without_operation_blocks_still_read_and_compare() {
+        let mut rng = StdRng::seed_from_u64(12);
+        let ops = |rng: &mut StdRng| {
+            [
+                ("GET /a", blocks(rng, 10_000.0, None)),
+                ("GET /b", blocks(rng, 20_000.0, None)),
+            ]
+        };
+        let old = load_result(&ops(&mut rng), false);
+        assert!(
+            old["operations"][0].get("blocks").is_none(),
+            "no empty field is written"
+        );
+        let new = load_result(&ops(&mut rng), true);
+        assert_eq!(
+            new["operations"][0]["blocks"].as_array().map(Vec::len),
+            Some(60)
+        );
+        for (b, a) in [(&old, &new), (&new, &old)] {
+            let out =
+                compare(&load_side("r1", b), &load_side("r2", a), NOISE_FLOOR).expect("comparable");
+            assert_eq!(out.verdict, Verdict::Unchanged, "{:?}", out.lines());
+            assert_eq!(
+                out.unchanged.len(),
+                6,
+                "p50 and p99 of the total and each operation"
+            );
+            assert!(
+                out.notes
+                    .iter()
+                    .any(|n| n.contains("2 operations: exact binomial only")),
+                "{:?}",
+                out.notes
+            );
+        }
+    }
+
+    #[test]
+    fn the_note_names_the_blocks_of_the_total_and_of_the_operations() {
+        let used = IntervalsUsed {
+            total: Some((60, 60)),
+            operations_widened: 100,
+            operation_blocks: Some((12, 12)),
+            operations_binomial: 0,
+        };
+        assert_eq!(
+            used.note(60, 300).as_deref(),
+            Some(
+                "total intervals: exact binomial widened by a block bootstrap (60 and 60 blocks of 60 s, 400 resamples); operation intervals (100 operations): exact binomial widened by a block bootstrap (12 and 12 blocks of 300 s, 400 resamples)"
+            )
+        );
+        assert_eq!(IntervalsUsed::default().note(1, 1), None);
     }
 }

@@ -644,6 +644,12 @@ pub struct OperationResult {
     pub counts: Counts,
     pub error_rate: f64,
     pub latency: LatencySummary,
+    /// This operation's corrected latency in consecutive blocks of the result's
+    /// `operation_block_seconds` (a whole number of the total's blocks), at
+    /// [`OPERATION_BLOCK_DIGITS`] significant digits: compare resamples them as it does
+    /// the total's. Absent from results written before they were recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -701,6 +707,40 @@ pub struct LoadResult {
     pub blocks: Vec<String>,
     #[serde(default)]
     pub block_seconds: u64,
+    /// The span of each operation's blocks: `block_seconds` times
+    /// [`operation_block_group`]. Absent from results without operation blocks.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub operation_block_seconds: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Operation blocks kept per result, over all its operations: up to 20 operations keep
+/// a block for each of the total's; more share this many (100 operations of one-hour
+/// runs keep 12 five-minute blocks each), so that a result stays near a megabyte.
+pub const MAX_OPERATION_BLOCKS: u64 = 1200;
+/// Operation blocks are kept at 2 significant digits (buckets under 1% wide): compare's
+/// bootstrap reads latencies on bins 0.5% wide against a 2% noise floor, and 3 digits
+/// would double their size.
+pub const OPERATION_BLOCK_DIGITS: u8 = 2;
+
+/// How many of the total's consecutive blocks make one block of each operation, for a
+/// run of `blocks` total blocks and `operations` operations.
+pub fn operation_block_group(blocks: u64, operations: usize) -> u64 {
+    (blocks * operations as u64)
+        .div_ceil(MAX_OPERATION_BLOCKS)
+        .max(1)
+}
+
+/// An empty histogram for an operation's block.
+pub fn operation_block_histogram() -> Result<Histogram<u64>, HistogramError> {
+    Ok(Histogram::new_with_bounds(
+        1,
+        crate::histogram::MAX_MICROS,
+        OPERATION_BLOCK_DIGITS,
+    )?)
 }
 
 impl LatencySummary {
@@ -971,5 +1011,36 @@ mod tests {
         assert!((b.error_rate() - 0.2).abs() < 1e-12);
         assert_eq!(status_class(204), "2xx");
         assert_eq!(status_class(503), "5xx");
+    }
+
+    /// The most a result holds: 100 operations of a one-hour run at 1,000 requests per
+    /// second, each block a spread of latencies as wide as a busy service's (log-normal,
+    /// about 20 ms, from 0.5 ms to 2 s).
+    #[test]
+    fn operation_blocks_of_a_full_result_stay_near_a_megabyte() {
+        let group = operation_block_group(60, MAX_OPERATIONS);
+        assert_eq!((group, 60u64.div_ceil(group)), (5, 12));
+        assert_eq!(operation_block_group(60, 20), 1);
+        assert_eq!(operation_block_group(10, MAX_OPERATIONS), 1);
+        let mut x = 7u64;
+        let mut uniform = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let per_block = 3600 * 1000 / MAX_OPERATIONS as u64 / 12;
+        let mut encoded = 0usize;
+        for _ in 0..MAX_OPERATIONS * 12 {
+            let mut h = operation_block_histogram().expect("histogram");
+            for _ in 0..per_block {
+                let (u1, u2) = (uniform().max(1e-12), uniform());
+                let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+                h.record((20_000.0 * (0.8 * z).exp()).clamp(500.0, 2e6) as u64)
+                    .expect("record");
+            }
+            encoded += encode(&h).expect("encode").len();
+        }
+        assert!(encoded < 1 << 20, "{encoded} bytes of operation blocks");
     }
 }

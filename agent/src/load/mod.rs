@@ -154,6 +154,7 @@ fn result(
                 error_rate: counts.error_rate(),
                 counts,
                 latency: summarise_latency(&measure.latency[i])?,
+                blocks: report.operation_blocks.get(i).cloned().unwrap_or_default(),
             })
         })
         .collect::<Result<Vec<_>, iohr_domain::histogram::HistogramError>>()?;
@@ -228,6 +229,7 @@ fn result(
         notes,
         blocks: report.blocks.clone(),
         block_seconds: report.block_seconds,
+        operation_block_seconds: report.operation_block_seconds,
         counts,
     };
     let failed_threshold = result.thresholds.iter().find(|t| !t.passed);

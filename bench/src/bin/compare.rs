@@ -44,6 +44,7 @@ fn synthetic_result(seed: u64) -> anyhow::Result<Value> {
     let mut total = latency_histogram()?;
     let mut ops = Vec::new();
     let mut blocks = Vec::new();
+    let mut op_blocks: Vec<Vec<String>> = vec![Vec::new(); OPS as usize];
     let mut op_histograms: Vec<Histogram<u64>> = (0..OPS)
         .map(|_| latency_histogram())
         .collect::<Result<_, _>>()?;
@@ -60,11 +61,12 @@ fn synthetic_result(seed: u64) -> anyhow::Result<Value> {
             )?;
             h.add(&part)?;
             b.add(&part)?;
+            op_blocks[i].push(encode(&part)?);
         }
         total.add(&b)?;
         blocks.push(encode(&b)?);
     }
-    for (i, h) in op_histograms.iter().enumerate() {
+    for (i, (h, blocks)) in op_histograms.iter().zip(op_blocks).enumerate() {
         ops.push(OperationResult {
             name: format!("GET /op{i}"),
             method: "GET".into(),
@@ -72,6 +74,7 @@ fn synthetic_result(seed: u64) -> anyhow::Result<Value> {
             counts: Counts::default(),
             error_rate: 0.0,
             latency: summary(h)?,
+            blocks,
         });
     }
     let result = LoadResult {
@@ -101,6 +104,7 @@ fn synthetic_result(seed: u64) -> anyhow::Result<Value> {
         notes: Vec::new(),
         blocks,
         block_seconds: 60,
+        operation_block_seconds: 60,
     };
     Ok(serde_json::to_value(result)?)
 }
