@@ -231,9 +231,13 @@ LINK=$(wait_line controller '^agent link listening on https://[^ ]+' | sed 's/^a
 say "starting agent $AGENT_NAME"
 # examples/checks-api.json sends `Authorization: ${env:SAMPLE_TARGET_TOKEN}`: the agent
 # reads the value from its own environment (this demo value is no secret).
+# Its fault policy lets faults runs act on the sample target's port (through the fault
+# proxy) and nothing else; its fault ledger lives in the data dir.
+printf '{"target_ports": [%s]}\n' "${TARGET##*:}" > "$DATA/agent-policy.json"
 SAMPLE_TARGET_TOKEN="${SAMPLE_TARGET_TOKEN:-quickstart-demo}" \
     start_bg agent "$BIN/iohr-agent" run --controller "$LINK" --identity "$AGENT_DIR" \
-    --environment staging --max-concurrent-jobs 4
+    --environment staging --max-concurrent-jobs 4 \
+    --policy "$DATA/agent-policy.json" --state-dir "$DATA/agent-state"
 
 iohr() { "$BIN/iohr" --server "$SERVER" --token "$(cat "$TOKEN_FILE")" "$@"; }
 
@@ -297,6 +301,9 @@ Start more from this shell (the same lines are in $ENV_FILE):
 
   iohr reliability run --kind checks --environment staging --target $TARGET \\
     --spec examples/checks-api.json --wait
+  iohr reliability run --kind faults --environment staging --target $TARGET \\
+    --spec examples/faults.json --wait
+  iohr reliability findings
   iohr reliability runs list
   iohr reliability runs show RUN_ID
   iohr reliability runs events RUN_ID
