@@ -6,6 +6,7 @@ use std::io::Write;
 use iohr_domain::RunRecord;
 use iohr_domain::capacity::CapacityResult;
 use iohr_domain::checks::ChecksResult;
+use iohr_domain::faults::Journal;
 use iohr_domain::finding::Sighting;
 use iohr_domain::load::LoadResult;
 use serde_json::Value;
@@ -192,7 +193,9 @@ fn result(result: Option<&Value>) -> String {
     // A capacity result's summary, not its JSON: each point holds a histogram.
     let summary = serde_json::from_value::<CapacityResult>(value.clone())
         .map(|capacity| capacity.summary())
-        .or_else(|_| serde_json::from_value::<LoadResult>(value.clone()).map(|l| l.summary()));
+        .or_else(|_| serde_json::from_value::<LoadResult>(value.clone()).map(|l| l.summary()))
+        // A faults journal as its lines (probes, activities, faults and their undos).
+        .or_else(|_| serde_json::from_value::<Journal>(value.clone()).map(|j| j.summary()));
     if let Ok(summary) = summary {
         let mut out = "result\n".to_string();
         for line in summary {
@@ -389,6 +392,34 @@ mod tests {
             "started_at": null, "ended_at": null
         }))
         .expect("record")
+    }
+
+    #[test]
+    fn a_faults_journal_reads_as_lines() {
+        let text = record(&run(Some(json!({
+            "title": "slow home", "status": "failed", "deviated": true,
+            "start": 1, "end": 2, "duration": 1.0,
+            "steady_states": {"before": null, "after": {"steady_state_met": false, "probes": [
+                {"activity": {"name": "fast"}, "status": "succeeded", "start": 1, "end": 2,
+                 "duration": 0.1, "output": {"status": 200, "latency_ms": 101.2},
+                 "exception": "latency_ms 101.2 outside [0, 50]", "tolerance_met": false}
+            ]}, "during": []},
+            "run": [], "rollbacks": [], "targets": [], "confirmed_by": null, "dry_run": false,
+            "ledger": [{"id": "e1", "activity": "slow", "fault": {"fault": "network"},
+                "undo": {}, "applied_at": 10, "deadline": 99, "undone_at": 25, "undone_by": "rollback"}],
+            "reason": "the steady state deviated under the faults"
+        }))));
+        assert!(text.contains("slow home: failed (deviated)"), "{text}");
+        assert!(
+            text.contains(
+                "after fast: missed: latency_ms 101.2 outside [0, 50] (status 200, 101.2 ms)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("fault slow (network): undone by rollback 15 ms after it was applied"),
+            "{text}"
+        );
     }
 
     #[test]
