@@ -15,7 +15,7 @@ use iohr_domain::compare::{NOISE_FLOOR, Side, compare};
 use iohr_domain::histogram::{encode, latency_histogram};
 use iohr_domain::load::{
     Counts, HttpVersion, LatencySummary, LoadResult, Model, OperationResult, WarmupPlan,
-    WarmupResult, summarise_latency,
+    WarmupResult, operation_block_histogram, summarise_latency,
 };
 use iohr_domain::{RunKind, RunStatus};
 use serde_json::Value;
@@ -61,7 +61,10 @@ fn synthetic_result(seed: u64) -> anyhow::Result<Value> {
             )?;
             h.add(&part)?;
             b.add(&part)?;
-            op_blocks[i].push(encode(&part)?);
+            // As the agent stores them: at OPERATION_BLOCK_DIGITS significant digits.
+            let mut coarse = operation_block_histogram()?;
+            coarse.add(&part)?;
+            op_blocks[i].push(encode(&coarse)?);
         }
         total.add(&b)?;
         blocks.push(encode(&b)?);
