@@ -4,12 +4,13 @@
 //! a millisecond and sleeps in `epoll_wait`; the next answer then has to wake it. On
 //! loopback that wake-up is paid by the *target's* CPU (the kernel delivers an answer in
 //! its sender's context), so an engine that sleeps between answers makes the target slower
-//! than a client that does not: in `bench/load-tools.sh`, nginx spent about a fifth more
-//! CPU per request on the sleeping engine. The poller is a task that yields at once
-//! whenever it runs: while it is ready, tokio's current-thread scheduler polls its I/O
-//! driver without blocking instead of parking. It is the kernel's `busy_poll`, and bounded
-//! like it: it polls only while requests keep starting; after [`POLL_BUDGET`] without one
-//! it waits, without polling, until the next request starts.
+//! than a client that does not: with the setup of `bench/load-tools.sh`, nginx spent 6%
+//! more CPU per request on the sleeping engine on a quiet machine, and about 25% more while
+//! other work kept the client's core busy (docs/benchmarks.md). The poller is a task that
+//! yields at once whenever it runs: while it is ready, tokio's current-thread scheduler
+//! polls its I/O driver without blocking instead of parking. It is the kernel's
+//! `busy_poll`, and bounded like it: it polls only while requests keep starting; after
+//! [`POLL_BUDGET`] without one it waits, without polling, until the next request starts.
 //!
 //! Only for a current-thread runtime: on the multi-thread one, a yielding task keeps a
 //! worker busy that cannot take the I/O driver while another worker sleeps in it.
