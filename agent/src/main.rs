@@ -170,20 +170,42 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
 const EXIT_USAGE: i32 = 2;
 
 fn main() {
-    let runtime = match tokio::runtime::Runtime::new() {
+    let cli = Cli::parse();
+    let one_cpu = std::thread::available_parallelism().is_ok_and(|n| n.get() == 1);
+    let runtime = match runtime_for(&cli.command, one_cpu) {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
             std::process::exit(EXIT_USAGE);
         }
     };
-    if let Err(e) = runtime.block_on(agent_main()) {
+    if let Err(e) = runtime.block_on(agent_main(cli)) {
         eprintln!("error: {e:#}");
         std::process::exit(EXIT_USAGE);
     }
 }
 
-async fn agent_main() -> anyhow::Result<()> {
+/// Which scheduler a command runs on. `exec` allowed one CPU (`taskset`, a one-CPU
+/// cgroup) runs everything on the thread that starts it: the multi-thread scheduler would
+/// put one worker beside `block_on`'s thread on that CPU and pay its cross-thread
+/// bookkeeping on every wake-up for nothing. The hog child runs no task at all. The `run`
+/// daemon keeps the multi-thread scheduler: it serves several leases at once.
+fn runtime_for(command: &Command, one_cpu: bool) -> std::io::Result<tokio::runtime::Runtime> {
+    let current_thread = match command {
+        Command::Exec { .. } => one_cpu,
+        Command::Hog(_) => true,
+        Command::Run { .. } => false,
+    };
+    if current_thread {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Runtime::new()
+    }
+}
+
+async fn agent_main(cli: Cli) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -191,7 +213,7 @@ async fn agent_main() -> anyhow::Result<()> {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    match cli.command {
         Command::Run {
             controller,
             identity,
@@ -451,5 +473,59 @@ async fn wait_for_signal() {
         Err(_) => {
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::runtime::RuntimeFlavor;
+
+    use super::*;
+
+    fn flavor(args: &[&str], one_cpu: bool) -> RuntimeFlavor {
+        let cli = Cli::try_parse_from(args).expect("arguments parse");
+        runtime_for(&cli.command, one_cpu)
+            .expect("runtime")
+            .handle()
+            .runtime_flavor()
+    }
+
+    #[test]
+    fn exec_runs_on_its_own_thread_only_when_allowed_one_cpu() {
+        let exec = [
+            "iohr-agent",
+            "exec",
+            "--kind",
+            "load",
+            "--target",
+            "http://127.0.0.1:9",
+            "--spec-json",
+            "{}",
+        ];
+        assert_eq!(flavor(&exec, true), RuntimeFlavor::CurrentThread);
+        assert_eq!(flavor(&exec, false), RuntimeFlavor::MultiThread);
+        let run = [
+            "iohr-agent",
+            "run",
+            "--controller",
+            "https://127.0.0.1:9",
+            "--identity",
+            "/nonexistent",
+            "--environment",
+            "staging",
+        ];
+        assert_eq!(flavor(&run, true), RuntimeFlavor::MultiThread);
+        let hog = [
+            "iohr-agent",
+            "hog",
+            "cpu",
+            "--workers",
+            "1",
+            "--load-percent",
+            "10",
+            "--until-unix-ms",
+            "1",
+        ];
+        assert_eq!(flavor(&hog, false), RuntimeFlavor::CurrentThread);
     }
 }

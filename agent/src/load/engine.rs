@@ -26,6 +26,7 @@ use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
 use super::client::{Connection, Endpoint, Failure};
+use super::poller::Poller;
 use super::recorder::{Phase, Recorder, Window};
 use super::request::PreparedOp;
 use super::schedule::ArrivalSchedule;
@@ -245,6 +246,7 @@ impl Engine {
         });
         let links = make_links(workers, plan.http, plan.streams);
         let mut tasks = JoinSet::new();
+        let workers_done = CancellationToken::new();
 
         match plan.model {
             Model::Open => {
@@ -295,6 +297,7 @@ impl Engine {
                     WarmupPlan::Requests(n) => n,
                     _ => 0,
                 };
+                let poller = Poller::applies().then(|| Arc::new(Poller::default()));
                 for (id, link) in links.into_iter().enumerate() {
                     tasks.spawn(closed_worker(ClosedWorker {
                         id,
@@ -305,7 +308,12 @@ impl Engine {
                         clock: clock.clone(),
                         warmup_requests,
                         duration: plan.duration,
+                        poller: poller.clone(),
                     }));
+                }
+                if let Some(poller) = poller {
+                    let done = workers_done.clone();
+                    tokio::spawn(async move { poller.run(&counter, &done).await });
                 }
             }
         }
@@ -313,6 +321,7 @@ impl Engine {
         let (done_tx, mut done_rx) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
             while tasks.join_next().await.is_some() {}
+            workers_done.cancel();
             let _ = done_tx.send(());
         });
 
@@ -410,6 +419,8 @@ struct ClosedWorker {
     clock: Arc<PhaseClock>,
     warmup_requests: u64,
     duration: Duration,
+    /// Set on a current-thread runtime (see [`Poller`]).
+    poller: Option<Arc<Poller>>,
 }
 
 async fn closed_worker(mut w: ClosedWorker) {
@@ -424,6 +435,9 @@ async fn closed_worker(mut w: ClosedWorker) {
             return;
         }
         let seq = w.counter.fetch_add(1, Ordering::Relaxed);
+        if let Some(poller) = &w.poller {
+            poller.request_started();
+        }
         let phase = match measure_start {
             Some(t0) if now >= t0 => Phase::Measure,
             Some(_) => Phase::Warmup,

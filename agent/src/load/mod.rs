@@ -4,6 +4,7 @@
 //!   `ramping-arrival-rate` semantics).
 //! - [`client`]: connections (HTTP/1.1, h2, h2c, rustls).
 //! - [`h1`]: the HTTP/1.1 connection driver.
+//! - [`poller`]: the closed model's busy polling on a current-thread runtime.
 //! - [`request`]: operations built once, cloned per request.
 //! - [`recorder`]: counters and HdrHistograms in a few shards; constant memory.
 //! - [`engine`]: the dispatcher, the workers and the once-a-second reporter.
@@ -14,6 +15,7 @@
 pub mod client;
 pub mod engine;
 pub mod h1;
+pub mod poller;
 pub mod recorder;
 pub mod request;
 pub mod schedule;
@@ -261,4 +263,71 @@ fn result(
         (RunStatus::Passed, None)
     };
     Ok((result, status, reason))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+    use iohr_domain::load::LoadSpec;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// `iohr-agent exec` on one CPU: the closed model on a current-thread runtime, with its
+    /// poller, against a keep-alive server on the same thread.
+    #[tokio::test]
+    async fn a_closed_run_on_one_thread_keeps_up_and_ends_on_time() {
+        assert!(poller::Poller::applies());
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let answer = service_fn(|_| async {
+                        Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from("ok"))))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), answer)
+                        .await;
+                });
+            }
+        });
+        let spec = serde_json::json!({
+            "operations": [{"path": "/"}], "model": "closed", "connections": 4,
+            "duration": "1s", "warmup": 20
+        });
+        let plan = LoadSpec::from_json(&spec)
+            .and_then(|s| s.plan())
+            .expect("plan");
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let started = std::time::Instant::now();
+        let outcome = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            run(
+                plan,
+                &format!("http://{addr}"),
+                &TargetOptions::default(),
+                &tx,
+                CancellationToken::new(),
+            ),
+        )
+        .await
+        .expect("the run ends");
+        assert_eq!(outcome.status, RunStatus::Passed, "{:?}", outcome.reason);
+        // A one-second measure after a 20-request warm-up: the poller does not hold the
+        // run past its end.
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let result: LoadResult = serde_json::from_value(outcome.result).expect("a load result");
+        assert!(result.counts.requests > 100, "{:?}", result.counts);
+        assert_eq!(
+            result.counts.responses.get("2xx").copied(),
+            Some(result.counts.requests)
+        );
+        assert_eq!(result.warmup.requests, 20);
+    }
 }
