@@ -7,7 +7,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use iohr_domain::RunStatus;
 use iohr_domain::faults::experiment::Provider;
@@ -284,6 +283,3 @@ fn outcome_of(journal: Journal, proxy: &str) -> Outcome {
         units_spent: 0,
     }
 }
-
-/// The agent's faults configuration, shared by its runs.
-pub type SharedFaultsConfig = Arc<FaultsConfig>;

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::auth::Caller;
 use super::error::ApiError;
+use super::runs::page_limit;
 use crate::Shared;
 use crate::store::{FindingFilter, Scope};
 
@@ -37,13 +38,7 @@ pub async fn list(
         .map(|s| s.parse::<FindingStatus>())
         .transpose()
         .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))?;
-    let limit = query.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
-        return Err(ApiError::bad_request(
-            "invalid_query",
-            "limit must be between 1 and 500",
-        ));
-    }
+    let limit = page_limit(query.limit)?;
     for (name, value) in [
         ("scenario", &query.scenario),
         ("environment", &query.environment),

@@ -276,7 +276,8 @@ pub struct Dispatcher {
     sessions: HashMap<SessionId, Session>,
     /// Canonical spec JSON by (account, scenario version).
     specs: HashMap<(String, String), Arc<str>>,
-    removed_checked: Instant,
+    /// When the once-a-second store checks (removed agents, lapsed confirmations) last ran.
+    store_checked: Instant,
     rx: mpsc::UnboundedReceiver<Command>,
 }
 
@@ -300,7 +301,7 @@ impl Dispatcher {
             leases: HashMap::new(),
             sessions: HashMap::new(),
             specs: HashMap::new(),
-            removed_checked: epoch,
+            store_checked: epoch,
             rx,
         };
         dispatcher.rebuild().await?;
@@ -976,10 +977,6 @@ impl Dispatcher {
     /// Closes the streams of agents removed since the last look: a removed agent's
     /// certificate is refused at once for new streams, and within a second for live ones.
     async fn close_removed(&mut self) {
-        if self.removed_checked.elapsed() < std::time::Duration::from_secs(1) {
-            return;
-        }
-        self.removed_checked = Instant::now();
         let connected: Vec<String> = self.sessions.values().map(|s| s.agent_id.clone()).collect();
         let removed = match self.store.removed_among(&connected).await {
             Ok(removed) => removed,
@@ -1000,8 +997,12 @@ impl Dispatcher {
     }
 
     async fn on_tick(&mut self) {
-        self.close_removed().await;
-        self.lapse_confirmations().await;
+        // Store reads that need not run every tick: once a second.
+        if self.store_checked.elapsed() >= std::time::Duration::from_secs(1) {
+            self.store_checked = Instant::now();
+            self.close_removed().await;
+            self.lapse_confirmations().await;
+        }
         let now = Instant::now();
         let now_ms = self.now_ms();
         let silent: Vec<SessionId> = self
