@@ -90,16 +90,13 @@ async fn exec_refuses_what_its_policy_does_not_allow_and_a_dry_run_applies_nothi
     target.stop().await;
 }
 
-/// A policy file allowing the target's port, and the agent options that use it.
-fn policy_for(target: &Target, dir: &std::path::Path) -> String {
-    let port = target
-        .url()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse::<u16>().ok())
-        .expect("target port");
+/// A policy file (in a temp dir of its own) allowing the target's port; its path.
+fn policy_for(target: &Target) -> String {
+    let dir = std::env::temp_dir().join(format!("iohr-faults-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("policy.json");
-    std::fs::write(&path, json!({"target_ports": [port]}).to_string()).expect("policy");
+    let policy = json!({"target_ports": [target.addr.port()]});
+    std::fs::write(&path, policy.to_string()).expect("policy");
     path.display().to_string()
 }
 
@@ -133,9 +130,7 @@ async fn wait_applied(api: &Api, id: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_runs_through_the_controller_deviate_confirm_cancel_and_halt() {
     let target = Target::start().await;
-    let dir = std::env::temp_dir().join(format!("iohr-faults-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let policy = policy_for(&target, &dir);
+    let policy = policy_for(&target);
     let extra = ["--policy", policy.as_str()];
     let stack = OneAgent::start(
         Backend::Sqlite,
@@ -278,9 +273,7 @@ async fn ledger_all_closed(install_root: &std::path::Path, agent: &str, limit: D
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fault_is_undone_when_the_controller_is_gone_for_a_lease_ttl() {
     let target = Target::start().await;
-    let dir = std::env::temp_dir().join(format!("iohr-faults-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let policy = policy_for(&target, &dir);
+    let policy = policy_for(&target);
     let extra = ["--policy", policy.as_str()];
     let stack = OneAgent::start(
         Backend::Sqlite,
@@ -346,12 +339,7 @@ async fn a_killed_agent_once_restarted_leaves_the_host_as_it_was() {
         .spawn()
         .expect("spawn the victim");
     let victim_pid = victim.id().expect("victim pid");
-    let port: u16 = target
-        .url()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("port");
+    let port = target.addr.port();
     let policy = dir.join("policy.json");
     std::fs::write(
         &policy,
