@@ -4,15 +4,25 @@
 # 127.0.0.1. nginx is pinned to core 0 and every load tool to core 1, so each tool gets
 # one core, like the target; each run is wrapped in GNU time for its peak RSS.
 #
+# --nginx lean (the default) serves the page with the least work per request
+# (bench/nginx-lean.conf.template: the file's descriptor cached, one writev per answer), so
+# that the target is not the limit of every tool; --nginx debian keeps the settings of
+# Debian's packaged nginx.conf (sendfile, tcp_nopush; bench/nginx.conf.template).
+#
 # Rounds are interleaved (round 1: iohr, wrk, oha, hey; round 2: the same, ...) so a
 # machine that slows down over time slows every tool alike. Prints a markdown table of
-# requests/s and peak RSS per run, the median per tool and the ratios iohr/wrk and iohr/oha.
+# requests/s, peak RSS and how busy nginx's core was per run (near 100%: the target, not
+# the tool, was the limit), the median per tool and the ratios iohr/wrk and iohr/oha.
 #
 #   bench/load-tools.sh [--rounds N] [--connections C] [--duration D] [--agent-bin PATH]
-#                       [--port PORT] [--skip-iohr] [--open RATE]
+#                       [--port PORT] [--skip-iohr] [--open RATE | --soak]
+#                       [--nginx lean|debian]
 #
 # --open RATE runs only the iohr engine's open model at RATE requests/s (one run per
 # round) and prints its achieved rate, late and dropped counts and p99, for the record.
+# --soak does the same with the closed model (CONNECTIONS as fast as nginx answers: the
+# highest rate the target sustains). Both sample the engine's RSS every 10 s and give the
+# share of its CPU the once-a-second frames took.
 #
 # Needs nginx, wrk, hey, taskset, GNU time (/usr/bin/time) and jq (Debian: apt-get install
 # nginx wrk hey util-linux time jq); oha is taken from ${OHA:-/tmp/oha/bin/oha} and
@@ -26,6 +36,8 @@ AGENT_BIN=target/release/iohr-agent
 PORT=
 SKIP_IOHR=0
 OPEN_RATE=
+SOAK=0
+NGINX_CONFIG=lean
 OHA_BIN=${OHA:-/tmp/oha/bin/oha}
 NGINX_BIN=/usr/sbin/nginx
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -49,6 +61,8 @@ while [ $# -gt 0 ]; do
         --port) PORT=${2:?--port needs a number}; shift 2 ;;
         --skip-iohr) SKIP_IOHR=1; shift ;;
         --open) OPEN_RATE=${2:?--open needs a rate}; shift 2 ;;
+        --soak) SOAK=1; shift ;;
+        --nginx) NGINX_CONFIG=${2:?--nginx needs lean or debian}; shift 2 ;;
         -h | --help) usage 0 ;;
         *) echo "load-tools.sh: unknown argument $1" >&2; usage 2 ;;
     esac
@@ -60,8 +74,14 @@ done
 [[ $DURATION =~ ^[1-9][0-9]*[sm]$ ]] || die "--duration must look like 10s or 2m, not '$DURATION'"
 [ -z "$PORT" ] || [[ $PORT =~ ^[1-9][0-9]*$ ]] || die "--port must be a number, not '$PORT'"
 [ -z "$OPEN_RATE" ] || [[ $OPEN_RATE =~ ^[1-9][0-9]*$ ]] || die "--open must be a positive integer rate, not '$OPEN_RATE'"
-if [ -n "$OPEN_RATE" ] && [ "$SKIP_IOHR" = 1 ]; then
-    die "--open runs only the iohr engine; it cannot go with --skip-iohr"
+case "$NGINX_CONFIG" in
+    lean) NGINX_TEMPLATE=$HERE/nginx-lean.conf.template ;;
+    debian) NGINX_TEMPLATE=$HERE/nginx.conf.template ;;
+    *) die "--nginx must be lean or debian, not '$NGINX_CONFIG'" ;;
+esac
+[ -z "$OPEN_RATE" ] || [ "$SOAK" = 0 ] || die "--open and --soak cannot go together"
+if { [ -n "$OPEN_RATE" ] || [ "$SOAK" = 1 ]; } && [ "$SKIP_IOHR" = 1 ]; then
+    die "--open and --soak run only the iohr engine; they cannot go with --skip-iohr"
 fi
 
 # --- tools ------------------------------------------------------------------------------
@@ -76,7 +96,7 @@ if [ "$SKIP_IOHR" = 0 ] && [ ! -x "$AGENT_BIN" ]; then
     die "no iohr agent at $AGENT_BIN (cargo build --release -p iohr-agent, or --agent-bin PATH, or --skip-iohr)"
 fi
 HAVE_OHA=1
-if [ -z "$OPEN_RATE" ] && [ ! -x "$OHA_BIN" ]; then
+if [ -z "$OPEN_RATE" ] && [ "$SOAK" = 0 ] && [ ! -x "$OHA_BIN" ]; then
     echo "load-tools.sh: oha not found at $OHA_BIN (set OHA=PATH); skipping oha" >&2
     HAVE_OHA=0
 fi
@@ -166,7 +186,7 @@ Commercial support is available at
 </html>
 HTML
 chmod -R a+rX "$WORK/www"
-sed -e "s#@DIR@#$WORK#g" -e "s#@PORT@#$PORT#g" "$HERE/nginx.conf.template" >"$WORK/nginx.conf"
+sed -e "s#@DIR@#$WORK#g" -e "s#@PORT@#$PORT#g" "$NGINX_TEMPLATE" >"$WORK/nginx.conf"
 
 # -e: the packaged binary opens its compiled-in error log before reading the config.
 setsid taskset -c 0 "$NGINX_BIN" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" \
@@ -186,8 +206,15 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 [ "$ready" = 1 ] || die "nginx did not listen on 127.0.0.1:$PORT within 10 s"
+NGINX_WORKER=$(pgrep -P "$NGINX_PID" | head -n 1)
+[ -n "$NGINX_WORKER" ] || die "no nginx worker process under $NGINX_PID"
+
+# The CPU time nginx's worker has used, in ns (the first field of schedstat).
+nginx_cpu_ns() {
+    awk '{ print $1 }' "/proc/$NGINX_WORKER/schedstat"
+}
 page_bytes=$(wc -c <"$WORK/www/index.html")
-echo "nginx $("$NGINX_BIN" -v 2>&1 | sed 's#.*/##') on $URL (core 0, ${page_bytes}-byte page);" \
+echo "nginx $("$NGINX_BIN" -v 2>&1 | sed 's#.*/##') on $URL (core 0, ${page_bytes}-byte page, --nginx $NGINX_CONFIG);" \
     "tools on core 1; rounds=$ROUNDS connections=$CONNECTIONS duration=$DURATION" >&2
 
 # --- one run ----------------------------------------------------------------------------
@@ -283,14 +310,23 @@ median() {
     }'
 }
 
-# --- open model -------------------------------------------------------------------------
-if [ -n "$OPEN_RATE" ]; then
-    open_spec >"$WORK/spec.json"
-    echo
-    echo "iohr open model at $OPEN_RATE/s, connections=$CONNECTIONS, duration=$DURATION"
+# --- one long run of the engine: open model at a rate, or closed (soak) ----------------
+if [ -n "$OPEN_RATE" ] || [ "$SOAK" = 1 ]; then
+    if [ "$SOAK" = 1 ]; then
+        closed_spec >"$WORK/spec.json"
+        TARGET_RATE="closed"
+        echo
+        echo "iohr closed model, connections=$CONNECTIONS, duration=$DURATION"
+    else
+        open_spec >"$WORK/spec.json"
+        TARGET_RATE=$OPEN_RATE
+        echo
+        echo "iohr open model at $OPEN_RATE/s, connections=$CONNECTIONS, duration=$DURATION"
+    fi
     echo
     echo "| round | target rate/s | achieved rate/s | late | dropped | p99 (ms) | peak RSS (MiB) | RSS every 10 s: first/last, min, max (MiB) | frame work / engine CPU |"
     echo "|---|---|---|---|---|---|---|---|---|"
+    rss_samples=()
     for round in $(seq 1 "$ROUNDS"); do
         # The engine's RSS every 10 s while it runs: flat means constant memory.
         (
@@ -316,9 +352,13 @@ if [ -n "$OPEN_RATE" ]; then
         frame_us=$(sed -n 's/.*load frames emitted.*frame_work_us=\([0-9]*\).*/\1/p' "$WORK/iohr-open.err" | tail -n 1)
         cpu_s=$(awk -F': *' '/User time|System time/ { s += $2 } END { print s }' "$WORK/iohr-open.time")
         share=$(awk -v us="${frame_us:-0}" -v cpu="$cpu_s" 'BEGIN { if (cpu > 0) printf "%.3f%% (%.0f ms of %.1f s)", us / 1e4 / cpu, us / 1e3, cpu; else print "n/a" }')
-        echo "| $round | $OPEN_RATE | $row | $(peak_rss_mib iohr-open) | $samples | $share |"
+        echo "| $round | $TARGET_RATE | $row | $(peak_rss_mib iohr-open) | $samples | $share |"
         cp "$WORK/iohr-open.out" "$WORK/iohr-open-$round.json"
+        rss_samples+=("round $round: $(tr '\n' ' ' <"$WORK/rss-$round.txt")")
     done
+    echo
+    echo "The engine's RSS every 10 s (MiB):"
+    printf '%s\n' "${rss_samples[@]}"
     exit 0
 fi
 
@@ -331,26 +371,32 @@ TOOLS+=(hey)
 
 : >"$WORK/results.tsv"
 echo
-echo "| tool | round | requests/s | peak RSS (MiB) |"
-echo "|---|---|---|---|"
+echo "| tool | round | requests/s | peak RSS (MiB) | nginx core busy |"
+echo "|---|---|---|---|---|"
 for round in $(seq 1 "$ROUNDS"); do
     for tool in "${TOOLS[@]}"; do
+        cpu_before=$(nginx_cpu_ns)
+        wall_before=$(date +%s%N)
         "rps_$tool"
+        # Over the tool's whole run, start and exit included: a little under the truth.
+        busy=$(awk -v c="$(($(nginx_cpu_ns) - cpu_before))" -v w="$(($(date +%s%N) - wall_before))" \
+            'BEGIN { printf "%.1f", 100 * c / w }')
         rps=$RPS
         rss=$(peak_rss_mib "$tool")
-        printf '%s\t%s\t%s\t%s\n' "$tool" "$round" "$rps" "$rss" >>"$WORK/results.tsv"
-        printf '| %s | %s | %.1f | %s |\n' "$tool" "$round" "$rps" "$rss"
+        printf '%s\t%s\t%s\t%s\t%s\n' "$tool" "$round" "$rps" "$rss" "$busy" >>"$WORK/results.tsv"
+        printf '| %s | %s | %.1f | %s | %s%% |\n' "$tool" "$round" "$rps" "$rss" "$busy"
     done
 done
 
 echo
-echo "| tool | median requests/s | median peak RSS (MiB) |"
-echo "|---|---|---|"
+echo "| tool | median requests/s | median peak RSS (MiB) | median nginx core busy |"
+echo "|---|---|---|---|"
 declare -A MEDIAN
 for tool in "${TOOLS[@]}"; do
     MEDIAN[$tool]=$(awk -F'\t' -v t="$tool" '$1 == t { print $3 }' "$WORK/results.tsv" | median)
     rss=$(awk -F'\t' -v t="$tool" '$1 == t { print $4 }' "$WORK/results.tsv" | median)
-    echo "| $tool | ${MEDIAN[$tool]} | $rss |"
+    busy=$(awk -F'\t' -v t="$tool" '$1 == t { print $5 }' "$WORK/results.tsv" | median)
+    echo "| $tool | ${MEDIAN[$tool]} | $rss | $busy% |"
 done
 
 echo
