@@ -24,7 +24,7 @@ use crate::load::{
     Model, Operation, Threshold, Warmup, parse_duration,
 };
 use crate::quantile::Percentile;
-use crate::request::{SpecError, spec_error};
+use crate::request::{SpecError, parse_spec, spec_error};
 
 /// The most steps a sweep's grid may have (bisection adds its rounds).
 pub const MAX_STEPS: usize = 50;
@@ -138,7 +138,7 @@ pub fn rate_text(rate: f64) -> String {
 
 impl CapacitySpec {
     pub fn from_json(value: &serde_json::Value) -> Result<CapacitySpec, SpecError> {
-        serde_json::from_value(value.clone()).map_err(|e| spec_error("spec", e.to_string()))
+        parse_spec("spec", value)
     }
 
     /// Validates the spec and reads it into the plan the agent runs.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use crate::request::{SpecError, env_reference};
-use crate::request::{spec_error, validate_request};
+use crate::request::{parse_spec, spec_error, validate_request};
 
 pub const MAX_CHECKS: usize = 1000;
 pub const MAX_TIMEOUT_MS: u64 = 60_000;
@@ -93,8 +93,7 @@ impl Invariant {
 impl ChecksSpec {
     /// Parses and validates a spec; the error says what to fix.
     pub fn from_json(value: &serde_json::Value) -> Result<ChecksSpec, SpecError> {
-        let spec: ChecksSpec =
-            serde_json::from_value(value.clone()).map_err(|e| spec_error("spec", e.to_string()))?;
+        let spec: ChecksSpec = parse_spec("spec", value)?;
         spec.validate()?;
         Ok(spec)
     }

@@ -12,7 +12,7 @@ use hdrhistogram::Histogram;
 
 use crate::histogram::{HistogramError, encode};
 use crate::quantile::{Percentile, percentile};
-use crate::request::{SpecError, spec_error, validate_request};
+use crate::request::{SpecError, parse_spec, spec_error, validate_request};
 
 pub const MAX_OPERATIONS: usize = 100;
 pub const MAX_CONNECTIONS: u32 = 10_000;
@@ -194,7 +194,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 impl LoadSpec {
     /// Parses and validates a spec; the error says what to fix.
     pub fn from_json(value: &serde_json::Value) -> Result<LoadSpec, SpecError> {
-        serde_json::from_value(value.clone()).map_err(|e| spec_error("spec", e.to_string()))
+        parse_spec("spec", value)
     }
 
     /// Validates the spec and reads it into the plan the engine runs.
@@ -966,11 +966,15 @@ mod tests {
             ),
             (
                 json!({"operations": [{"path": "/"}], "model": "sideways", "duration": "1s"}),
-                "spec",
+                "spec.model",
             ),
             (
                 json!({"operations": [{"path": "/"}], "model": "open", "rate": 10, "duration": "1s", "colour": "red"}),
-                "spec",
+                "spec.colour",
+            ),
+            (
+                json!({"operations": [{"path": "/", "weight": "x"}], "model": "closed", "connections": 2, "duration": "1s"}),
+                "spec.operations[0].weight",
             ),
         ];
         for (value, field) in cases {

@@ -12,7 +12,7 @@ use crate::load::{
     DEFAULT_OPEN_CONNECTIONS, HttpVersion, LoadPlan, MAX_CONNECTIONS, MAX_OPERATIONS, Model,
     Operation, WarmupPlan, read_thresholds, read_timeout,
 };
-use crate::request::{SpecError, spec_error, validate_request};
+use crate::request::{SpecError, parse_spec, spec_error, validate_request};
 use crate::scenario_kind::ScenarioSpec;
 
 /// The most requests one replay sends.
@@ -114,7 +114,7 @@ impl ReplaySpec {
     }
 
     pub fn from_json(value: &serde_json::Value) -> Result<ReplaySpec, SpecError> {
-        serde_json::from_value(value.clone()).map_err(|e| spec_error("spec", e.to_string()))
+        parse_spec("spec", value)
     }
 
     /// Validates the spec and reads it into a load plan whose arrivals are the log's.

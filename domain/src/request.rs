@@ -21,6 +21,23 @@ pub fn spec_error(field: impl Into<String>, message: impl Into<String>) -> SpecE
     }
 }
 
+/// A spec's JSON as `T`. The error names the field it failed at under `root`
+/// (`spec.slo.p99`, `spec.operations[0].weight`), not only the spec.
+pub fn parse_spec<T: serde::de::DeserializeOwned>(
+    root: &str,
+    value: &serde_json::Value,
+) -> Result<T, SpecError> {
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let path = error.path().to_string();
+        let field = match path.as_str() {
+            "" | "." => root.to_string(),
+            path if path.starts_with('[') => format!("{root}{path}"),
+            path => format!("{root}.{path}"),
+        };
+        spec_error(field, error.into_inner().to_string())
+    })
+}
+
 /// The reference a credential header's value must be: `${env:NAME}`.
 pub fn env_reference(value: &str) -> Option<&str> {
     let name = value.strip_prefix("${env:")?.strip_suffix('}')?;

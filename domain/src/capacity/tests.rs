@@ -82,14 +82,18 @@ fn bad_specs_say_which_field_to_fix() {
             with(json!({"slo": {"p99": "1s", "error_rate": "lots"}})),
             "spec.slo.error_rate",
         ),
-        (with(json!({"slo": {"p99": "1s", "p50": "1ms"}})), "spec"),
+        (
+            with(json!({"slo": {"p99": "1s", "p50": "1ms"}})),
+            "spec.slo.p50",
+        ),
+        (with(json!({"slo": {"p99": 5}})), "spec.slo.p99"),
         (
             with(json!({"operations": [{"path": "x"}]})),
             "spec.operations[0].path",
         ),
         (with(json!({"connections": 0})), "spec.connections"),
         (with(json!({"timeout": "2m"})), "spec.timeout"),
-        (with(json!({"colour": "red"})), "spec"),
+        (with(json!({"colour": "red"})), "spec.colour"),
     ];
     for (value, field) in cases {
         let err = plan(value.clone()).expect_err(&value.to_string());

@@ -18,7 +18,7 @@ use std::path::{Component, Path};
 
 use serde::{Deserialize, Serialize};
 
-use crate::request::{SpecError, spec_error};
+use crate::request::{SpecError, parse_spec, spec_error};
 
 use super::experiment::Experiment;
 use super::fault::{Fault, ProcessAction};
@@ -75,8 +75,9 @@ impl Policy {
 
     /// Reads a policy file's text, refusing unknown fields and relative directories.
     pub fn parse(text: &str) -> Result<Policy, SpecError> {
-        let policy: Policy =
+        let value: serde_json::Value =
             serde_json::from_str(text).map_err(|e| spec_error("policy", e.to_string()))?;
+        let policy: Policy = parse_spec("policy", &value)?;
         for (i, d) in policy.directories.iter().enumerate() {
             if !is_plain_absolute(Path::new(d)) {
                 return Err(spec_error(

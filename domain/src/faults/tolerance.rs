@@ -278,7 +278,7 @@ impl Tolerance {
                         *low <= v && v <= *high,
                         format!(
                             "{name} {} outside [{}, {}]",
-                            number(v),
+                            shown(v),
                             number(*low),
                             number(*high)
                         ),
@@ -389,6 +389,22 @@ fn number(n: f64) -> Value {
         Value::from(n as i64)
     } else {
         Value::from(n)
+    }
+}
+
+/// An observed number in a message: whole numbers as they are, others to four
+/// significant digits (0.1023, not 0.10234567890123).
+fn shown(v: f64) -> String {
+    if !v.is_finite() || (v.fract() == 0.0 && v.abs() < 9.0e15) {
+        return number(v).to_string();
+    }
+    let magnitude = v.abs().log10().floor() as i32;
+    let decimals = (3 - magnitude).clamp(0, 15) as usize;
+    let text = format!("{v:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
     }
 }
 
@@ -553,6 +569,15 @@ mod tests {
         assert!(met(&latency, http(200, 49.9, "")));
         match latency.judge(&http(200, 120.0, "")) {
             Judgement::Missed(why) => assert_eq!(why, "latency_ms 120 outside [0, 50]"),
+            other => panic!("{other:?}"),
+        }
+        // An observed latency is shown to four significant digits, not float noise.
+        match latency.judge(&http(200, 123.456789012, "")) {
+            Judgement::Missed(why) => assert_eq!(why, "latency_ms 123.5 outside [0, 50]"),
+            other => panic!("{other:?}"),
+        }
+        match tol(json!([0.5, 1])).judge(&json!(0.1234567890123)) {
+            Judgement::Missed(why) => assert_eq!(why, "output 0.1235 outside [0.5, 1]"),
             other => panic!("{other:?}"),
         }
         assert_eq!(

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::load::parse_duration;
-use crate::request::{SpecError, spec_error, validate_request};
+use crate::request::{SpecError, parse_spec, spec_error, validate_request};
 use crate::scenario::canonical_json;
 
 use super::op::Op;
@@ -85,8 +85,7 @@ pub struct ScenarioSpec {
 impl ScenarioSpec {
     /// Parses and validates a spec; the error says what to fix, and where.
     pub fn from_json(value: &Value) -> Result<ScenarioSpec, SpecError> {
-        let raw: RawSpec =
-            serde_json::from_value(value.clone()).map_err(|e| spec_error("spec", e.to_string()))?;
+        let raw: RawSpec = parse_spec("spec", value)?;
         validate_slug(&raw.slug)?;
         if raw.ops.is_empty() {
             return Err(spec_error("spec.ops", "at least one op is needed"));
