@@ -31,6 +31,12 @@ pub const SUPPORTED_KINDS: [RunKind; 6] = [
 pub enum Plan {
     Checks(ChecksSpec),
     Load(LoadPlan),
+    /// A replay runs as a load plan of the log's arrivals; `speed` is kept for describing
+    /// it (its gaps are already divided by it).
+    Replay {
+        plan: LoadPlan,
+        speed: f64,
+    },
     Scenario(ScenarioSpec),
     Faults(Box<FaultsPlan>),
     Capacity(CapacityPlan),
@@ -50,8 +56,12 @@ pub fn plan(kind: RunKind, spec_json: &str) -> Result<Plan, String> {
             .map_err(|e| e.to_string()),
         // A replay is the engine with the log's arrivals in place of a schedule.
         RunKind::Replay => ReplaySpec::from_json(&value)
-            .and_then(|spec| spec.plan())
-            .map(Plan::Load)
+            .and_then(|spec| {
+                spec.plan().map(|plan| Plan::Replay {
+                    plan,
+                    speed: spec.speed,
+                })
+            })
             .map_err(|e| e.to_string()),
         RunKind::Scenario => ScenarioSpec::from_json(&value)
             .map(Plan::Scenario)
@@ -83,7 +93,9 @@ pub async fn run_plan(
 ) -> Outcome {
     match plan {
         Plan::Checks(spec) => kinds::checks::run(spec, target, frames, cancel).await,
-        Plan::Load(plan) => load::run(plan, target, options, frames, cancel).await,
+        Plan::Load(plan) | Plan::Replay { plan, .. } => {
+            load::run(plan, target, options, frames, cancel).await
+        }
         Plan::Scenario(spec) => kinds::scenario::run(spec, target, frames, cancel).await,
         Plan::Faults(plan) => match &options.faults {
             Some(config) => kinds::faults::run(*plan, target, config, frames, cancel).await,

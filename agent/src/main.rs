@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
+use iohr_agent::dry_run;
 use iohr_agent::execute;
 use iohr_agent::faults::ledger::Ledger;
-use iohr_agent::kinds::NewFrame;
 use iohr_agent::kinds::faults::{FaultsConfig, recover_left_overs};
+use iohr_agent::kinds::{NewFrame, Outcome};
 use iohr_agent::leases::Leases;
 use iohr_agent::link::{self, AgentConfig};
 use iohr_agent::load::TargetOptions;
@@ -73,13 +74,21 @@ enum Command {
         /// Scenario: the ops, one per line (blank lines and `#` comments skipped).
         #[arg(long)]
         ops_file: Option<PathBuf>,
-        /// Scenario: print the plan and the replay command, and send nothing. Faults: list
-        /// what would be applied and how it would be undone, and apply nothing.
+        /// Validate the spec, print the plan and send nothing (scenario: with the replay
+        /// command; faults: what would be applied and how it would be undone).
         #[arg(long)]
         dry_run: bool,
         /// Print the outcome as one JSON object.
         #[arg(long)]
         json: bool,
+        /// No progress display, and only warnings and errors on stderr (RUST_LOG, when
+        /// set, still decides the log).
+        #[arg(long, short)]
+        quiet: bool,
+        /// Also write the JSON object `--json` prints to FILE (whole: FILE.tmp, then
+        /// renamed), whatever stdout shows.
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
         /// PEM roots trusted for https targets besides the system's.
         #[arg(long, env = "IOHR_TARGET_CA")]
         target_ca: Option<PathBuf>,
@@ -166,8 +175,9 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
 
 /// Exit statuses of `iohr-agent` (k6's habit: a broken spec is not a failed run): 0 passed,
 /// 1 failed (thresholds, a deviated steady state), 2 a usage or spec error (nothing ran),
-/// 3 error, cancelled or refused.
+/// 3 error, cancelled or refused (or `exec --output` could not be written at the end).
 const EXIT_USAGE: i32 = 2;
+const EXIT_ERROR: i32 = 3;
 
 fn main() {
     let cli = Cli::parse();
@@ -206,9 +216,13 @@ fn runtime_for(command: &Command, one_cpu: bool) -> std::io::Result<tokio::runti
 }
 
 async fn agent_main(cli: Cli) -> anyhow::Result<()> {
+    let level = match &cli.command {
+        Command::Exec { quiet: true, .. } => "warn",
+        _ => "info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()),
         )
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
@@ -264,9 +278,13 @@ async fn agent_main(cli: Cli) -> anyhow::Result<()> {
             ops_file,
             dry_run,
             json,
+            quiet,
+            output,
             target_ca,
             faults,
         } => {
+            // Before anything runs: an output that cannot be written would waste the run.
+            let output = output.map(OutputFile::create).transpose()?;
             // Only a faults run opens the ledger (and holds its lock): other kinds run
             // side by side freely.
             let faults = if kind == RunKind::Faults.as_str() {
@@ -283,7 +301,13 @@ async fn agent_main(cli: Cli) -> anyhow::Result<()> {
                 inline: spec_json,
                 ops_file,
             };
-            exec(&kind, &target, source, dry_run, json, &options).await
+            let report = Report {
+                dry_run,
+                json,
+                quiet,
+                output,
+            };
+            exec(&kind, &target, source, report, &options).await
         }
         Command::Hog(hog) => Ok(iohr_agent::faults::hog::run_child(hog)?),
     }
@@ -315,21 +339,91 @@ impl SpecSource {
     }
 }
 
+/// How `exec` reports what it did.
+struct Report {
+    dry_run: bool,
+    json: bool,
+    quiet: bool,
+    output: Option<OutputFile>,
+}
+
+/// `--output FILE`: the object `--json` prints, written to FILE.tmp in FILE's directory and
+/// renamed over FILE, so that a reader never sees half of it (k6's `--summary-export`).
+struct OutputFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: std::fs::File,
+    written: bool,
+}
+
+impl OutputFile {
+    /// Opens FILE.tmp now: a path that cannot be written is found before any request is
+    /// sent.
+    fn create(path: PathBuf) -> anyhow::Result<OutputFile> {
+        if path.is_dir() {
+            bail!("--output {}: is a directory", path.display());
+        }
+        let Some(name) = path.file_name() else {
+            bail!("--output {}: names no file", path.display());
+        };
+        let mut tmp_name = name.to_os_string();
+        tmp_name.push(".tmp");
+        let tmp = path.with_file_name(tmp_name);
+        let file = std::fs::File::create(&tmp).with_context(|| {
+            format!(
+                "--output {}: cannot write {} in its directory",
+                path.display(),
+                tmp.display()
+            )
+        })?;
+        Ok(OutputFile {
+            path,
+            tmp,
+            file,
+            written: false,
+        })
+    }
+
+    fn write(mut self, object: &str) -> anyhow::Result<()> {
+        self.write_and_rename(object)
+            .with_context(|| format!("writing --output {}", self.path.display()))?;
+        self.written = true;
+        Ok(())
+    }
+
+    fn write_and_rename(&mut self, object: &str) -> std::io::Result<()> {
+        self.file.write_all(object.as_bytes())?;
+        self.file.write_all(b"\n")?;
+        self.file.sync_all()?;
+        std::fs::rename(&self.tmp, &self.path)
+    }
+}
+
+impl Drop for OutputFile {
+    fn drop(&mut self) {
+        if !self.written {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
 async fn exec(
     kind: &str,
     target: &str,
     source: SpecSource,
-    dry_run: bool,
-    json: bool,
+    report: Report,
     options: &TargetOptions,
 ) -> anyhow::Result<()> {
+    let Report {
+        dry_run,
+        json,
+        quiet,
+        output,
+    } = report;
     let kind: RunKind = kind.parse()?;
     let scenario = kind == RunKind::Scenario;
     if !scenario && source.ops_file.is_some() {
         bail!("--ops-file applies to --kind scenario only");
-    }
-    if dry_run && !matches!(kind, RunKind::Scenario | RunKind::Faults) {
-        bail!("--dry-run applies to --kind scenario and --kind faults only");
     }
     if scenario {
         // Before the general rule, so that a localhost target is refused with the reason.
@@ -344,17 +438,25 @@ async fn exec(
         faults.run_id = format!("exec-{}", std::process::id());
         faults.dry_run = dry_run;
     }
-    if let (true, execute::Plan::Scenario(spec)) = (dry_run, &plan) {
-        let dry = scenario_kind::DryRun::new(spec, target);
-        if json {
-            println!("{}", serde_json::to_string(&dry)?);
-        } else {
-            println!("{}", dry.lines().join("\n"));
+    if dry_run {
+        // A faults dry run goes through its lifecycle (it checks the policy); every other
+        // kind is described here, from the plan a run would execute.
+        let described = match &plan {
+            execute::Plan::Scenario(spec) => {
+                let dry = scenario_kind::DryRun::new(spec, target);
+                Some((serde_json::to_string(&dry)?, dry.lines()))
+            }
+            plan => match dry_run::DryRun::of(plan, target) {
+                Some(dry) => Some((serde_json::to_string(&dry)?, dry.lines())),
+                None => None,
+            },
+        };
+        if let Some((object, lines)) = described {
+            finish(&object, lines, json, output, 0);
         }
-        return Ok(());
     }
     let (tx, mut rx) = mpsc::unbounded_channel::<NewFrame>();
-    let progress = std::io::stderr().is_terminal() && !json;
+    let progress = std::io::stderr().is_terminal() && !json && !quiet;
     let printer = tokio::spawn(async move {
         let mut count = 0u64;
         while let Some(frame) = rx.recv().await {
@@ -376,65 +478,87 @@ async fn exec(
     let outcome = execute::run_plan(plan, target, options, &tx, cancel).await;
     drop(tx);
     let _ = printer.await;
-    // A closed pipe (`| head`) is the reader's choice, not an error worth a panic.
-    let mut out = std::io::stdout().lock();
-    if json {
-        let _ = writeln!(
-            out,
-            "{}",
-            serde_json::json!({
-                "kind": kind,
-                "target": target,
-                "status": outcome.status,
-                "reason": outcome.reason,
-                "result": outcome.result,
-                "units_spent": outcome.units_spent,
-            })
-        );
+    let object = serde_json::json!({
+        "kind": kind,
+        "target": target,
+        "status": outcome.status,
+        "reason": outcome.reason,
+        "result": outcome.result,
+        "units_spent": outcome.units_spent,
+    })
+    .to_string();
+    let lines = if json {
+        Vec::new()
     } else {
-        let _ = match outcome.reason.as_deref() {
-            Some(reason) if !reason.is_empty() => writeln!(out, "{}: {reason}", outcome.status),
-            _ => writeln!(out, "{}", outcome.status),
-        };
-        // A load result reads as indented lines, a scenario record as the record to paste
-        // as it is; the full object is --json's.
-        let capacity =
-            serde_json::from_value::<iohr_domain::capacity::CapacityResult>(outcome.result.clone())
-                .ok()
-                .filter(|_| kind == RunKind::Capacity)
-                .map(|result| result.summary().iter().map(|l| format!("  {l}")).collect());
-        let faults = serde_json::from_value::<iohr_domain::faults::Journal>(outcome.result.clone())
-            .ok()
-            .filter(|_| kind == RunKind::Faults)
-            .map(|journal| journal.summary());
-        let lines = capacity.or(faults).or_else(|| {
-            match serde_json::from_value::<iohr_domain::load::LoadResult>(outcome.result.clone()) {
-                Ok(load) => Some(load.summary().iter().map(|l| format!("  {l}")).collect()),
-                Err(_) => {
-                    serde_json::from_value::<scenario_kind::ScenarioRecord>(outcome.result.clone())
-                        .ok()
-                        .filter(|_| scenario)
-                        .map(|record| record.lines())
-                }
-            }
-        });
-        match lines {
-            Some(lines) => {
-                for line in lines {
-                    let _: std::io::Result<()> = writeln!(out, "{line}");
-                }
-            }
-            None => {
-                let _ = writeln!(out, "{}", serde_json::to_string_pretty(&outcome.result)?);
-            }
-        }
-    }
-    let _ = out.flush();
-    std::process::exit(match outcome.status {
+        outcome_lines(kind, &outcome)
+    };
+    let code = match outcome.status {
         iohr_domain::RunStatus::Passed => 0,
         iohr_domain::RunStatus::Failed => 1,
         _ => 3,
+    };
+    finish(&object, lines, json, output, code)
+}
+
+/// Prints the JSON object (`--json`) or the lines, writes the object to `--output`, and
+/// exits with `code`, or 3 when the output could not be written.
+fn finish(
+    object: &str,
+    lines: Vec<String>,
+    json: bool,
+    output: Option<OutputFile>,
+    code: i32,
+) -> ! {
+    // A closed pipe (`| head`) is the reader's choice, not an error worth a panic.
+    let mut out = std::io::stdout().lock();
+    if json {
+        let _ = writeln!(out, "{object}");
+    } else {
+        for line in lines {
+            let _: std::io::Result<()> = writeln!(out, "{line}");
+        }
+    }
+    let _ = out.flush();
+    drop(out);
+    let code = match output.map(|output| output.write(object)) {
+        Some(Err(e)) => {
+            eprintln!("error: {e:#}");
+            EXIT_ERROR
+        }
+        _ => code,
+    };
+    std::process::exit(code);
+}
+
+/// An outcome for people: its status (and reason), then a load result as indented lines, a
+/// scenario record as the record to paste as it is; the full object is --json's.
+fn outcome_lines(kind: RunKind, outcome: &Outcome) -> Vec<String> {
+    let mut lines = vec![match outcome.reason.as_deref() {
+        Some(reason) if !reason.is_empty() => format!("{}: {reason}", outcome.status),
+        _ => outcome.status.to_string(),
+    }];
+    let result = &outcome.result;
+    let capacity = serde_json::from_value::<iohr_domain::capacity::CapacityResult>(result.clone())
+        .ok()
+        .filter(|_| kind == RunKind::Capacity)
+        .map(|result| result.summary().iter().map(|l| format!("  {l}")).collect());
+    let faults = serde_json::from_value::<iohr_domain::faults::Journal>(result.clone())
+        .ok()
+        .filter(|_| kind == RunKind::Faults)
+        .map(|journal| journal.summary());
+    let described = capacity.or(faults).or_else(|| {
+        match serde_json::from_value::<iohr_domain::load::LoadResult>(result.clone()) {
+            Ok(load) => Some(load.summary().iter().map(|l| format!("  {l}")).collect()),
+            Err(_) => serde_json::from_value::<scenario_kind::ScenarioRecord>(result.clone())
+                .ok()
+                .filter(|_| kind == RunKind::Scenario)
+                .map(|record| record.lines()),
+        }
     });
+    lines.extend(described.unwrap_or_else(|| {
+        vec![serde_json::to_string_pretty(result).unwrap_or_else(|_| result.to_string())]
+    }));
+    lines
 }
 
 /// The one-line progress display of `exec` on a terminal.
@@ -488,6 +612,46 @@ mod tests {
             .expect("runtime")
             .handle()
             .runtime_flavor()
+    }
+
+    #[test]
+    fn an_output_file_appears_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("summary.json");
+        let tmp = dir.path().join("summary.json.tmp");
+        let output = OutputFile::create(path.clone()).expect("a writable directory");
+        assert!(
+            tmp.exists() && !path.exists(),
+            "only FILE.tmp while it runs"
+        );
+        output.write(r#"{"status":"passed"}"#).expect("written");
+        assert!(!tmp.exists());
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("FILE"),
+            "{\"status\":\"passed\"}\n"
+        );
+
+        // Given up (an error before the end): nothing is left behind.
+        drop(OutputFile::create(dir.path().join("other.json")).expect("created"));
+        assert!(!dir.path().join("other.json.tmp").exists());
+
+        // A directory gone by the end: the error names FILE.
+        let gone = dir.path().join("gone");
+        std::fs::create_dir(&gone).expect("dir");
+        let output = OutputFile::create(gone.join("x.json")).expect("created");
+        std::fs::remove_dir_all(&gone).expect("removed");
+        let error = output.write("{}").expect_err("nowhere to rename to");
+        assert!(
+            format!("{error:#}").contains(&gone.join("x.json").display().to_string()),
+            "{error:#}"
+        );
+        for bad in [dir.path().to_path_buf(), gone.join("x.json")] {
+            let error = OutputFile::create(bad.clone()).err().expect("refused");
+            assert!(
+                format!("{error:#}").contains(&bad.display().to_string()),
+                "{error:#}"
+            );
+        }
     }
 
     #[test]

@@ -260,10 +260,64 @@ impl Target {
         format!("{}://{}", self.scheme, self.addr)
     }
 
+    /// Its `GET /_stats` (a request not itself counted): `requests`, `errors`, `stalled`,
+    /// `uptime_ms`.
+    pub async fn stats(&self) -> serde_json::Value {
+        let (status, stats) = crate::Api::new(&self.url(), "")
+            .with_token(None)
+            .get("/_stats")
+            .await;
+        assert_eq!(status, 200, "GET /_stats: {stats}");
+        stats
+    }
+
     /// Stops it and waits until it is gone, so its port is free again.
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
+}
+
+/// `iohr-agent exec --kind KIND --target TARGET SPEC [extra]` with a fault state dir of its
+/// own, bounded to 120 s; `env` is set for the agent (`(NAME, None)` removes NAME) and
+/// `stderr` is where its stderr goes (`None`: captured).
+pub async fn agent_exec_output(
+    kind: &str,
+    target: &str,
+    spec: &serde_json::Value,
+    extra: &[&str],
+    env: &[(&str, Option<&str>)],
+    stderr: Option<Stdio>,
+) -> std::process::Output {
+    let path = std::env::temp_dir().join(format!("iohr-spec-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&path, spec.to_string()).expect("write spec");
+    let state = std::env::temp_dir().join(format!("iohr-exec-state-{}", uuid::Uuid::new_v4()));
+    let mut command = Command::new(bin("iohr-agent"));
+    command
+        .args(["exec", "--kind", kind, "--target", target])
+        .arg("--state-dir")
+        .arg(&state)
+        .arg(&path)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(stderr.unwrap_or_else(Stdio::piped))
+        .kill_on_drop(true);
+    for (name, value) in env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    // `output` drops the command (and with it the parent's copy of a given stderr) only
+    // when it is done: spawn, then let it go, so that a reader of that stderr sees its end.
+    let child = command.spawn().expect("run iohr-agent exec");
+    drop(command);
+    let output = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("exec within 120 s")
+        .expect("wait for iohr-agent exec");
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir_all(&state);
+    output
 }
 
 /// `iohr-agent exec --kind KIND --target TARGET SPEC --json [extra]`: the exit status and
@@ -274,24 +328,10 @@ pub async fn agent_exec(
     spec: &serde_json::Value,
     extra: &[&str],
 ) -> (i32, serde_json::Value) {
-    let path = std::env::temp_dir().join(format!("iohr-spec-{}.json", uuid::Uuid::new_v4()));
-    std::fs::write(&path, spec.to_string()).expect("write spec");
-    let state = std::env::temp_dir().join(format!("iohr-exec-state-{}", uuid::Uuid::new_v4()));
-    let output = Command::new(bin("iohr-agent"))
-        .args(["exec", "--kind", kind, "--target", target])
-        .arg("--state-dir")
-        .arg(&state)
-        .arg(&path)
-        .arg("--json")
-        .args(extra)
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(120), output)
-        .await
-        .expect("exec within 120 s")
-        .expect("run iohr-agent exec");
-    let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_dir_all(&state);
+    let args: Vec<&str> = std::iter::once("--json")
+        .chain(extra.iter().copied())
+        .collect();
+    let output = agent_exec_output(kind, target, spec, &args, &[], None).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
         panic!(
