@@ -107,18 +107,7 @@ async fn a_bad_spec_and_an_unreachable_target_say_so() {
 
 /// `iohr-agent exec` for a spec it refuses: the exit status and what it printed.
 async fn agent_exec_text(kind: &str, target: &str, spec: &Value) -> (i32, String) {
-    let path = std::env::temp_dir().join(format!("iohr-spec-{}.json", uuid::Uuid::new_v4()));
-    std::fs::write(&path, spec.to_string()).expect("write spec");
-    let output = tokio::process::Command::new(iohr_tests::process::bin("iohr-agent"))
-        .args(["exec", "--kind", kind, "--target", target])
-        .arg(&path)
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(LIMIT, output)
-        .await
-        .expect("exec in time")
-        .expect("run iohr-agent exec");
-    let _ = std::fs::remove_file(&path);
+    let output = iohr_tests::process::agent_exec_output(kind, target, spec, &[], &[], None).await;
     (
         output.status.code().unwrap_or(-1),
         format!(
