@@ -206,12 +206,19 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 [ "$ready" = 1 ] || die "nginx did not listen on 127.0.0.1:$PORT within 10 s"
-NGINX_WORKER=$(pgrep -P "$NGINX_PID" | head -n 1)
-[ -n "$NGINX_WORKER" ] || die "no nginx worker process under $NGINX_PID"
+# The master listens before it forks its worker: wait for the worker too.
+NGINX_WORKER=
+for _ in $(seq 1 50); do
+    NGINX_WORKER=$(pgrep -P "$NGINX_PID" -f 'nginx: worker' | head -n 1 || true)
+    [ -z "$NGINX_WORKER" ] || break
+    sleep 0.1
+done
+[ -n "$NGINX_WORKER" ] || die "no nginx worker process under $NGINX_PID within 5 s"
 
 # The CPU time nginx's worker has used, in ns (the first field of schedstat).
 nginx_cpu_ns() {
-    awk '{ print $1 }' "/proc/$NGINX_WORKER/schedstat"
+    awk '{ print $1 }' "/proc/$NGINX_WORKER/schedstat" 2>/dev/null ||
+        die "nginx's worker $NGINX_WORKER is gone"
 }
 page_bytes=$(wc -c <"$WORK/www/index.html")
 echo "nginx $("$NGINX_BIN" -v 2>&1 | sed 's#.*/##') on $URL (core 0, ${page_bytes}-byte page, --nginx $NGINX_CONFIG);" \

@@ -49,6 +49,10 @@ pub struct RunArgs {
     /// A name for the scenario stored from --spec.
     #[arg(long, value_name = "NAME", conflicts_with = "scenario")]
     pub scenario_name: Option<String>,
+    /// A production faults run: how long a person has to confirm it before it lapses
+    /// (default 1h, at most 24h), e.g. 30m.
+    #[arg(long, value_name = "DURATION")]
+    pub confirm_within: Option<String>,
     /// Follow the run until it ends; the exit status is its verdict.
     #[arg(long)]
     pub wait: bool,
@@ -185,6 +189,9 @@ pub fn request_body(args: &RunArgs) -> Result<Value> {
     }
     if let Some(name) = &args.scenario_name {
         body.insert("scenario_name".into(), json!(name));
+    }
+    if let Some(within) = &args.confirm_within {
+        body.insert("confirm_within".into(), json!(within));
     }
     Ok(Value::Object(body))
 }

@@ -116,10 +116,37 @@ async fn a_production_faults_run_waits_for_a_person(backend: Backend) {
 async fn an_unconfirmed_production_run_lapses(backend: Backend) {
     let install = Installation::new(backend).await;
     let controller = Controller::start(&install, 300, None).await;
-    let api = Api::new(&controller.api_url(), &install.full_token());
-    let mut body = faults_run("production");
-    body["confirm_within"] = json!("1s");
-    let run = api.create_run(&body).await;
+    let token = install.full_token();
+    let api = Api::new(&controller.api_url(), &token);
+    // Started with the CLI, whose --confirm-within sets the window.
+    let spec = std::env::temp_dir().join(format!("iohr-experiment-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&spec, experiment().to_string()).expect("write spec");
+    let (code, out) = iohr(
+        &controller.api_url(),
+        &token,
+        &[
+            "run",
+            "--kind",
+            "faults",
+            "--environment",
+            "production",
+            "--target",
+            "http://127.0.0.1:9",
+            "--spec",
+            spec.to_str().expect("a UTF-8 temp path"),
+            "--confirm-within",
+            "1s",
+            "--json",
+        ],
+    );
+    let _ = std::fs::remove_file(&spec);
+    assert_eq!(code, 0, "{out}");
+    let run: Value = serde_json::Deserializer::from_str(&out)
+        .into_iter::<Value>()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("the created record: {out}"));
+    assert_eq!(run["status"], "queued", "{run}");
     let id = run["id"].as_str().expect("id");
     let ended = api.wait_status(id, &["refused"], LIMIT).await;
     assert_eq!(ended["reason"], "confirmation lapsed", "{ended}");
