@@ -24,8 +24,8 @@
 # highest rate the target sustains). Both sample the engine's RSS every 10 s and give the
 # share of its CPU the once-a-second frames took.
 #
-# Needs nginx, wrk, hey, taskset, GNU time (/usr/bin/time) and jq (Debian: apt-get install
-# nginx wrk hey util-linux time jq); oha is taken from ${OHA:-/tmp/oha/bin/oha} and
+# Needs nginx, wrk, hey, taskset, GNU time (/usr/bin/time), jq, pgrep and ps (Debian:
+# apt-get install nginx wrk hey util-linux time jq procps); oha is taken from ${OHA:-/tmp/oha/bin/oha} and
 # skipped when absent. Loopback only.
 set -euo pipefail
 
@@ -72,6 +72,8 @@ done
 [[ $CONNECTIONS =~ ^[1-9][0-9]*$ ]] || die "--connections must be a positive integer, not '$CONNECTIONS'"
 # One spelling every tool takes: wrk -d, oha -z, hey -z and the engine's humantime.
 [[ $DURATION =~ ^[1-9][0-9]*[sm]$ ]] || die "--duration must look like 10s or 2m, not '$DURATION'"
+DURATION_S=${DURATION%?}
+[ "${DURATION: -1}" = s ] || DURATION_S=$((DURATION_S * 60))
 [ -z "$PORT" ] || [[ $PORT =~ ^[1-9][0-9]*$ ]] || die "--port must be a number, not '$PORT'"
 [ -z "$OPEN_RATE" ] || [[ $OPEN_RATE =~ ^[1-9][0-9]*$ ]] || die "--open must be a positive integer rate, not '$OPEN_RATE'"
 case "$NGINX_CONFIG" in
@@ -89,6 +91,9 @@ missing=()
 [ -x "$NGINX_BIN" ] || missing+=("nginx ($NGINX_BIN; apt-get install nginx)")
 for tool in wrk hey taskset setsid jq; do
     command -v "$tool" >/dev/null || missing+=("$tool (apt-get install $tool)")
+done
+for tool in pgrep ps; do
+    command -v "$tool" >/dev/null || missing+=("$tool (apt-get install procps)")
 done
 /usr/bin/time -V >/dev/null 2>&1 || missing+=("GNU time (/usr/bin/time; apt-get install time)")
 [ ${#missing[@]} -eq 0 ] || die "missing: ${missing[*]}"
@@ -108,6 +113,7 @@ fi
 WORK=$(mktemp -d -t iohr-load-tools.XXXXXX)
 NGINX_PID=
 RUN_PID=
+SAMPLER=
 
 # Each child runs in a session of its own (setsid), so one signal to its process group
 # reaches everything it started (nginx's worker, GNU time's child).
@@ -126,6 +132,7 @@ stop_group() {
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
+    [ -z "$SAMPLER" ] || kill "$SAMPLER" 2>/dev/null || true
     stop_group "$RUN_PID"
     stop_group "$NGINX_PID"
     rm -rf "$WORK"
@@ -215,10 +222,13 @@ for _ in $(seq 1 50); do
 done
 [ -n "$NGINX_WORKER" ] || die "no nginx worker process under $NGINX_PID within 5 s"
 
-# The CPU time nginx's worker has used, in ns (the first field of schedstat).
+# The CPU time nginx's worker has used, in ns (the first field of schedstat). Callers
+# check the value: a `die` in $(...) would only leave the subshell.
 nginx_cpu_ns() {
-    awk '{ print $1 }' "/proc/$NGINX_WORKER/schedstat" 2>/dev/null ||
-        die "nginx's worker $NGINX_WORKER is gone"
+    awk '{ print $1 }' "/proc/$NGINX_WORKER/schedstat" 2>/dev/null || true
+}
+require_ns() {
+    [[ $1 =~ ^[0-9]+$ ]] || die "could not read nginx's CPU time (worker $NGINX_WORKER gone?)"
 }
 page_bytes=$(wc -c <"$WORK/www/index.html")
 echo "nginx $("$NGINX_BIN" -v 2>&1 | sed 's#.*/##') on $URL (core 0, ${page_bytes}-byte page, --nginx $NGINX_CONFIG);" \
@@ -233,6 +243,8 @@ run() {
     setsid /usr/bin/time -v -o "$WORK/$name.time" taskset -c 1 "$@" \
         >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null &
     RUN_PID=$!
+    # The run's session: the RSS sampler reads the engine's own process by it.
+    echo "$RUN_PID" >"$WORK/run.sid"
     local status=0
     wait "$RUN_PID" || status=$?
     RUN_PID=
@@ -292,7 +304,8 @@ rps_wrk() {
 rps_oha() {
     run oha "$OHA_BIN" -c "$CONNECTIONS" -z "$DURATION" --no-tui --output-format json "$URL" || exit 1
     local errors
-    errors=$(jq -r '.errorDistribution // {} | length' "$WORK/oha.out" 2>/dev/null || echo "?")
+    # "aborted due to deadline": the requests in flight when -z ended, not failures.
+    errors=$(jq -r '.errorDistribution // {} | del(.["aborted due to deadline"]) | length' "$WORK/oha.out" 2>/dev/null || echo "?")
     [ "$errors" = 0 ] || echo "load-tools.sh: warning: oha errors: $(jq -c '.errorDistribution' "$WORK/oha.out")" >&2
     set_rps oha "$(jq -r '.summary.requestsPerSec // empty' "$WORK/oha.out" 2>/dev/null)"
 }
@@ -312,8 +325,8 @@ rps_hey() {
 median() {
     sort -g | awk '{ v[NR] = $1 } END {
         if (NR == 0) exit
-        if (NR % 2) printf "%.1f", v[(NR + 1) / 2]
-        else printf "%.1f", (v[NR / 2] + v[NR / 2 + 1]) / 2
+        if (NR % 2) printf "%.2f", v[(NR + 1) / 2]
+        else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2
     }'
 }
 
@@ -335,16 +348,21 @@ if [ -n "$OPEN_RATE" ] || [ "$SOAK" = 1 ]; then
     echo "|---|---|---|---|---|---|---|---|---|"
     rss_samples=()
     for round in $(seq 1 "$ROUNDS"); do
-        # The engine's RSS every 10 s while it runs: flat means constant memory.
+        # The engine's RSS every 10 s while it runs: flat means constant memory. Only the
+        # iohr-agent of this run's session, not others on the machine.
+        rm -f "$WORK/run.sid"
         (
             while sleep 10; do
-                ps -o rss= -C iohr-agent | awk '{ s += $1 } END { if (s) printf "%.1f\n", s / 1024 }'
+                [ -s "$WORK/run.sid" ] || continue
+                ps -o rss=,comm= -s "$(cat "$WORK/run.sid")" |
+                    awk '$2 == "iohr-agent" { s += $1 } END { if (s) printf "%.1f\n", s / 1024 }'
             done
         ) >"$WORK/rss-$round.txt" &
         SAMPLER=$!
         run iohr-open "$AGENT_BIN" exec --kind load --target "$URL" "$WORK/spec.json" --json || exit 1
         kill "$SAMPLER" 2>/dev/null || true
         wait "$SAMPLER" 2>/dev/null || true
+        SAMPLER=
         row=$(jq -r '.result | [
             (.achieved_rate // "n/a"),
             (.late // "n/a"),
@@ -378,32 +396,39 @@ TOOLS+=(hey)
 
 : >"$WORK/results.tsv"
 echo
-echo "| tool | round | requests/s | peak RSS (MiB) | nginx core busy |"
-echo "|---|---|---|---|---|"
+echo "| tool | round | requests/s | peak RSS (MiB) | nginx core busy | nginx CPU per request (µs) |"
+echo "|---|---|---|---|---|---|"
 for round in $(seq 1 "$ROUNDS"); do
     for tool in "${TOOLS[@]}"; do
         cpu_before=$(nginx_cpu_ns)
+        require_ns "$cpu_before"
         wall_before=$(date +%s%N)
         "rps_$tool"
-        # Over the tool's whole run, start and exit included: a little under the truth.
-        busy=$(awk -v c="$(($(nginx_cpu_ns) - cpu_before))" -v w="$(($(date +%s%N) - wall_before))" \
-            'BEGIN { printf "%.1f", 100 * c / w }')
+        cpu_after=$(nginx_cpu_ns)
+        require_ns "$cpu_after"
+        # Busy: over the tool's whole run, start and exit included, so a little under the
+        # truth. Per request: nginx's CPU (spent only on requests) over the requests the
+        # tool's rate and the duration give.
+        read -r busy per_request < <(awk -v c="$((cpu_after - cpu_before))" \
+            -v w="$(($(date +%s%N) - wall_before))" -v r="$RPS" -v d="$DURATION_S" \
+            'BEGIN { printf "%.1f %.2f\n", 100 * c / w, (r > 0 ? c / 1000 / (r * d) : 0) }')
         rps=$RPS
         rss=$(peak_rss_mib "$tool")
-        printf '%s\t%s\t%s\t%s\t%s\n' "$tool" "$round" "$rps" "$rss" "$busy" >>"$WORK/results.tsv"
-        printf '| %s | %s | %.1f | %s | %s%% |\n' "$tool" "$round" "$rps" "$rss" "$busy"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$round" "$rps" "$rss" "$busy" "$per_request" >>"$WORK/results.tsv"
+        printf '| %s | %s | %.1f | %s | %s%% | %s |\n' "$tool" "$round" "$rps" "$rss" "$busy" "$per_request"
     done
 done
 
 echo
-echo "| tool | median requests/s | median peak RSS (MiB) | median nginx core busy |"
-echo "|---|---|---|---|"
+echo "| tool | median requests/s | median peak RSS (MiB) | median nginx core busy | median nginx CPU per request (µs) |"
+echo "|---|---|---|---|---|"
 declare -A MEDIAN
 for tool in "${TOOLS[@]}"; do
     MEDIAN[$tool]=$(awk -F'\t' -v t="$tool" '$1 == t { print $3 }' "$WORK/results.tsv" | median)
     rss=$(awk -F'\t' -v t="$tool" '$1 == t { print $4 }' "$WORK/results.tsv" | median)
     busy=$(awk -F'\t' -v t="$tool" '$1 == t { print $5 }' "$WORK/results.tsv" | median)
-    echo "| $tool | ${MEDIAN[$tool]} | $rss | $busy% |"
+    per_request=$(awk -F'\t' -v t="$tool" '$1 == t { print $6 }' "$WORK/results.tsv" | median)
+    echo "| $tool | ${MEDIAN[$tool]} | $rss | $busy% | $per_request |"
 done
 
 echo

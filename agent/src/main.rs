@@ -85,8 +85,9 @@ enum Command {
         /// set, still decides the log).
         #[arg(long, short)]
         quiet: bool,
-        /// Also write the JSON object `--json` prints to FILE (whole: FILE.tmp, then
-        /// renamed), whatever stdout shows.
+        /// Also write the JSON object `--json` prints to FILE (whole: FILE.PID.tmp, then
+        /// renamed; a device or pipe such as /dev/stdout is written as it is), whatever
+        /// stdout shows.
         #[arg(long, value_name = "FILE")]
         output: Option<PathBuf>,
         /// PEM roots trusted for https targets besides the system's.
@@ -350,25 +351,47 @@ struct Report {
 /// `--output FILE`: the object `--json` prints, written to FILE.tmp in FILE's directory and
 /// renamed over FILE, so that a reader never sees half of it (k6's `--summary-export`).
 struct OutputFile {
+    /// FILE as given, for messages.
     path: PathBuf,
-    tmp: PathBuf,
+    /// Where the object ends up: FILE, or the file a symlink FILE points to (the link
+    /// stays a link).
+    dest: PathBuf,
+    /// The temporary file renamed over `dest`; none when FILE is a device or a pipe.
+    tmp: Option<PathBuf>,
     file: std::fs::File,
     written: bool,
 }
 
 impl OutputFile {
-    /// Opens FILE.tmp now: a path that cannot be written is found before any request is
-    /// sent.
+    /// Opens the temporary file (or the device) now: a path that cannot be written is
+    /// found before any request is sent.
     fn create(path: PathBuf) -> anyhow::Result<OutputFile> {
         if path.is_dir() {
             bail!("--output {}: is a directory", path.display());
         }
-        let Some(name) = path.file_name() else {
+        // /dev/stdout, a FIFO: nothing to rename over, written as they are.
+        if std::fs::metadata(&path).is_ok_and(|meta| !meta.is_file()) {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .with_context(|| format!("--output {}: cannot write it", path.display()))?;
+            return Ok(OutputFile {
+                dest: path.clone(),
+                path,
+                tmp: None,
+                file,
+                written: false,
+            });
+        }
+        // An existing FILE may be a symlink: the result replaces the file it points to.
+        let dest = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        let Some(name) = dest.file_name() else {
             bail!("--output {}: names no file", path.display());
         };
+        // The pid keeps two runs writing the same FILE out of each other's temporary file.
         let mut tmp_name = name.to_os_string();
-        tmp_name.push(".tmp");
-        let tmp = path.with_file_name(tmp_name);
+        tmp_name.push(format!(".{}.tmp", std::process::id()));
+        let tmp = dest.with_file_name(tmp_name);
         let file = std::fs::File::create(&tmp).with_context(|| {
             format!(
                 "--output {}: cannot write {} in its directory",
@@ -378,7 +401,8 @@ impl OutputFile {
         })?;
         Ok(OutputFile {
             path,
-            tmp,
+            dest,
+            tmp: Some(tmp),
             file,
             written: false,
         })
@@ -394,15 +418,21 @@ impl OutputFile {
     fn write_and_rename(&mut self, object: &str) -> std::io::Result<()> {
         self.file.write_all(object.as_bytes())?;
         self.file.write_all(b"\n")?;
-        self.file.sync_all()?;
-        std::fs::rename(&self.tmp, &self.path)
+        self.file.flush()?;
+        match &self.tmp {
+            Some(tmp) => {
+                self.file.sync_all()?;
+                std::fs::rename(tmp, &self.dest)
+            }
+            None => Ok(()),
+        }
     }
 }
 
 impl Drop for OutputFile {
     fn drop(&mut self) {
-        if !self.written {
-            let _ = std::fs::remove_file(&self.tmp);
+        if let (false, Some(tmp)) = (self.written, &self.tmp) {
+            let _ = std::fs::remove_file(tmp);
         }
     }
 }
@@ -447,7 +477,17 @@ async fn exec(
                 Some((serde_json::to_string(&dry)?, dry.lines()))
             }
             plan => match dry_run::DryRun::of(plan, target) {
-                Some(dry) => Some((serde_json::to_string(&dry)?, dry.lines())),
+                // What a run builds before it connects (TLS roots, credential headers from
+                // the environment) must hold too: a dry run passes only what a run takes.
+                Some(dry) => {
+                    if let Some(load) = prepared_plan(plan) {
+                        iohr_agent::load::prepare(&load, target, options, &|name| {
+                            std::env::var(name).ok()
+                        })
+                        .map_err(anyhow::Error::msg)?;
+                    }
+                    Some((serde_json::to_string(&dry)?, dry.lines()))
+                }
                 None => None,
             },
         };
@@ -498,6 +538,17 @@ async fn exec(
         _ => 3,
     };
     finish(&object, lines, json, output, code)
+}
+
+/// The load plan a dry run prepares as the run would (its first step's, for capacity).
+fn prepared_plan(plan: &execute::Plan) -> Option<iohr_domain::load::LoadPlan> {
+    match plan {
+        execute::Plan::Load(load) | execute::Plan::Replay { plan: load, .. } => Some(load.clone()),
+        execute::Plan::Capacity(capacity) => {
+            capacity.grid.first().map(|rate| capacity.step_plan(*rate))
+        }
+        _ => None,
+    }
 }
 
 /// Prints the JSON object (`--json`) or the lines, writes the object to `--output`, and
@@ -555,9 +606,14 @@ fn outcome_lines(kind: RunKind, outcome: &Outcome) -> Vec<String> {
                 .map(|record| record.lines()),
         }
     });
-    lines.extend(described.unwrap_or_else(|| {
-        vec![serde_json::to_string_pretty(result).unwrap_or_else(|_| result.to_string())]
-    }));
+    match described {
+        Some(described) => lines.extend(described),
+        // An outcome without a result (an error before anything ran) is its status line.
+        None if result.is_null() => {}
+        None => {
+            lines.push(serde_json::to_string_pretty(result).unwrap_or_else(|_| result.to_string()))
+        }
+    }
     lines
 }
 
@@ -616,13 +672,17 @@ mod tests {
 
     #[test]
     fn an_output_file_appears_whole_or_not_at_all() {
+        use std::os::unix::fs::FileTypeExt;
+
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("summary.json");
-        let tmp = dir.path().join("summary.json.tmp");
+        let tmp = dir
+            .path()
+            .join(format!("summary.json.{}.tmp", std::process::id()));
         let output = OutputFile::create(path.clone()).expect("a writable directory");
         assert!(
             tmp.exists() && !path.exists(),
-            "only FILE.tmp while it runs"
+            "only FILE.PID.tmp while it runs"
         );
         output.write(r#"{"status":"passed"}"#).expect("written");
         assert!(!tmp.exists());
@@ -633,7 +693,38 @@ mod tests {
 
         // Given up (an error before the end): nothing is left behind.
         drop(OutputFile::create(dir.path().join("other.json")).expect("created"));
-        assert!(!dir.path().join("other.json.tmp").exists());
+        assert!(
+            !dir.path()
+                .join(format!("other.json.{}.tmp", std::process::id()))
+                .exists()
+        );
+
+        // A symlink stays a link: the file it points to gets the object.
+        let real = dir.path().join("real.json");
+        std::fs::write(&real, "old").expect("real");
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        let output = OutputFile::create(link.clone()).expect("through the link");
+        output.write("{}").expect("written");
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .expect("link")
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(&real).expect("real"), "{}\n");
+
+        // A device is written as it is, never replaced.
+        OutputFile::create(PathBuf::from("/dev/null"))
+            .expect("a device")
+            .write("{}")
+            .expect("written");
+        assert!(
+            std::fs::metadata("/dev/null")
+                .expect("/dev/null")
+                .file_type()
+                .is_char_device()
+        );
 
         // A directory gone by the end: the error names FILE.
         let gone = dir.path().join("gone");

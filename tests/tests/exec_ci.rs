@@ -173,10 +173,13 @@ async fn output_writes_what_json_prints_and_a_bad_path_stops_before_any_request(
     assert_eq!(written["result"]["requests"], 50, "{written}");
     assert_eq!(written["result"]["requests"], printed["result"]["requests"]);
     assert_eq!(written, printed, "the file holds the very object printed");
-    assert!(
-        !dir.join("summary.json.tmp").exists(),
-        "no temporary file is left"
-    );
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the output directory")
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "no temporary file is left: {left:?}");
 
     // Text on stdout, the JSON object in the file: for every kind.
     let checks =
@@ -292,6 +295,26 @@ async fn a_dry_run_of_an_invalid_spec_exits_2_naming_the_field() {
         shown(&output)
     );
     assert!(output.stdout.is_empty(), "no plan: {}", shown(&output));
+
+    // A credential header whose variable is not set: the run would stop before its first
+    // request, so the dry run refuses it too.
+    let spec = json!({"operations": [{"path": "/", "headers": {"authorization": "${env:IOHR_EXEC_CI_UNSET}"}}],
+        "model": "closed", "connections": 1, "duration": "1s"});
+    let output = agent_exec_output(
+        "load",
+        &target.url(),
+        &spec,
+        &["--dry-run"],
+        &[("IOHR_EXEC_CI_UNSET", None)],
+        None,
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2), "{}", shown(&output));
+    assert!(
+        text(&output.stderr).contains("IOHR_EXEC_CI_UNSET"),
+        "the error names the variable: {}",
+        shown(&output)
+    );
     assert_eq!(requests_served(&target).await, 0);
 }
 

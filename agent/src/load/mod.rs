@@ -59,6 +59,26 @@ pub async fn run(
     .await
 }
 
+/// What a run builds before its first connection: the target's endpoint (its TLS roots
+/// read) and each operation's request (credential headers resolved from `env`). The dry
+/// run calls it too, so that it refuses what a run would.
+pub fn prepare(
+    plan: &LoadPlan,
+    target: &str,
+    options: &TargetOptions,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<(Endpoint, Vec<PreparedOp>), String> {
+    let endpoint =
+        Endpoint::new(target, plan.http, options.extra_ca.as_deref()).map_err(|e| e.to_string())?;
+    let operations = plan
+        .operations
+        .iter()
+        .map(|op| PreparedOp::new(op, &endpoint, env))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    Ok((endpoint, operations))
+}
+
 pub async fn run_with_env(
     plan: LoadPlan,
     target: &str,
@@ -67,18 +87,9 @@ pub async fn run_with_env(
     cancel: CancellationToken,
     env: impl Fn(&str) -> Option<String>,
 ) -> Outcome {
-    let endpoint = match Endpoint::new(target, plan.http, options.extra_ca.as_deref()) {
-        Ok(e) => Arc::new(e),
-        Err(e) => return Outcome::error(e.to_string(), 0),
-    };
-    let operations = match plan
-        .operations
-        .iter()
-        .map(|op| PreparedOp::new(op, &endpoint, &env))
-        .collect::<Result<Vec<_>, _>>()
-    {
-        Ok(ops) => Arc::new(ops),
-        Err(e) => return Outcome::error(e.to_string(), 0),
+    let (endpoint, operations) = match prepare(&plan, target, options, &env) {
+        Ok((endpoint, operations)) => (Arc::new(endpoint), Arc::new(operations)),
+        Err(e) => return Outcome::error(e, 0),
     };
     let arrivals = match (plan.model, &plan.recorded) {
         (Model::Closed, _) => None,
