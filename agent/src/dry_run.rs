@@ -10,9 +10,11 @@ use iohr_domain::RunKind;
 use iohr_domain::capacity::{CapacityPlan, Slo, rate_text};
 use iohr_domain::checks::ChecksSpec;
 use iohr_domain::load::{HttpVersion, LoadPlan, Model, Operation, WarmupPlan};
+use iohr_domain::text::decimal;
 use serde::Serialize;
 
 use crate::execute::Plan;
+use crate::load::{self, TargetOptions};
 
 /// A plan described, not run.
 #[derive(Debug, Clone, Serialize)]
@@ -138,27 +140,47 @@ pub struct CapacityDry {
 
 impl DryRun {
     /// The dry run of a plan; `None` for the kinds whose dry run is their own (scenario,
-    /// faults).
-    pub fn of(plan: &Plan, target: &str) -> Option<DryRun> {
-        let (kind, planned) = match plan {
-            Plan::Load(load) => (RunKind::Load, Planned::Load(LoadDry::new(load))),
-            Plan::Replay { plan, speed } => (
-                RunKind::Replay,
-                Planned::Replay(ReplayDry::new(plan, *speed)),
-            ),
-            Plan::Checks(spec) => (RunKind::Checks, Planned::Checks(ChecksDry::new(spec))),
-            Plan::Capacity(capacity) => (
-                RunKind::Capacity,
-                Planned::Capacity(CapacityDry::new(capacity)),
-            ),
-            Plan::Scenario(_) | Plan::Faults(_) => return None,
+    /// faults). A load plan is also prepared as a run prepares it before it connects (the
+    /// `--target-ca` roots, credential headers from the environment): a dry run passes
+    /// only what a run takes.
+    pub fn of(
+        plan: &Plan,
+        target: &str,
+        options: &TargetOptions,
+    ) -> Result<Option<DryRun>, String> {
+        let prepare = |load: &LoadPlan| {
+            load::prepare(load, target, options, &|name| std::env::var(name).ok()).map(|_| ())
         };
-        Some(DryRun {
+        let (kind, planned) = match plan {
+            Plan::Load(load) => {
+                prepare(load)?;
+                (RunKind::Load, Planned::Load(LoadDry::new(load)))
+            }
+            Plan::Replay { plan, speed } => {
+                prepare(plan)?;
+                (
+                    RunKind::Replay,
+                    Planned::Replay(ReplayDry::new(plan, *speed)),
+                )
+            }
+            Plan::Checks(spec) => (RunKind::Checks, Planned::Checks(ChecksDry::new(spec))),
+            Plan::Capacity(capacity) => {
+                // Every step runs the same load plan at its own rate.
+                let step = capacity.step_plan(capacity.grid.first().copied().unwrap_or(0.0));
+                prepare(&step)?;
+                (
+                    RunKind::Capacity,
+                    Planned::Capacity(CapacityDry::new(capacity, &step)),
+                )
+            }
+            Plan::Scenario(_) | Plan::Faults(_) => return Ok(None),
+        };
+        Ok(Some(DryRun {
             dry_run: true,
             kind,
             target: target.to_string(),
             plan: planned,
-        })
+        }))
     }
 
     /// The plan for people, a few lines.
@@ -220,22 +242,12 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// `x` with at most `decimals` decimals and no trailing zeros: `2`, `0.25`.
-fn number(x: f64, decimals: usize) -> String {
-    let text = format!("{x:.decimals$}");
-    if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
-    }
-}
-
 /// `500ms`, `10s`, `1.5s`.
 fn duration_text(ms: f64) -> String {
     if ms < 1000.0 {
-        format!("{}ms", number(ms, 3))
+        format!("{}ms", decimal(ms, 3))
     } else {
-        format!("{}s", number(ms / 1000.0, 3))
+        format!("{}s", decimal(ms / 1000.0, 3))
     }
 }
 
@@ -379,7 +391,7 @@ impl ReplayDry {
             "requests: {} over {}, the log's spacing at speed {}x",
             self.requests,
             duration_text(self.span_ms),
-            number(self.speed, 3)
+            decimal(self.speed, 3)
         )];
         lines.extend(operation_lines(&self.operations));
         lines.push(format!("connections: at most {}", self.connections));
@@ -437,9 +449,7 @@ impl ChecksDry {
 }
 
 impl CapacityDry {
-    fn new(plan: &CapacityPlan) -> CapacityDry {
-        // Every step runs the same load plan at its own rate.
-        let step = plan.step_plan(plan.grid.first().copied().unwrap_or(0.0));
+    fn new(plan: &CapacityPlan, step: &LoadPlan) -> CapacityDry {
         CapacityDry {
             operations: step.operations.iter().map(OperationDry::new).collect(),
             rates: plan.grid.clone(),
@@ -479,7 +489,7 @@ impl CapacityDry {
         lines.push(format!(
             "SLO: p99 <= {}, error rate <= {}%",
             duration_text(self.slo.p99_us / 1000.0),
-            number(self.slo.error_rate * 100.0, 2)
+            decimal(self.slo.error_rate * 100.0, 2)
         ));
         if let Some(floor) = self.floor {
             lines.push(format!("floor: {} (the run fails below)", rate_text(floor)));
@@ -500,7 +510,9 @@ mod tests {
 
     fn dry(kind: RunKind, spec: serde_json::Value) -> DryRun {
         let plan = execute::plan(kind, &spec.to_string()).expect("a valid spec");
-        DryRun::of(&plan, "http://127.0.0.1:9").expect("a dry run of its own")
+        DryRun::of(&plan, "http://127.0.0.1:9", &TargetOptions::default())
+            .expect("prepared")
+            .expect("a dry run of its own")
     }
 
     #[test]
@@ -630,6 +642,7 @@ mod tests {
     fn scenario_and_faults_keep_their_own_dry_runs() {
         let spec = json!({"slug": "s", "ops": ["GET /"]}).to_string();
         let plan = execute::plan(RunKind::Scenario, &spec).expect("a valid scenario");
-        assert!(DryRun::of(&plan, "http://127.0.0.1:9").is_none());
+        let dry = DryRun::of(&plan, "http://127.0.0.1:9", &TargetOptions::default());
+        assert!(dry.expect("nothing to prepare").is_none());
     }
 }

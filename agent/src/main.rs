@@ -476,18 +476,8 @@ async fn exec(
                 let dry = scenario_kind::DryRun::new(spec, target);
                 Some((serde_json::to_string(&dry)?, dry.lines()))
             }
-            plan => match dry_run::DryRun::of(plan, target) {
-                // What a run builds before it connects (TLS roots, credential headers from
-                // the environment) must hold too: a dry run passes only what a run takes.
-                Some(dry) => {
-                    if let Some(load) = prepared_plan(plan) {
-                        iohr_agent::load::prepare(&load, target, options, &|name| {
-                            std::env::var(name).ok()
-                        })
-                        .map_err(anyhow::Error::msg)?;
-                    }
-                    Some((serde_json::to_string(&dry)?, dry.lines()))
-                }
+            plan => match dry_run::DryRun::of(plan, target, options).map_err(anyhow::Error::msg)? {
+                Some(dry) => Some((serde_json::to_string(&dry)?, dry.lines())),
                 None => None,
             },
         };
@@ -540,17 +530,6 @@ async fn exec(
     finish(&object, lines, json, output, code)
 }
 
-/// The load plan a dry run prepares as the run would (its first step's, for capacity).
-fn prepared_plan(plan: &execute::Plan) -> Option<iohr_domain::load::LoadPlan> {
-    match plan {
-        execute::Plan::Load(load) | execute::Plan::Replay { plan: load, .. } => Some(load.clone()),
-        execute::Plan::Capacity(capacity) => {
-            capacity.grid.first().map(|rate| capacity.step_plan(*rate))
-        }
-        _ => None,
-    }
-}
-
 /// Prints the JSON object (`--json`) or the lines, writes the object to `--output`, and
 /// exits with `code`, or 3 when the output could not be written.
 fn finish(
@@ -589,23 +568,19 @@ fn outcome_lines(kind: RunKind, outcome: &Outcome) -> Vec<String> {
         _ => outcome.status.to_string(),
     }];
     let result = &outcome.result;
-    let capacity = serde_json::from_value::<iohr_domain::capacity::CapacityResult>(result.clone())
-        .ok()
-        .filter(|_| kind == RunKind::Capacity)
-        .map(|result| result.summary().iter().map(|l| format!("  {l}")).collect());
-    let faults = serde_json::from_value::<iohr_domain::faults::Journal>(result.clone())
-        .ok()
-        .filter(|_| kind == RunKind::Faults)
-        .map(|journal| journal.summary());
-    let described = capacity.or(faults).or_else(|| {
-        match serde_json::from_value::<iohr_domain::load::LoadResult>(result.clone()) {
-            Ok(load) => Some(load.summary().iter().map(|l| format!("  {l}")).collect()),
-            Err(_) => serde_json::from_value::<scenario_kind::ScenarioRecord>(result.clone())
-                .ok()
-                .filter(|_| kind == RunKind::Scenario)
-                .map(|record| record.lines()),
+    // Read the result as its kind's, from the value in place (no copy of a long log).
+    fn read<'a, T: serde::Deserialize<'a>>(result: &'a serde_json::Value) -> Option<T> {
+        T::deserialize(result).ok()
+    }
+    let indented = |lines: Vec<String>| lines.iter().map(|l| format!("  {l}")).collect();
+    let described: Option<Vec<String>> = match kind {
+        RunKind::Capacity => {
+            read::<iohr_domain::capacity::CapacityResult>(result).map(|r| indented(r.summary()))
         }
-    });
+        RunKind::Faults => read::<iohr_domain::faults::Journal>(result).map(|j| j.summary()),
+        RunKind::Scenario => read::<scenario_kind::ScenarioRecord>(result).map(|r| r.lines()),
+        _ => read::<iohr_domain::load::LoadResult>(result).map(|r| indented(r.summary())),
+    };
     match described {
         Some(described) => lines.extend(described),
         // An outcome without a result (an error before anything ran) is its status line.

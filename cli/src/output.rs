@@ -9,6 +9,7 @@ use iohr_domain::checks::ChecksResult;
 use iohr_domain::faults::Journal;
 use iohr_domain::finding::Sighting;
 use iohr_domain::load::LoadResult;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::{Failure, Result};
@@ -190,12 +191,13 @@ fn result(result: Option<&Value>) -> String {
     let Some(value) = result.filter(|v| !v.is_null()) else {
         return "result       -\n".to_string();
     };
-    // A capacity result's summary, not its JSON: each point holds a histogram.
-    let summary = serde_json::from_value::<CapacityResult>(value.clone())
+    // A capacity result's summary, not its JSON: each point holds a histogram. Each is
+    // read from the value in place, not from a copy of it.
+    let summary = CapacityResult::deserialize(value)
         .map(|capacity| capacity.summary())
-        .or_else(|_| serde_json::from_value::<LoadResult>(value.clone()).map(|l| l.summary()))
+        .or_else(|_| LoadResult::deserialize(value).map(|l| l.summary()))
         // A faults journal as its lines (probes, activities, faults and their undos).
-        .or_else(|_| serde_json::from_value::<Journal>(value.clone()).map(|j| j.summary()));
+        .or_else(|_| Journal::deserialize(value).map(|j| j.summary()));
     if let Ok(summary) = summary {
         let mut out = "result\n".to_string();
         for line in summary {
@@ -205,7 +207,7 @@ fn result(result: Option<&Value>) -> String {
         }
         return out;
     }
-    let Ok(checks) = serde_json::from_value::<ChecksResult>(value.clone()) else {
+    let Ok(checks) = ChecksResult::deserialize(value) else {
         let pretty = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
         let mut out = "result\n".to_string();
         for line in pretty.lines() {

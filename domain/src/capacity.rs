@@ -131,9 +131,7 @@ pub fn round_rate(rate: f64) -> f64 {
 
 /// `337.5/s`, `300/s`.
 pub fn rate_text(rate: f64) -> String {
-    let text = format!("{:.2}", round_rate(rate));
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    format!("{text}/s")
+    format!("{}/s", crate::text::decimal(round_rate(rate), 2))
 }
 
 impl CapacitySpec {

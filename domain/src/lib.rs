@@ -18,6 +18,7 @@ pub mod run;
 pub mod scenario;
 pub mod scenario_kind;
 pub mod target;
+pub mod text;
 
 pub use frame::{Frame, FrameKind};
 pub use run::{Executor, RunKind, RunRecord, RunStatus, StartedBy, Units};

@@ -399,13 +399,7 @@ fn shown(v: f64) -> String {
         return number(v).to_string();
     }
     let magnitude = v.abs().log10().floor() as i32;
-    let decimals = (3 - magnitude).clamp(0, 15) as usize;
-    let text = format!("{v:.decimals$}");
-    if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
-    }
+    crate::text::decimal(v, (3 - magnitude).clamp(0, 15) as usize)
 }
 
 /// An output in a message: numbers and booleans as they are, text never quoted (a body).
