@@ -5,6 +5,7 @@
 //! streams their numbered frames back until the controller has acknowledged every one.
 
 pub mod backoff;
+pub mod cpu_quota;
 pub mod dry_run;
 pub mod execute;
 pub mod faults;

@@ -13,7 +13,9 @@
 //! [`POLL_BUDGET`] without one it waits, without polling, until the next request starts.
 //!
 //! Only for a current-thread runtime: on the multi-thread one, a yielding task keeps a
-//! worker busy that cannot take the I/O driver while another worker sleeps in it.
+//! worker busy that cannot take the I/O driver while another worker sleeps in it. And
+//! only with a whole CPU: under a cgroup quota below one CPU (a container's CPU limit)
+//! the spin is paid out of the requests' own budget ([`crate::cpu_quota`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -32,11 +34,22 @@ pub struct Poller {
 }
 
 impl Poller {
-    /// Whether the engine's runtime is one the poller helps.
+    /// Whether the engine's runtime and CPU are ones the poller helps.
     pub fn applies() -> bool {
-        tokio::runtime::Handle::try_current().is_ok_and(|handle| {
+        let current_thread = tokio::runtime::Handle::try_current().is_ok_and(|handle| {
             handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
-        })
+        });
+        if !current_thread {
+            return false;
+        }
+        let whole_cpu = crate::cpu_quota::has_whole_cpu();
+        if !whole_cpu {
+            tracing::debug!(
+                cpus = crate::cpu_quota::cpu_quota(),
+                "no busy polling: the CPU quota is below one CPU"
+            );
+        }
+        whole_cpu
     }
 
     /// A worker calls this as it starts a request: a relaxed load, unless the poller waits.
