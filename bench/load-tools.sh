@@ -16,7 +16,13 @@
 #
 #   bench/load-tools.sh [--rounds N] [--connections C] [--duration D] [--agent-bin PATH]
 #                       [--port PORT] [--skip-iohr] [--open RATE | --soak]
-#                       [--nginx lean|debian]
+#                       [--nginx lean|debian] [--tool-cpu PERCENT]
+#
+# --tool-cpu PERCENT runs every tool under a CPU quota of PERCENT of its core (a cgroup of
+# its own: v2 cpu.max or v1 cpu.cfs_quota_us, a 10 ms period; needs root), so that the
+# tools, not nginx, are the limit: with a whole core each, the fast tools all keep nginx's
+# one core busy and requests/s measure the target. Under the quota every tool gets the
+# same CPU time, and requests/s measure what each does with it.
 #
 # --open RATE runs only the iohr engine's open model at RATE requests/s (one run per
 # round) and prints its achieved rate, late and dropped counts and p99, for the record.
@@ -38,6 +44,7 @@ SKIP_IOHR=0
 OPEN_RATE=
 SOAK=0
 NGINX_CONFIG=lean
+TOOL_CPU=
 OHA_BIN=${OHA:-/tmp/oha/bin/oha}
 NGINX_BIN=/usr/sbin/nginx
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -63,6 +70,7 @@ while [ $# -gt 0 ]; do
         --open) OPEN_RATE=${2:?--open needs a rate}; shift 2 ;;
         --soak) SOAK=1; shift ;;
         --nginx) NGINX_CONFIG=${2:?--nginx needs lean or debian}; shift 2 ;;
+        --tool-cpu) TOOL_CPU=${2:?--tool-cpu needs a percentage}; shift 2 ;;
         -h | --help) usage 0 ;;
         *) echo "load-tools.sh: unknown argument $1" >&2; usage 2 ;;
     esac
@@ -82,6 +90,9 @@ case "$NGINX_CONFIG" in
     *) die "--nginx must be lean or debian, not '$NGINX_CONFIG'" ;;
 esac
 [ -z "$OPEN_RATE" ] || [ "$SOAK" = 0 ] || die "--open and --soak cannot go together"
+if [ -n "$TOOL_CPU" ]; then
+    [[ $TOOL_CPU =~ ^[1-9][0-9]?$ ]] || die "--tool-cpu must be a percentage from 1 to 99, not '$TOOL_CPU'"
+fi
 if { [ -n "$OPEN_RATE" ] || [ "$SOAK" = 1 ]; } && [ "$SKIP_IOHR" = 1 ]; then
     die "--open and --soak run only the iohr engine; they cannot go with --skip-iohr"
 fi
@@ -114,6 +125,7 @@ WORK=$(mktemp -d -t iohr-load-tools.XXXXXX)
 NGINX_PID=
 RUN_PID=
 SAMPLER=
+TOOL_CGROUP=
 
 # Each child runs in a session of its own (setsid), so one signal to its process group
 # reaches everything it started (nginx's worker, GNU time's child).
@@ -135,12 +147,39 @@ cleanup() {
     [ -z "$SAMPLER" ] || kill "$SAMPLER" 2>/dev/null || true
     stop_group "$RUN_PID"
     stop_group "$NGINX_PID"
+    [ -z "$TOOL_CGROUP" ] || rmdir "$TOOL_CGROUP" 2>/dev/null || true
     rm -rf "$WORK"
     exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# --- the tools' CPU quota ---------------------------------------------------------------
+# The cgroup every tool runs in with --tool-cpu: its processes file is TOOL_CGROUP_PROCS.
+TOOL_CGROUP_PROCS=
+if [ -n "$TOOL_CPU" ]; then
+    quota_us=$((TOOL_CPU * 100))
+    if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+        grep -qw cpu /sys/fs/cgroup/cgroup.controllers ||
+            die "--tool-cpu: cgroup v2 without the cpu controller"
+        # Children of the root get the cpu controller only when it is delegated to them.
+        grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null ||
+            echo +cpu >/sys/fs/cgroup/cgroup.subtree_control ||
+            die "--tool-cpu: cannot enable the cpu controller (needs root)"
+        TOOL_CGROUP=/sys/fs/cgroup/iohr-load-tools.$$
+        mkdir "$TOOL_CGROUP" || die "--tool-cpu: cannot create $TOOL_CGROUP (needs root)"
+        echo "$quota_us 10000" >"$TOOL_CGROUP/cpu.max"
+    else
+        cpu_mount=$(awk '$3 == "cgroup" && $4 ~ /(^|,)cpu(,|$)/ { print $2; exit }' /proc/mounts)
+        [ -n "$cpu_mount" ] || die "--tool-cpu: no cgroup filesystem with the cpu controller"
+        TOOL_CGROUP=$cpu_mount/iohr-load-tools.$$
+        mkdir "$TOOL_CGROUP" || die "--tool-cpu: cannot create $TOOL_CGROUP (needs root)"
+        echo 10000 >"$TOOL_CGROUP/cpu.cfs_period_us"
+        echo "$quota_us" >"$TOOL_CGROUP/cpu.cfs_quota_us"
+    fi
+    TOOL_CGROUP_PROCS=$TOOL_CGROUP/cgroup.procs
+fi
 
 # --- nginx ------------------------------------------------------------------------------
 port_in_use() {
@@ -232,7 +271,7 @@ require_ns() {
 }
 page_bytes=$(wc -c <"$WORK/www/index.html")
 echo "nginx $("$NGINX_BIN" -v 2>&1 | sed 's#.*/##') on $URL (core 0, ${page_bytes}-byte page, --nginx $NGINX_CONFIG);" \
-    "tools on core 1; rounds=$ROUNDS connections=$CONNECTIONS duration=$DURATION" >&2
+    "tools on core 1${TOOL_CPU:+ (${TOOL_CPU}% of it each)}; rounds=$ROUNDS connections=$CONNECTIONS duration=$DURATION" >&2
 
 # --- one run ----------------------------------------------------------------------------
 # run NAME CMD...: CMD pinned to core 1 under GNU time; stdout to $WORK/NAME.out, stderr to
@@ -240,7 +279,12 @@ echo "nginx $("$NGINX_BIN" -v 2>&1 | sed 's#.*/##') on $URL (core 0, ${page_byte
 run() {
     local name=$1
     shift
-    setsid /usr/bin/time -v -o "$WORK/$name.time" taskset -c 1 "$@" \
+    local in_cgroup=()
+    if [ -n "$TOOL_CGROUP_PROCS" ]; then
+        # The shell joins the cgroup, then becomes the tool.
+        in_cgroup=(sh -c 'echo $$ >"$0" && exec "$@"' "$TOOL_CGROUP_PROCS")
+    fi
+    setsid /usr/bin/time -v -o "$WORK/$name.time" taskset -c 1 "${in_cgroup[@]}" "$@" \
         >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null &
     RUN_PID=$!
     # The run's session: the RSS sampler reads the engine's own process by it.
