@@ -91,7 +91,8 @@ case "$NGINX_CONFIG" in
 esac
 [ -z "$OPEN_RATE" ] || [ "$SOAK" = 0 ] || die "--open and --soak cannot go together"
 if [ -n "$TOOL_CPU" ]; then
-    [[ $TOOL_CPU =~ ^[1-9][0-9]?$ ]] || die "--tool-cpu must be a percentage from 1 to 99, not '$TOOL_CPU'"
+    # The kernel takes no quota under 1 ms, and the period is 10 ms.
+    [[ $TOOL_CPU =~ ^[1-9][0-9]$ ]] || die "--tool-cpu must be a percentage from 10 to 99, not '$TOOL_CPU'"
 fi
 if { [ -n "$OPEN_RATE" ] || [ "$SOAK" = 1 ]; } && [ "$SKIP_IOHR" = 1 ]; then
     die "--open and --soak run only the iohr engine; they cannot go with --skip-iohr"
@@ -126,6 +127,7 @@ NGINX_PID=
 RUN_PID=
 SAMPLER=
 TOOL_CGROUP=
+ENABLED_CPU_CONTROLLER=0
 
 # Each child runs in a session of its own (setsid), so one signal to its process group
 # reaches everything it started (nginx's worker, GNU time's child).
@@ -147,7 +149,19 @@ cleanup() {
     [ -z "$SAMPLER" ] || kill "$SAMPLER" 2>/dev/null || true
     stop_group "$RUN_PID"
     stop_group "$NGINX_PID"
-    [ -z "$TOOL_CGROUP" ] || rmdir "$TOOL_CGROUP" 2>/dev/null || true
+    if [ -n "$TOOL_CGROUP" ]; then
+        # A killed tool leaves its cgroup a moment after its parent has gone.
+        for _ in $(seq 1 50); do
+            # (cgroup files report no size: read them.)
+            [ -n "$(cat "$TOOL_CGROUP/cgroup.procs" 2>/dev/null)" ] || break
+            sleep 0.1
+        done
+        rmdir "$TOOL_CGROUP" 2>/dev/null ||
+            echo "load-tools.sh: warning: could not remove the cgroup $TOOL_CGROUP" >&2
+        if [ "$ENABLED_CPU_CONTROLLER" = 1 ]; then
+            echo -cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+        fi
+    fi
     rm -rf "$WORK"
     exit "$status"
 }
@@ -163,18 +177,23 @@ if [ -n "$TOOL_CPU" ]; then
     if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
         grep -qw cpu /sys/fs/cgroup/cgroup.controllers ||
             die "--tool-cpu: cgroup v2 without the cpu controller"
-        # Children of the root get the cpu controller only when it is delegated to them.
-        grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null ||
-            echo +cpu >/sys/fs/cgroup/cgroup.subtree_control ||
-            die "--tool-cpu: cannot enable the cpu controller (needs root)"
+        # Children of the root get the cpu controller only when it is delegated to them
+        # (and it is put back as it was on exit).
+        if ! grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+            echo +cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null ||
+                die "--tool-cpu: cannot enable the cpu controller in /sys/fs/cgroup/cgroup.subtree_control (needs root, and a cgroup root without processes of its own, which a container's is not)"
+            ENABLED_CPU_CONTROLLER=1
+        fi
+        mkdir "/sys/fs/cgroup/iohr-load-tools.$$" ||
+            die "--tool-cpu: cannot create /sys/fs/cgroup/iohr-load-tools.$$ (needs root)"
         TOOL_CGROUP=/sys/fs/cgroup/iohr-load-tools.$$
-        mkdir "$TOOL_CGROUP" || die "--tool-cpu: cannot create $TOOL_CGROUP (needs root)"
         echo "$quota_us 10000" >"$TOOL_CGROUP/cpu.max"
     else
         cpu_mount=$(awk '$3 == "cgroup" && $4 ~ /(^|,)cpu(,|$)/ { print $2; exit }' /proc/mounts)
         [ -n "$cpu_mount" ] || die "--tool-cpu: no cgroup filesystem with the cpu controller"
+        mkdir "$cpu_mount/iohr-load-tools.$$" ||
+            die "--tool-cpu: cannot create $cpu_mount/iohr-load-tools.$$ (needs root)"
         TOOL_CGROUP=$cpu_mount/iohr-load-tools.$$
-        mkdir "$TOOL_CGROUP" || die "--tool-cpu: cannot create $TOOL_CGROUP (needs root)"
         echo 10000 >"$TOOL_CGROUP/cpu.cfs_period_us"
         echo "$quota_us" >"$TOOL_CGROUP/cpu.cfs_quota_us"
     fi

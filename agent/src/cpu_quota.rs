@@ -1,11 +1,12 @@
 //! The CPU time this process's cgroups grant it, as a share of one CPU: cgroup v2's
 //! `cpu.max`, v1's `cpu.cfs_quota_us` over `cpu.cfs_period_us`, the smallest along the
-//! cgroup's path up to its mount (a parent's limit binds its children).
+//! cgroup's path up to the top the process can see (a parent's limit binds its children;
+//! inside a container, limits set above the container's own cgroup are not visible).
 //!
 //! Why the agent asks: the load engine's poller (`load::poller`) spins on one CPU instead
 //! of sleeping between answers. With a whole CPU that spin costs nothing the engine could
 //! use; under a quota below one CPU (a container's CPU limit) every spin is taken from the
-//! requests' budget: 11% fewer requests/s at half a CPU (docs/benchmarks.md).
+//! requests' budget (docs/benchmarks.md measured it at half a CPU).
 //! `std::thread::available_parallelism` reads the same files but rounds a quota up to one
 //! whole CPU, so it cannot tell.
 
@@ -48,6 +49,12 @@ fn quota_from(
         else {
             continue;
         };
+        // A cgroup removed while the process is in it, or one outside the process's
+        // cgroup namespace ("/../.."), names no directory to read.
+        let path = path.strip_suffix(" (deleted)").unwrap_or(path);
+        if path.split('/').any(|part| part == "..") {
+            continue;
+        }
         let version = if id == "0" && controllers.is_empty() {
             Version::V2
         } else if controllers.split(',').any(|c| c == "cpu") {
