@@ -14,6 +14,7 @@ use iohr_domain::text::decimal;
 use serde::Serialize;
 
 use crate::execute::Plan;
+use crate::kinds::headers::resolve_headers;
 use crate::load::{self, TargetOptions};
 
 /// A plan described, not run.
@@ -106,6 +107,10 @@ pub struct CheckDry {
     pub expect_status: u16,
     pub max_latency_ms: Option<u64>,
     pub expect_text: Option<String>,
+    /// Why the run would not send this check (an unset `${env:NAME}` header): the check
+    /// would fail unsent, as the run records it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_sent: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -148,9 +153,8 @@ impl DryRun {
         target: &str,
         options: &TargetOptions,
     ) -> Result<Option<DryRun>, String> {
-        let prepare = |load: &LoadPlan| {
-            load::prepare(load, target, options, &|name| std::env::var(name).ok()).map(|_| ())
-        };
+        let env = |name: &str| std::env::var(name).ok();
+        let prepare = |load: &LoadPlan| load::prepare(load, target, options, &env).map(|_| ());
         let (kind, planned) = match plan {
             Plan::Load(load) => {
                 prepare(load)?;
@@ -163,7 +167,7 @@ impl DryRun {
                     Planned::Replay(ReplayDry::new(plan, *speed)),
                 )
             }
-            Plan::Checks(spec) => (RunKind::Checks, Planned::Checks(ChecksDry::new(spec))),
+            Plan::Checks(spec) => (RunKind::Checks, Planned::Checks(ChecksDry::new(spec, &env))),
             Plan::Capacity(capacity) => {
                 // Every step runs the same load plan at its own rate.
                 let step = capacity.step_plan(capacity.grid.first().copied().unwrap_or(0.0));
@@ -402,7 +406,8 @@ impl ReplayDry {
 }
 
 impl ChecksDry {
-    fn new(spec: &ChecksSpec) -> ChecksDry {
+    /// `env` reads `${env:NAME}` header values as the run will.
+    fn new(spec: &ChecksSpec, env: &impl Fn(&str) -> Option<String>) -> ChecksDry {
         ChecksDry {
             checks: spec
                 .checks
@@ -414,6 +419,9 @@ impl ChecksDry {
                     expect_status: check.expect_status,
                     max_latency_ms: check.max_latency_ms,
                     expect_text: check.expect_text.clone(),
+                    not_sent: resolve_headers(&check.headers, env)
+                        .err()
+                        .map(|e| e.to_string()),
                 })
                 .collect(),
             invariants: spec.invariants.iter().map(|i| i.name()).collect(),
@@ -435,6 +443,9 @@ impl ChecksDry {
             }
             if let Some(text) = &check.expect_text {
                 line.push_str(&format!(", the body containing {text:?}"));
+            }
+            if let Some(reason) = &check.not_sent {
+                line.push_str(&format!("; would fail unsent: {reason}"));
             }
             lines.push(line);
         }
@@ -619,6 +630,29 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("invariants: no 5xx"), "{text}");
+        assert!(!text.contains("unsent"), "{text}");
+        // A header from an unset variable: the run would fail that check unsent.
+        let unset = dry(
+            RunKind::Checks,
+            json!({"checks": [
+                {"path": "/a", "headers": {"X-Api-Key": "${env:IOHR_SURELY_UNSET_VARIABLE_1234}"}},
+                {"path": "/b"}
+            ]}),
+        );
+        let text = unset.lines().join("\n");
+        assert!(
+            text.contains("  GET /a: expect 200; would fail unsent: header X-Api-Key: environment variable IOHR_SURELY_UNSET_VARIABLE_1234 is not set on the agent"),
+            "{text}"
+        );
+        let value = serde_json::to_value(&unset).expect("JSON");
+        assert!(
+            value["plan"]["checks"][0]["not_sent"].is_string(),
+            "{value}"
+        );
+        assert!(
+            value["plan"]["checks"][1].get("not_sent").is_none(),
+            "{value}"
+        );
         let capacity = dry(
             RunKind::Capacity,
             json!({

@@ -508,15 +508,20 @@ async fn exec(
     let outcome = execute::run_plan(plan, target, options, &tx, cancel).await;
     drop(tx);
     let _ = printer.await;
-    let object = serde_json::json!({
+    let mut object = serde_json::json!({
         "kind": kind,
         "target": target,
         "status": outcome.status,
         "reason": outcome.reason,
         "result": outcome.result,
         "units_spent": outcome.units_spent,
-    })
-    .to_string();
+    });
+    if dry_run {
+        // Only a faults dry run gets here (its lifecycle checks the policy); it says so at
+        // the top as every other kind's dry run does.
+        object["dry_run"] = serde_json::Value::Bool(true);
+    }
+    let object = object.to_string();
     let lines = if json {
         Vec::new()
     } else {

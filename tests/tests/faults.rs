@@ -78,6 +78,10 @@ async fn exec_refuses_what_its_policy_does_not_allow_and_a_dry_run_applies_nothi
 
     let (code, out) = agent_exec("faults", &target.url(), &example(), &["--dry-run"]).await;
     assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out["dry_run"], true,
+        "said at the top, as other kinds say it: {out}"
+    );
     let journal = &out["result"];
     assert_eq!(journal["dry_run"], true, "{journal}");
     assert_eq!(journal["ledger"], json!([]), "nothing applied: {journal}");

@@ -10,7 +10,7 @@ pub mod capacity;
 pub mod checks;
 mod describe;
 pub mod faults;
-mod headers;
+pub(crate) mod headers;
 pub mod scenario;
 mod target;
 #[cfg(test)]
