@@ -66,9 +66,12 @@ fn quota_from(
             let Some(dir) = mount.dir_of(path) else {
                 continue;
             };
-            for cpus in limits_up_to(&dir, &mount.point, version, read) {
-                smallest = Some(smallest.map_or(cpus, |s| s.min(cpus)));
-            }
+            // The cgroup and each parent up to the mount point.
+            let limits = dir
+                .ancestors()
+                .take_while(|at| at.starts_with(&mount.point))
+                .filter_map(|at| limit_at(at, version, read));
+            smallest = limits.chain(smallest).reduce(f64::min);
         }
     }
     smallest
@@ -160,27 +163,7 @@ fn unescape(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The limits set on `dir` and each parent up to the mount point `top`, in CPUs.
-fn limits_up_to(
-    dir: &Path,
-    top: &Path,
-    version: Version,
-    read: &dyn Fn(&Path) -> Option<String>,
-) -> Vec<f64> {
-    let mut limits = Vec::new();
-    let mut at = Some(dir);
-    while let Some(current) = at {
-        if let Some(cpus) = limit_at(current, version, read) {
-            limits.push(cpus);
-        }
-        if current == top {
-            break;
-        }
-        at = current.parent().filter(|parent| parent.starts_with(top));
-    }
-    limits
-}
-
+/// The limit set on the cgroup directory `dir`, in CPUs.
 fn limit_at(dir: &Path, version: Version, read: &dyn Fn(&Path) -> Option<String>) -> Option<f64> {
     let (quota, period) = match version {
         Version::V2 => {

@@ -356,10 +356,10 @@ struct OutputFile {
     /// Where the object ends up: FILE, or the file a symlink FILE points to (the link
     /// stays a link).
     dest: PathBuf,
-    /// The temporary file renamed over `dest`; none when FILE is a device or a pipe.
+    /// The temporary file renamed over `dest`; none when FILE is a device or a pipe, or
+    /// once it has been renamed.
     tmp: Option<PathBuf>,
     file: std::fs::File,
-    written: bool,
 }
 
 impl OutputFile {
@@ -380,7 +380,6 @@ impl OutputFile {
                 path,
                 tmp: None,
                 file,
-                written: false,
             });
         }
         // An existing FILE may be a symlink: the result replaces the file it points to.
@@ -404,34 +403,31 @@ impl OutputFile {
             dest,
             tmp: Some(tmp),
             file,
-            written: false,
         })
     }
 
     fn write(mut self, object: &str) -> anyhow::Result<()> {
         self.write_and_rename(object)
-            .with_context(|| format!("writing --output {}", self.path.display()))?;
-        self.written = true;
-        Ok(())
+            .with_context(|| format!("writing --output {}", self.path.display()))
     }
 
     fn write_and_rename(&mut self, object: &str) -> std::io::Result<()> {
         self.file.write_all(object.as_bytes())?;
         self.file.write_all(b"\n")?;
         self.file.flush()?;
-        match &self.tmp {
-            Some(tmp) => {
-                self.file.sync_all()?;
-                std::fs::rename(tmp, &self.dest)
-            }
-            None => Ok(()),
+        if let Some(tmp) = &self.tmp {
+            self.file.sync_all()?;
+            std::fs::rename(tmp, &self.dest)?;
+            self.tmp = None;
         }
+        Ok(())
     }
 }
 
 impl Drop for OutputFile {
     fn drop(&mut self) {
-        if let (false, Some(tmp)) = (self.written, &self.tmp) {
+        // Given up before the end: no temporary file is left behind.
+        if let Some(tmp) = &self.tmp {
             let _ = std::fs::remove_file(tmp);
         }
     }
