@@ -20,10 +20,10 @@ use iohr_domain::target::validate_target;
 use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy};
 use serde::Deserialize;
 
-use super::auth::Caller;
+use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
 use crate::Shared;
-use crate::store::{AgentScope, AuditLine, NewRun, RunFilter, Scope, format_ms, now_ms};
+use crate::store::{AgentScope, AuditLine, NewRun, RunFilter, format_ms, now_ms};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -153,10 +153,9 @@ async fn resolve_replay(
 
 pub async fn create(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<RunScope>,
     JsonBody(body): JsonBody<CreateRun>,
 ) -> Result<impl IntoResponse, ApiError> {
-    caller.require(Scope::Run)?;
     let account = &caller.0.account;
     let kind = parse_kind(&body.kind)?;
     let environments = shared.store.environments(&account.id).await?;
@@ -397,10 +396,9 @@ async fn waiting_reason(
 
 pub async fn get(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<ReadScope>,
     Path(id): Path<String>,
 ) -> Result<Json<RunRecord>, ApiError> {
-    caller.require(Scope::Read)?;
     let run = shared
         .store
         .run_of_account(caller.account_id(), &id)
@@ -422,10 +420,9 @@ pub struct ListQuery {
 
 pub async fn list(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<ReadScope>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    caller.require(Scope::Read)?;
     let Query(query) = query?;
     let status = query
         .status
@@ -463,11 +460,10 @@ const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
 pub async fn cancel(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<RunScope>,
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
-    caller.require(Scope::Run)?;
     // The body is optional: nothing, or {"reason": "..."}.
     let body: CancelBody = if body.iter().all(u8::is_ascii_whitespace) {
         CancelBody::default()
