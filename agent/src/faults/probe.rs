@@ -9,6 +9,8 @@
 //! with a plan of one operation. Bodies are read (at most [`MAX_BODY`] bytes) for the
 //! tolerances only.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use http_body_util::BodyExt;
@@ -36,6 +38,8 @@ pub struct Prober {
     send_to: String,
     /// The run's target: a probe's `url` must name it.
     run_target: String,
+    /// Requests sent so far, by every probe and burst: the run's units spent.
+    sent: Arc<AtomicU64>,
 }
 
 impl Prober {
@@ -43,7 +47,13 @@ impl Prober {
         Prober {
             send_to: send_to.trim_end_matches('/').to_string(),
             run_target: run_target.trim_end_matches('/').to_string(),
+            sent: Arc::default(),
         }
+    }
+
+    /// The requests every probe and burst of this prober has sent.
+    pub fn sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
     }
 
     /// Runs an HTTP or load provider, reading `${env:NAME}` values with `env`.
@@ -95,6 +105,8 @@ impl Prober {
                 // Its end is seen by the sender.
                 let _ = connection.await;
             });
+            // Counted as it goes out: a request the target never answers was still sent.
+            self.sent.fetch_add(1, Ordering::Relaxed);
             let response = sender
                 .send_request(request)
                 .await
@@ -141,6 +153,7 @@ impl Prober {
             env,
         )
         .await;
+        self.sent.fetch_add(outcome.units_spent, Ordering::Relaxed);
         let result: LoadResult = serde_json::from_value(outcome.result).map_err(|_| {
             ProbeError(
                 outcome
