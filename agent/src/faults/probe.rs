@@ -354,4 +354,45 @@ mod tests {
             .unwrap();
         assert!(matches!(failing, ProbeOutput::Load { error_rate, .. } if error_rate == 1.0));
     }
+
+    #[tokio::test]
+    async fn a_prober_counts_every_request_it_sent_answered_or_not() {
+        let (base, _seen) = test_server::start_server().await;
+        let prober = Prober::new(&base, &base);
+        assert_eq!(prober.sent(), 0);
+        prober
+            .probe(&provider(json!({"type": "http", "path": "/ok"})), &no_env)
+            .await
+            .unwrap();
+        // Sent and never answered: still sent.
+        prober
+            .probe(
+                &provider(json!({"type": "http", "path": "/hang", "timeout": 0.2})),
+                &no_env,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(prober.sent(), 2);
+        prober
+            .probe(
+                &provider(json!({"type": "iohr", "probe": "load", "rate": 20, "duration": "1s", "path": "/ok"})),
+                &no_env,
+            )
+            .await
+            .unwrap();
+        assert_eq!(prober.sent(), 22, "the burst's 20 as well");
+        // Nothing reaches a closed port: nothing is sent.
+        let nowhere = Prober::new("http://127.0.0.1:9", "http://127.0.0.1:9");
+        nowhere
+            .probe(&provider(json!({"type": "http", "path": "/"})), &no_env)
+            .await
+            .unwrap_err();
+        assert_eq!(nowhere.sent(), 0);
+        // A clone counts into the same total: the run reads what its driver's copy sent.
+        let copy = prober.clone();
+        copy.probe(&provider(json!({"type": "http", "path": "/ok"})), &no_env)
+            .await
+            .unwrap();
+        assert_eq!(prober.sent(), 23);
+    }
 }
