@@ -3,14 +3,14 @@
 //! reserving more than is left is stored `refused`, its reason giving the numbers).
 //!
 //! Both read what they count inside that transaction, after locking the account's row
-//! (PostgreSQL) or taking the write lock (SQLite's `BEGIN IMMEDIATE`), so two POSTs at
-//! once cannot both take the last place or the last units.
+//! (PostgreSQL's `FOR NO KEY UPDATE`) or taking the write lock (SQLite's `BEGIN
+//! IMMEDIATE`), so two POSTs at once cannot both take the last place or the last units.
 
 use std::time::UNIX_EPOCH;
 
 use sqlx::{AssertSqlSafe, Row};
 
-use super::{Result, Store, StoreError, format_ms};
+use super::{Backend, Result, Store, StoreError, format_ms};
 
 /// What the plan says of a run about to be stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,9 +65,14 @@ pub(super) async fn admit(
     reserved: i64,
     now: i64,
 ) -> Result<Verdict> {
+    // NO KEY UPDATE: creates of one account wait for each other, while other writers'
+    // foreign-key checks on the account (audit lines, findings) do not wait for them.
+    let lock = match store.backend() {
+        Backend::Postgres => " FOR NO KEY UPDATE",
+        Backend::Sqlite => "",
+    };
     let plan = sqlx::query(AssertSqlSafe(format!(
-        "SELECT max_queued, units_per_month FROM accounts WHERE id = $1{}",
-        store.for_update(None)
+        "SELECT max_queued, units_per_month FROM accounts WHERE id = $1{lock}"
     )))
     .bind(account_id)
     .fetch_optional(&mut **tx)
