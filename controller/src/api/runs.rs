@@ -6,13 +6,10 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use iohr_domain::capacity::CapacitySpec;
-use iohr_domain::checks::ChecksSpec;
 use iohr_domain::faults::Experiment;
 use iohr_domain::faults::confirmation::{
     DEFAULT_CONFIRM_WITHIN, MAX_CONFIRM_WITHIN, confirmation_hash,
 };
-use iohr_domain::load::LoadSpec;
 use iohr_domain::replay::{LoggedRequest, ReplaySpec};
 use iohr_domain::run::ScenarioRef;
 use iohr_domain::scenario_kind::ScenarioSpec;
@@ -74,42 +71,7 @@ pub fn parse_kind(text: &str) -> Result<RunKind, ApiError> {
 
 /// Validates a spec for its kind; returns the units the run may spend.
 pub fn validate_spec(kind: RunKind, spec: &serde_json::Value) -> Result<u64, ApiError> {
-    match kind {
-        RunKind::Checks => {
-            let spec = ChecksSpec::from_json(spec)
-                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
-            Ok(spec.checks.len() as u64)
-        }
-        RunKind::Load => {
-            let plan = LoadSpec::from_json(spec)
-                .and_then(|spec| spec.plan())
-                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
-            // A closed-model run's count is not known before it runs.
-            Ok(plan.expected_requests().unwrap_or(0))
-        }
-        RunKind::Scenario => {
-            let spec = ScenarioSpec::from_json(spec)
-                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
-            Ok(spec.total_requests())
-        }
-        RunKind::Replay => {
-            let plan = ReplaySpec::from_json(spec)
-                .and_then(|spec| spec.plan())
-                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
-            Ok(plan.expected_requests().unwrap_or(0))
-        }
-        RunKind::Faults => {
-            Experiment::from_json(spec)
-                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
-            Ok(0)
-        }
-        RunKind::Capacity => {
-            let plan = CapacitySpec::from_json(spec)
-                .and_then(|spec| spec.plan())
-                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
-            Ok(plan.expected_requests())
-        }
-    }
+    super::limits::spec_cost(kind, spec).map(|cost| cost.units)
 }
 
 /// A replay `from_run`: the earlier scenario run of this account (finished), its spec's
@@ -194,6 +156,7 @@ pub async fn create(
             format!("change is limited to {MAX_NAME} characters"),
         ));
     }
+    super::limits::check_queue_room(&shared, account).await?;
     let resolved;
     let spec = match (kind, &body.spec) {
         (RunKind::Replay, Some(spec)) if spec.get("from_run").is_some() => {
@@ -253,7 +216,9 @@ pub async fn create(
             ));
         }
     };
-    let units = validate_spec(kind, &scenario.spec)?;
+    let cost = super::limits::spec_cost(kind, &scenario.spec)?;
+    super::limits::check_length(kind, &cost, account)?;
+    let units = cost.units;
     if kind == RunKind::Faults {
         // A probe's url must name the run's own target.
         Experiment::from_json(&scenario.spec)
@@ -311,7 +276,10 @@ pub async fn create(
             &caller.actor(),
         )
         .await?;
-    if run.confirmation.is_some() {
+    if run.status == RunStatus::Refused {
+        // Over the month's unit budget: stored ended, with its reason.
+        tracing::info!(run = %run.id, account = %account.name, reason = ?run.reason, "run refused by the plan");
+    } else if run.confirmation.is_some() {
         // Queued only once a person confirms it (see `confirm`); the dispatcher ends it
         // `refused` if nobody does in time.
         tracing::info!(run = %run.id, account = %account.name, "production faults run waits for a confirmation");
