@@ -92,9 +92,11 @@ async fn an_agent_daemon_killed_for_good_leaves_no_paused_process() {
     } = stack;
     agent.kill().await;
     let killed = Instant::now();
-    wait_for("the victim running again", Duration::from_secs(2), || async {
-        matches!(process_state(victim_pid), Some(s) if s != 'T').then_some(())
-    })
+    wait_for(
+        "the victim running again",
+        Duration::from_secs(2),
+        || async { matches!(process_state(victim_pid), Some(s) if s != 'T').then_some(()) },
+    )
     .await;
     eprintln!(
         "warden: victim running again {:?} after the SIGKILL of the agent daemon",
@@ -103,8 +105,14 @@ async fn an_agent_daemon_killed_for_good_leaves_no_paused_process() {
     // The warden closed the entry it undid; nothing restarted the agent.
     wait_for("the ledger entry closed", LIMIT, || async {
         let text = std::fs::read_to_string(ledger.join("ledger.jsonl")).ok()?;
-        let opened = text.lines().filter(|l| l.contains("\"op\":\"open\"")).count();
-        let closed = text.lines().filter(|l| l.contains("\"op\":\"close\"")).count();
+        let opened = text
+            .lines()
+            .filter(|l| l.contains("\"op\":\"open\""))
+            .count();
+        let closed = text
+            .lines()
+            .filter(|l| l.contains("\"op\":\"close\""))
+            .count();
         (opened == 1 && closed == 1).then_some(())
     })
     .await;
