@@ -31,7 +31,7 @@ fn agent() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_iohr-agent"))
 }
 
-/// Polls `check` every 5 ms until it holds, at most `within`; says whether it did.
+/// Polls `check` every millisecond (the figures' resolution) until it holds, at most `within`; says whether it did.
 fn poll(within: Duration, mut check: impl FnMut() -> bool) -> bool {
     let until = Instant::now() + within;
     loop {
@@ -41,7 +41,7 @@ fn poll(within: Duration, mut check: impl FnMut() -> bool) -> bool {
         if Instant::now() >= until {
             return false;
         }
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
