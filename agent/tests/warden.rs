@@ -580,3 +580,62 @@ fn faults_list_shows_entries_and_wardens_and_faults_undo_undoes_them() {
     assert_eq!((code, out["undo"].clone()), (0, json!([])));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A healthy agent undoes its fault at the deadline itself and ends the fault's warden.
+#[test]
+fn an_agent_that_undoes_its_fault_itself_ends_its_warden() {
+    let dir = scratch("healthy");
+    let state = dir.join("state");
+    let victim = victim(&dir, "victimwell");
+    let mut exec = exec(
+        &dir,
+        &state,
+        &json!({"processes": [{"name": "victimwell"}]}),
+        &one_fault(
+            json!({"type": "iohr", "fault": "process", "action": "pause",
+                "name": "victimwell", "duration": "1s"}),
+            2,
+        ),
+    );
+    assert!(
+        poll(WITHIN, || victim.state() == Some('T')),
+        "paused: {}",
+        log_of(&dir)
+    );
+    let armed = listing(&state);
+    let warden = &armed["wardens"][0];
+    let warden_pid = warden["warden"]["pid"].as_u64().expect("a warden") as u32;
+    let warden_start = warden["warden"]["start_time"].as_u64().unwrap();
+    let deadline = armed["open"][0]["deadline"].as_u64().unwrap();
+    assert!(poll(WITHIN, || victim.state() == Some('S')), "resumed");
+    // Ended by the agent with the undo, before the warden would act (0.5 s after the
+    // deadline) and find the entry closed.
+    assert!(
+        poll(WITHIN, || process::check_pinned(warden_pid, warden_start)
+            .is_err()),
+        "the warden ended"
+    );
+    let gone = now_ms();
+    assert!(
+        gone < deadline + 500,
+        "the warden ended {} ms after the deadline: by itself, not by the agent",
+        gone as i64 - deadline as i64
+    );
+    let mut out = String::new();
+    BufReader::new(exec.0.stdout.take().unwrap())
+        .read_line(&mut out)
+        .unwrap();
+    assert_eq!(exec.0.wait().unwrap().code(), Some(0), "{out}");
+    let journal: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(
+        journal["result"]["ledger"][0]["undone_by"], "deadline",
+        "{journal}"
+    );
+    assert_eq!(victim.state(), Some('S'));
+    let after = listing(&state);
+    assert_eq!(
+        (after["open"].clone(), after["wardens"].clone()),
+        (json!([]), json!([]))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
