@@ -639,3 +639,47 @@ fn an_agent_that_undoes_its_fault_itself_ends_its_warden() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A warden whose fault another live process is undoing (here: this test claimed it) leaves
+/// it to that process and still ends within a second of the deadline.
+#[test]
+fn a_warden_ends_within_a_second_of_its_deadline() {
+    let dir = scratch("hard-stop");
+    let state = dir.join("state");
+    let victim = victim(&dir, "victimhard");
+    victim.signal(Signal::SIGSTOP);
+    assert!(poll(WITHIN, || victim.state() == Some('T')));
+    let deadline = now_ms() + 1000;
+    let (ledger, entry) = ledger_with(
+        &state,
+        Undo::Resume {
+            pid: victim.pid(),
+            start_time: victim.start_time(),
+        },
+        deadline,
+    );
+    assert_eq!(
+        ledger.claim(&entry.id).unwrap(),
+        iohr_agent::faults::warden::Claim::Ours
+    );
+    let owner = sleeper();
+    let mut warden = start_warden(&state, &entry, owner.pid(), owner.start_time());
+    assert!(
+        poll(WITHIN, || warden.0.try_wait().unwrap().is_some()),
+        "the warden ended"
+    );
+    let ended = now_ms();
+    say!(
+        "warden: a warden left its claimed fault and ended {} ms after the deadline",
+        ended as i64 - deadline as i64
+    );
+    assert!(
+        ended >= deadline + 500 && ended <= deadline + 1000,
+        "ended {} ms after the deadline",
+        ended as i64 - deadline as i64
+    );
+    assert_eq!(victim.state(), Some('T'), "left to the claimant");
+    assert_eq!(ledger.open_entries().unwrap().len(), 1, "and open");
+    drop(owner);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
