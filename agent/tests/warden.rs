@@ -580,3 +580,106 @@ fn faults_list_shows_entries_and_wardens_and_faults_undo_undoes_them() {
     assert_eq!((code, out["undo"].clone()), (0, json!([])));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A healthy agent undoes its fault at the deadline itself and ends the fault's warden.
+#[test]
+fn an_agent_that_undoes_its_fault_itself_ends_its_warden() {
+    let dir = scratch("healthy");
+    let state = dir.join("state");
+    let victim = victim(&dir, "victimwell");
+    let mut exec = exec(
+        &dir,
+        &state,
+        &json!({"processes": [{"name": "victimwell"}]}),
+        &one_fault(
+            json!({"type": "iohr", "fault": "process", "action": "pause",
+                "name": "victimwell", "duration": "1s"}),
+            2,
+        ),
+    );
+    assert!(
+        poll(WITHIN, || victim.state() == Some('T')),
+        "paused: {}",
+        log_of(&dir)
+    );
+    let armed = listing(&state);
+    let warden = &armed["wardens"][0];
+    let warden_pid = warden["warden"]["pid"].as_u64().expect("a warden") as u32;
+    let warden_start = warden["warden"]["start_time"].as_u64().unwrap();
+    let deadline = armed["open"][0]["deadline"].as_u64().unwrap();
+    assert!(poll(WITHIN, || victim.state() == Some('S')), "resumed");
+    // Ended by the agent with the undo, before the warden would act (0.5 s after the
+    // deadline) and find the entry closed.
+    assert!(
+        poll(WITHIN, || process::check_pinned(warden_pid, warden_start)
+            .is_err()),
+        "the warden ended"
+    );
+    let gone = now_ms();
+    assert!(
+        gone < deadline + 500,
+        "the warden ended {} ms after the deadline: by itself, not by the agent",
+        gone as i64 - deadline as i64
+    );
+    let mut out = String::new();
+    BufReader::new(exec.0.stdout.take().unwrap())
+        .read_line(&mut out)
+        .unwrap();
+    assert_eq!(exec.0.wait().unwrap().code(), Some(0), "{out}");
+    let journal: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(
+        journal["result"]["ledger"][0]["undone_by"], "deadline",
+        "{journal}"
+    );
+    assert_eq!(victim.state(), Some('S'));
+    let after = listing(&state);
+    assert_eq!(
+        (after["open"].clone(), after["wardens"].clone()),
+        (json!([]), json!([]))
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A warden whose fault another live process is undoing (here: this test claimed it) leaves
+/// it to that process and still ends within a second of the deadline.
+#[test]
+fn a_warden_ends_within_a_second_of_its_deadline() {
+    let dir = scratch("hard-stop");
+    let state = dir.join("state");
+    let victim = victim(&dir, "victimhard");
+    victim.signal(Signal::SIGSTOP);
+    assert!(poll(WITHIN, || victim.state() == Some('T')));
+    let deadline = now_ms() + 1000;
+    let (ledger, entry) = ledger_with(
+        &state,
+        Undo::Resume {
+            pid: victim.pid(),
+            start_time: victim.start_time(),
+        },
+        deadline,
+    );
+    assert_eq!(
+        ledger.claim(&entry.id).unwrap(),
+        iohr_agent::faults::warden::Claim::Ours
+    );
+    let owner = sleeper();
+    let mut warden = start_warden(&state, &entry, owner.pid(), owner.start_time());
+    assert!(
+        poll(WITHIN, || warden.0.try_wait().unwrap().is_some()),
+        "the warden ended"
+    );
+    let ended = now_ms();
+    say!(
+        "warden: a warden left its claimed fault and ended {} ms after the deadline",
+        ended as i64 - deadline as i64
+    );
+    assert!(
+        ended >= deadline + 500 && ended <= deadline + 1000,
+        "ended {} ms after the deadline",
+        ended as i64 - deadline as i64
+    );
+    assert_eq!(victim.state(), Some('T'), "left to the claimant");
+    assert_eq!(ledger.open_entries().unwrap().len(), 1, "and open");
+    drop(owner);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

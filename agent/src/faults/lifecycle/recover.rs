@@ -55,7 +55,9 @@ pub async fn recover<D: Driver, E: Env>(
             }
             Some(e) => {
                 tracing::error!(ledger_id = %entry.id, run = %entry.run_id, error = %e, "left-over fault could not be undone");
-                ledger.release(&entry.id)?;
+                if let Err(release) = ledger.release(&entry.id) {
+                    tracing::warn!(ledger_id = %entry.id, error = %release, "fault ledger: releasing the claim failed");
+                }
                 still_open.push((entry, e));
             }
         }
