@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
 
-/// The default bound: 64 MiB, minutes of the busiest kind's frames at full rate, and a
-/// small part of the memory of a machine that generates load.
+/// The default bound: 64 MiB, far more than any kind sends in one lease TTL (so a short
+/// absence of the controller slows nothing), and a small part of a load machine's memory.
 pub const DEFAULT_FRAME_BUFFER_BYTES: u32 = 64 * 1024 * 1024;
 
 /// What is left of the bound, in bytes (as semaphore permits: FIFO, so a large frame is
