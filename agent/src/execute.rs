@@ -9,12 +9,17 @@ use iohr_domain::load::{LoadPlan, LoadSpec};
 use iohr_domain::replay::ReplaySpec;
 use iohr_domain::scenario_kind::{ScenarioRecord, ScenarioSpec, shell_quote};
 use serde_json::json;
-use tokio::sync::mpsc;
 
 use crate::kinds::faults::FaultsPlan;
-use crate::kinds::{self, NewFrame, Outcome};
+use crate::kinds::{self, FrameSender, Outcome};
 use crate::leases::Leases;
 use crate::load::{self, TargetOptions};
+
+mod ending;
+#[cfg(debug_assertions)]
+mod test_hook;
+
+use ending::Ending;
 
 /// The kinds this agent can execute.
 pub const SUPPORTED_KINDS: [RunKind; 6] = [
@@ -129,7 +134,9 @@ fn stored_record(result: serde_json::Value, command: String) -> serde_json::Valu
     }
 }
 
-/// Starts an accepted lease's run in the background.
+/// Starts an accepted lease's run in the background. The executor runs in a task of its
+/// own under a supervisor holding the run's [`Ending`]: a panic in the executor (or its
+/// task aborted) still ends the run, `error` with `executor failed: ...`.
 pub fn start(leases: &Leases, agent: &str, options: &TargetOptions, accepted: Accepted) {
     let Accepted {
         lease_id,
@@ -148,40 +155,30 @@ pub fn start(leases: &Leases, agent: &str, options: &TargetOptions, accepted: Ac
         "started",
         json!({"agent": agent, "kind": kind, "target": target}).to_string(),
     );
-    let leases = leases.clone();
+    // Made before anything can fail, so the run ends whatever happens from here.
+    let ending = Ending::new(leases, &lease_id, &run_id, cancel.clone());
+    // The executor's frames go straight into the table: every one is there before the
+    // completion that counts them.
+    let frames = FrameSender::lease(leases, &lease_id);
     let options = options.clone();
     tokio::spawn(async move {
-        let (tx, mut rx) = mpsc::unbounded_channel::<NewFrame>();
-        let pump = {
-            let leases = leases.clone();
-            let lease_id = lease_id.clone();
-            tokio::spawn(async move {
-                while let Some(frame) = rx.recv().await {
-                    leases.push_frame(&lease_id, frame.kind.as_str(), frame.data.to_string());
-                }
-            })
-        };
-        let mut outcome = run_plan(plan, &target, &options, &tx, cancel).await;
-        drop(tx);
-        if kind == RunKind::Scenario {
-            let command = format!(
-                "iohr reliability run --kind scenario --environment {} --target {} --scenario {} --version {} --wait",
-                shell_quote(&environment),
-                shell_quote(&target),
-                shell_quote(&scenario_id),
-                shell_quote(&scenario_version)
-            );
-            outcome.result = stored_record(outcome.result, command);
-        }
-        // Every frame is in the table before the completion that counts them.
-        let _ = pump.await;
-        tracing::info!(run = %run_id, status = %outcome.status, "run ended on this agent");
-        leases.complete(
-            &lease_id,
-            outcome.status.as_str(),
-            outcome.reason.as_deref().unwrap_or_default(),
-            outcome.result.to_string(),
-            outcome.units_spent,
-        );
+        let executor = tokio::spawn(async move {
+            #[cfg(debug_assertions)]
+            test_hook::maybe_panic(&cancel).await;
+            let mut outcome = run_plan(plan, &target, &options, &frames, cancel).await;
+            if kind == RunKind::Scenario {
+                let command = format!(
+                    "iohr reliability run --kind scenario --environment {} --target {} --scenario {} --version {} --wait",
+                    shell_quote(&environment),
+                    shell_quote(&target),
+                    shell_quote(&scenario_id),
+                    shell_quote(&scenario_version)
+                );
+                outcome.result = stored_record(outcome.result, command);
+            }
+            outcome
+        });
+        let joined = executor.await;
+        ending.finish(joined);
     });
 }

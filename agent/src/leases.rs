@@ -5,6 +5,9 @@
 //! never be sent under a newer lease of the same run. Frames are numbered here, per run,
 //! from 1. A frame leaves the table only when the controller acknowledges it, so after a
 //! reconnect everything unacknowledged is resent.
+//!
+//! What is held unacknowledged is bounded in bytes, over every lease of the agent (see
+//! [`budget`]): an executor's frame send waits for room, which acknowledgements free.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,6 +16,10 @@ use iohr_domain::RunKind;
 use iohr_proto::link::{Completion, Frame, RunningLease};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+pub mod budget;
+
+use budget::{Charge, DEFAULT_FRAME_BUFFER_BYTES, FrameBudget};
 
 /// The pause before a refused completion is sent again.
 const COMPLETION_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
@@ -28,7 +35,7 @@ pub struct Lease {
     pub fenced: bool,
     next_number: u64,
     acked: u64,
-    unacked: VecDeque<Frame>,
+    unacked: VecDeque<Held>,
     /// Sent on the current stream up to this number (reset on reconnect).
     sent_through: u64,
     completion: Option<Completion>,
@@ -36,6 +43,13 @@ pub struct Lease {
     /// A refused completion is sent again no sooner than this: a store that is failing
     /// should not be met with a storm of resends.
     completion_hold: Option<std::time::Instant>,
+}
+
+/// An unacknowledged frame and its share of the agent's bound, given back as it leaves.
+#[derive(Debug)]
+struct Held {
+    frame: Frame,
+    _charge: Charge,
 }
 
 /// A batch of frames of one lease, ready to send.
@@ -55,14 +69,36 @@ pub struct Outgoing {
 }
 
 /// Shared between the link and the executors.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Leases {
     table: Arc<Mutex<HashMap<String, Lease>>>,
     /// Woken when there is something new to send.
     pub changed: Arc<Notify>,
+    budget: Arc<FrameBudget>,
+}
+
+impl Default for Leases {
+    fn default() -> Self {
+        Leases::with_frame_buffer(DEFAULT_FRAME_BUFFER_BYTES)
+    }
 }
 
 impl Leases {
+    /// A table holding at most `bytes` of unacknowledged frames (frames larger than that
+    /// go one at a time).
+    pub fn with_frame_buffer(bytes: u32) -> Leases {
+        Leases {
+            table: Arc::default(),
+            changed: Arc::default(),
+            budget: FrameBudget::new(bytes),
+        }
+    }
+
+    /// Bytes of unacknowledged frames held now.
+    pub fn frame_bytes(&self) -> u64 {
+        self.budget.used()
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Lease>> {
         // A panic while holding this lock would be a bug; the table stays usable.
         self.table
@@ -116,15 +152,38 @@ impl Leases {
         cancel
     }
 
-    /// Numbers and queues a frame of a lease's run.
+    /// Numbers and queues a frame of a lease's run at once, charged to the bound without
+    /// waiting (the `started` frame, a fault's timeline).
     pub fn push_frame(&self, lease_id: &str, kind: &str, payload_json: String) {
-        if let Some(lease) = self.lock().get_mut(lease_id) {
+        let charge = self.budget.charge_now(cost(kind, &payload_json));
+        self.push_charged(lease_id, kind, payload_json, charge);
+    }
+
+    /// Numbers and queues a frame of a lease's run once it fits in the bound: while the
+    /// controller has not acknowledged enough, the sender waits. Nothing is dropped, and
+    /// the frames of one sender keep their order.
+    pub async fn send_frame(&self, lease_id: &str, kind: &str, payload_json: String) {
+        let charge = self.budget.charge(cost(kind, &payload_json)).await;
+        self.push_charged(lease_id, kind, payload_json, charge);
+    }
+
+    /// Once the run has its completion no frame is taken: the completion counts the
+    /// frames before it (a failed executor can leave a task behind that still sends).
+    fn push_charged(&self, lease_id: &str, kind: &str, payload_json: String, charge: Charge) {
+        if let Some(lease) = self
+            .lock()
+            .get_mut(lease_id)
+            .filter(|lease| lease.completion.is_none())
+        {
             let number = lease.next_number;
             lease.next_number += 1;
-            lease.unacked.push_back(Frame {
-                number,
-                kind: kind.to_string(),
-                payload_json,
+            lease.unacked.push_back(Held {
+                frame: Frame {
+                    number,
+                    kind: kind.to_string(),
+                    payload_json,
+                },
+                _charge: charge,
             });
         }
         self.changed.notify_one();
@@ -174,7 +233,7 @@ impl Leases {
         while lease
             .unacked
             .front()
-            .is_some_and(|f| f.number <= lease.acked)
+            .is_some_and(|held| held.frame.number <= lease.acked)
         {
             lease.unacked.pop_front();
         }
@@ -263,6 +322,7 @@ impl Leases {
             let frames: Vec<Frame> = lease
                 .unacked
                 .iter()
+                .map(|held| &held.frame)
                 .filter(|f| f.number > lease.sent_through)
                 .take(max_frames)
                 .cloned()
@@ -297,122 +357,18 @@ impl Leases {
         let now = std::time::Instant::now();
         self.lock().values().any(|l| {
             let held = l.completion_hold.is_some_and(|until| until > now);
-            l.unacked.iter().any(|f| f.number > l.sent_through)
+            l.unacked
+                .iter()
+                .any(|held| held.frame.number > l.sent_through)
                 || (l.completion.is_some() && !l.completion_sent && !held)
         })
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn numbers(out: &Outgoing) -> Vec<u64> {
-        out.batches
-            .iter()
-            .flat_map(|b| b.frames.iter().map(|f| f.number))
-            .collect()
-    }
-
-    #[test]
-    fn frames_stay_until_acknowledged_and_are_resent_on_a_new_stream() {
-        let leases = Leases::default();
-        leases.insert("l1", 1, "r1", RunKind::Checks);
-        for i in 0..5 {
-            leases.push_frame("l1", "check", format!("{{\"i\":{i}}}"));
-        }
-        assert_eq!(numbers(&leases.take_outgoing(3)), [1, 2, 3]);
-        assert_eq!(numbers(&leases.take_outgoing(10)), [4, 5]);
-        assert!(!leases.has_outgoing());
-        leases.ack("l1", 2, 3);
-        let report = leases.report_for_new_stream();
-        assert_eq!(report[0].last_acked_frame, 2);
-        assert_eq!(
-            numbers(&leases.take_outgoing(10)),
-            [3, 4, 5],
-            "resent after the ack"
-        );
-    }
-
-    #[test]
-    fn an_ack_below_its_batch_means_a_gap_and_resends_from_it() {
-        let leases = Leases::default();
-        leases.insert("l1", 1, "r1", RunKind::Checks);
-        for _ in 0..4 {
-            leases.push_frame("l1", "check", "{}".into());
-        }
-        assert_eq!(numbers(&leases.take_outgoing(10)), [1, 2, 3, 4]);
-        leases.ack("l1", 4, 4);
-        leases.push_frame("l1", "check", "{}".into());
-        leases.push_frame("l1", "check", "{}".into());
-        assert_eq!(numbers(&leases.take_outgoing(1)), [5]);
-        assert_eq!(numbers(&leases.take_outgoing(1)), [6]);
-        leases.ack("l1", 4, 5);
-        assert_eq!(
-            numbers(&leases.take_outgoing(10)),
-            [5, 6],
-            "frame 5 was not stored: from 5 again"
-        );
-        leases.ack("l1", 6, 6);
-        assert!(!leases.has_outgoing());
-    }
-
-    #[test]
-    fn a_completion_follows_its_last_frame() {
-        let leases = Leases::default();
-        leases.insert("l1", 1, "r1", RunKind::Checks);
-        leases.push_frame("l1", "started", "{}".into());
-        leases.complete("l1", "passed", "", "{}".into(), 1);
-        let out = leases.take_outgoing(10);
-        assert_eq!(out.batches.len(), 1);
-        assert_eq!(out.completions.len(), 1);
-        assert_eq!(out.completions[0].last_frame, 1);
-        assert!(
-            leases.take_outgoing(10).completions.is_empty(),
-            "sent once per stream"
-        );
-        leases.rewind("l1");
-        assert!(
-            leases.take_outgoing(10).completions.is_empty(),
-            "not at once after a refusal"
-        );
-        if let Some(lease) = leases.lock().get_mut("l1") {
-            lease.completion_hold = None;
-        }
-        assert_eq!(
-            leases.take_outgoing(10).completions.len(),
-            1,
-            "sent again after the pause"
-        );
-        assert!(leases.forget("other").is_none());
-        assert!(leases.forget("l1").is_some());
-        assert!(leases.is_empty());
-    }
-
-    #[test]
-    fn a_revoked_lease_takes_nothing_into_the_next_lease_of_its_run() {
-        let leases = Leases::default();
-        leases.insert("old", 1, "r1", RunKind::Checks);
-        leases.revoke("old");
-        leases.insert("new", 2, "r1", RunKind::Checks);
-        // The old executor's late output goes nowhere.
-        leases.push_frame("old", "check", "{}".into());
-        leases.complete("old", "cancelled", "", "{}".into(), 0);
-        let out = leases.take_outgoing(10);
-        assert!(out.batches.is_empty() && out.completions.is_empty());
-        assert!(leases.holds_run("r1"));
-    }
-
-    #[test]
-    fn fencing_stops_only_exclusive_runs_and_they_end_in_error() {
-        let leases = Leases::default();
-        let load = leases.insert("l1", 1, "r1", RunKind::Load);
-        let checks = leases.insert("l2", 1, "r2", RunKind::Checks);
-        assert_eq!(leases.fence_exclusive(), 1);
-        assert!(load.is_cancelled() && !checks.is_cancelled());
-        leases.complete("l1", "cancelled", "cancelled", "{}".into(), 0);
-        let out = leases.take_outgoing(10);
-        assert_eq!(out.completions[0].status, "error");
-        assert!(out.completions[0].reason.contains("lost contact"));
-    }
+/// What a frame costs of the bound: its bytes as they are held.
+fn cost(kind: &str, payload_json: &str) -> usize {
+    kind.len() + payload_json.len()
 }
+
+#[cfg(test)]
+mod tests;

@@ -13,14 +13,13 @@ use iohr_agent::dry_run;
 use iohr_agent::execute;
 use iohr_agent::faults::ledger::Ledger;
 use iohr_agent::kinds::faults::{FaultsConfig, recover_left_overs};
-use iohr_agent::kinds::{NewFrame, Outcome};
+use iohr_agent::kinds::{FrameSender, NewFrame, Outcome};
 use iohr_agent::leases::Leases;
 use iohr_agent::link::{self, AgentConfig};
 use iohr_agent::load::TargetOptions;
 use iohr_domain::RunKind;
 use iohr_domain::faults::Policy;
 use iohr_domain::scenario_kind;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
@@ -53,6 +52,10 @@ enum Command {
         reconnect_min_ms: u64,
         #[arg(long, default_value_t = 30_000)]
         reconnect_max_ms: u64,
+        /// The most MiB of frames held unacknowledged by the controller, over every run;
+        /// when full, executors wait (their frames are kept, never dropped).
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4095))]
+        frame_buffer_mib: u32,
         /// PEM roots trusted for https targets besides the system's.
         #[arg(long, env = "IOHR_TARGET_CA")]
         target_ca: Option<PathBuf>,
@@ -246,6 +249,7 @@ async fn agent_main(cli: Cli) -> anyhow::Result<()> {
             max_concurrent_jobs,
             reconnect_min_ms,
             reconnect_max_ms,
+            frame_buffer_mib,
             target_ca,
             faults,
         } => {
@@ -273,7 +277,9 @@ async fn agent_main(cli: Cli) -> anyhow::Result<()> {
                 },
             };
             let shutdown = CancellationToken::new();
-            let agent = tokio::spawn(link::run(config, Leases::default(), shutdown.clone()));
+            // At most 4095 MiB (the range above): below u32::MAX bytes.
+            let leases = Leases::with_frame_buffer(frame_buffer_mib.saturating_mul(1024 * 1024));
+            let agent = tokio::spawn(link::run(config, leases, shutdown.clone()));
             wait_for_signal().await;
             tracing::info!("shutting down");
             shutdown.cancel();
@@ -495,7 +501,7 @@ async fn exec(
             finish(&object, lines, json, output, 0);
         }
     }
-    let (tx, mut rx) = mpsc::unbounded_channel::<NewFrame>();
+    let (tx, mut rx) = FrameSender::channel();
     let progress = std::io::stderr().is_terminal() && !json && !quiet;
     let printer = tokio::spawn(async move {
         let mut count = 0u64;

@@ -141,6 +141,9 @@ pub struct AgentOptions<'a> {
     pub max_jobs: u32,
     /// More arguments for `iohr-agent run` (such as `--policy FILE`).
     pub extra: &'a [&'a str],
+    /// More environment variables for the agent process (such as a debug build's test
+    /// hooks).
+    pub env: &'a [(&'a str, &'a str)],
 }
 
 impl Default for AgentOptions<'_> {
@@ -149,6 +152,7 @@ impl Default for AgentOptions<'_> {
             environments: &["staging"],
             max_jobs: 4,
             extra: &[],
+            env: &[],
         }
     }
 }
@@ -182,6 +186,7 @@ impl Agent {
         for env in options.environments {
             command.args(["--environment", env]);
         }
+        command.envs(options.env.iter().copied());
         let child = command.spawn().expect("spawn iohr-agent");
         Agent {
             child,

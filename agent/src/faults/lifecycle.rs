@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use super::ledger::{Ledger, LedgerEntry, new_id};
 use super::probe::probe_budget;
 use super::{FaultError, Undo};
-use crate::kinds::{FrameSender, emit, to_json};
+use crate::kinds::{FrameSender, NewFrame, to_json};
 use iohr_domain::FrameKind;
 
 /// The clock, the randomness and the sleeping of a lifecycle.
@@ -142,9 +142,15 @@ pub struct Run<'a, D, E, T> {
 /// gives up on it.
 pub const PROBE_SLACK: Duration = Duration::from_secs(5);
 
-/// A timeline callback that sends each step as a `timeline` frame of the run.
+/// A timeline callback that sends each step as a `timeline` frame of the run. It never
+/// waits for room in the agent's frame bound: a rollback must not wait on the link.
 pub fn timeline_frames(frames: FrameSender) -> impl Fn(TimelineStep) + Send + Sync {
-    move |step| emit(&frames, FrameKind::Timeline, to_json(&step))
+    move |step| {
+        frames.send_now(NewFrame {
+            kind: FrameKind::Timeline,
+            data: to_json(&step),
+        })
+    }
 }
 
 /// One fault that was applied.

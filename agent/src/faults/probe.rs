@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::lifecycle::ProbeError;
+use crate::kinds::FrameSender;
 use crate::load::TargetOptions;
 use crate::load::client::Endpoint;
 use crate::load::request::PreparedOp;
@@ -140,7 +141,7 @@ impl Prober {
     ) -> Result<ProbeOutput, ProbeError> {
         let plan = probe.plan().map_err(|e| ProbeError(e.to_string()))?;
         // The burst's per-second frames are not the faults run's: they go nowhere.
-        let (frames, _) = tokio::sync::mpsc::unbounded_channel();
+        let (frames, _) = FrameSender::channel();
         // Dropping this future (a cancelled run) stops the burst's tasks too.
         let cancel = CancellationToken::new();
         let _stop = cancel.clone().drop_guard();

@@ -15,10 +15,9 @@ use iohr_domain::load::LoadResult;
 use iohr_domain::quantile::Percentile;
 use iohr_domain::{FrameKind, RunStatus};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{FrameSender, NewFrame, Outcome, emit, to_json};
+use super::{FrameSender, Outcome, emit, to_json};
 use crate::load::{self, TargetOptions};
 
 pub async fn run(
@@ -69,7 +68,7 @@ pub async fn run_with_env(
                 "event": "start", "step": number, "stage": step.stage, "offered": step.rate,
                 "step_ms": plan.step.as_millis() as u64, "discard_ms": plan.discard.as_millis() as u64,
             }),
-        );
+        ).await;
         tracing::info!(
             step = number,
             stage = step.stage.as_str(),
@@ -102,7 +101,8 @@ pub async fn run_with_env(
                 "phase": format!("step {number} {}", point.line()),
                 "event": "end", "step": number, "point": shown,
             }),
-        );
+        )
+        .await;
         let cool = !point.meets_slo && !plan.cooldown.is_zero() && sweep.next().is_some();
         points.push(point);
         // What an overloaded step left queued at the target would load the next step.
@@ -131,7 +131,10 @@ async fn run_step(
     cancel: &CancellationToken,
     env: &impl Fn(&str) -> Option<String>,
 ) -> (StepEnd, u64) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<NewFrame>();
+    // The step's engine sends into a channel that never waits; the forwarder waits for room
+    // in the agent's bound (a capacity run is exclusive: without the controller it stops
+    // after one lease TTL, so the channel holds at most that many seconds of frames).
+    let (tx, mut rx) = FrameSender::channel();
     let forward = {
         let frames = frames.clone();
         tokio::spawn(async move {
@@ -145,9 +148,7 @@ async fn run_step(
                     fields.insert("step".to_string(), json!(number));
                     fields.insert("offered".to_string(), json!(rate));
                 }
-                if frames.send(frame).is_err() {
-                    tracing::debug!("frame dropped: receiver closed");
-                }
+                frames.send(frame).await;
             }
             warmup_before
         })

@@ -69,7 +69,8 @@ async fn run_with_env(
         frames,
         FrameKind::Phase,
         json!({"phase": "checks", "total": spec.checks.len()}),
-    );
+    )
+    .await;
 
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
@@ -107,7 +108,7 @@ async fn run_with_env(
             latency_ms = verdict.latency_ms,
             "check judged"
         );
-        emit(frames, FrameKind::Check, to_json(&verdict));
+        emit(frames, FrameKind::Check, to_json(&verdict)).await;
         verdicts.push(verdict);
     }
 
@@ -121,7 +122,7 @@ async fn run_with_env(
         if let Value::Object(fields) = &mut data {
             fields.insert("invariant".to_string(), Value::Bool(true));
         }
-        emit(frames, FrameKind::Check, data);
+        emit(frames, FrameKind::Check, data).await;
     }
 
     let result = summarise(verdicts, invariants);
@@ -380,7 +381,7 @@ mod tests {
             ],
             "invariants": [{"rule": "no_5xx"}, {"rule": "no_errors"}],
         }));
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = FrameSender::channel();
         let outcome = run(spec, &target, &tx, CancellationToken::new()).await;
         drop(tx);
 
@@ -434,7 +435,7 @@ mod tests {
         let (target, mut seen) = start_server().await;
         let spec =
             spec(json!({"checks": [{"path": "/ok"}], "invariants": [{"rule": "no_errors"}]}));
-        let (tx, _rx) = mpsc::unbounded_channel();
+        let (tx, _rx) = FrameSender::channel();
         let outcome = run(
             spec,
             &format!("{target}/api/"),
@@ -459,7 +460,7 @@ mod tests {
         let addr = listener.local_addr().expect("addr");
         drop(listener);
         let spec = spec(json!({"checks": [{"path": "/"}, {"path": "/health"}]}));
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = FrameSender::channel();
         let outcome = run(
             spec,
             &format!("http://{addr}"),
@@ -493,7 +494,7 @@ mod tests {
     async fn a_timeout_on_every_check_is_unreachable() {
         let (target, _seen) = start_server().await;
         let spec = spec(json!({"checks": [{"path": "/hang"}], "timeout_ms": 100}));
-        let (tx, _rx) = mpsc::unbounded_channel();
+        let (tx, _rx) = FrameSender::channel();
         let outcome = run(spec, &target, &tx, CancellationToken::new()).await;
         assert_eq!(outcome.status, RunStatus::Error);
         assert_eq!(
@@ -510,7 +511,7 @@ mod tests {
             "timeout_ms": 60_000,
         }));
         let cancel = CancellationToken::new();
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = FrameSender::channel();
         let run_cancel = cancel.clone();
         let task = tokio::spawn(async move {
             let outcome = run(spec, &target, &tx, run_cancel).await;
@@ -555,7 +556,7 @@ mod tests {
                 "expect_status": 201,
             }],
         }));
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = FrameSender::channel();
         let env = |name: &str| (name == "IOHR_TEST_TOKEN").then(|| SECRET.to_string());
         let outcome = run_with_env(spec, &target, &tx, CancellationToken::new(), env).await;
         drop(tx);
@@ -579,7 +580,7 @@ mod tests {
         let spec = spec(json!({
             "checks": [{"path": "/ok", "headers": {"X-Api-Key": "${env:IOHR_SURELY_UNSET_VARIABLE_1234}"}}],
         }));
-        let (tx, _rx) = mpsc::unbounded_channel();
+        let (tx, _rx) = FrameSender::channel();
         let outcome = run(spec, &target, &tx, CancellationToken::new()).await;
 
         assert_eq!(outcome.status, RunStatus::Failed);
@@ -613,7 +614,7 @@ mod tests {
             ),
         ];
         for (target, reason) in cases {
-            let (tx, rx) = mpsc::unbounded_channel();
+            let (tx, rx) = FrameSender::channel();
             let outcome = run(spec.clone(), target, &tx, CancellationToken::new()).await;
             drop(tx);
             assert_eq!(outcome.status, RunStatus::Error, "{target}");

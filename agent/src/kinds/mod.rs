@@ -12,13 +12,15 @@ mod describe;
 pub mod faults;
 pub(crate) mod headers;
 pub mod scenario;
+mod sender;
 mod target;
 #[cfg(test)]
 mod test_server;
 
 use iohr_domain::{FrameKind, RunStatus};
 use serde_json::Value;
-use tokio::sync::mpsc;
+
+pub use sender::FrameSender;
 
 /// A frame an executor emits; the link numbers it and streams it to the controller.
 #[derive(Debug, Clone)]
@@ -26,8 +28,6 @@ pub struct NewFrame {
     pub kind: FrameKind,
     pub data: serde_json::Value,
 }
-
-pub type FrameSender = mpsc::UnboundedSender<NewFrame>;
 
 /// How a run ended on the agent.
 #[derive(Debug, Clone)]
@@ -50,12 +50,9 @@ impl Outcome {
     }
 }
 
-/// Sends a frame; a closed receiver means the link is gone, and the run still returns
-/// its outcome.
-pub fn emit(frames: &FrameSender, kind: FrameKind, data: Value) {
-    if frames.send(NewFrame { kind, data }).is_err() {
-        tracing::debug!(kind = kind.as_str(), "frame dropped: receiver closed");
-    }
+/// Sends a frame, waiting while the agent's bound on unacknowledged frames is full.
+pub async fn emit(frames: &FrameSender, kind: FrameKind, data: Value) {
+    frames.send(NewFrame { kind, data }).await
 }
 
 /// A result value as JSON; `null` (and a warning) if it cannot be written.

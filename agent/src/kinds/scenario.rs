@@ -82,7 +82,8 @@ async fn run_with_env(
     let (warmup, load) = planned.split_at(planned.iter().take_while(|p| p.warmup).count());
 
     let progress = Progress::default();
-    let stop_reports = CancellationToken::new();
+    // A child of the run's cancel: a failed executor's reporter stops with its run.
+    let stop_reports = cancel.child_token();
     let reporter = progress.report_every_second(frames.clone(), stop_reports.clone());
     let started_at = SystemTime::now();
     let mut sent: Vec<Sent> = Vec::with_capacity(planned.len());
@@ -110,7 +111,8 @@ async fn run_with_env(
                 "seq": {"first": first, "last": last},
                 "concurrency": spec.concurrency,
             }),
-        );
+        )
+        .await;
         let done = drive(
             sender.clone(),
             requests.into(),
@@ -146,7 +148,8 @@ async fn run_with_env(
             "by_status": by_status,
             "errors": errors,
         }),
-    );
+    )
+    .await;
     tracing::info!(
         slug = %spec.slug,
         status = %verdict.0,
@@ -316,7 +319,7 @@ mod tests {
     }
 
     async fn run_quietly(spec: ScenarioSpec, target: &str) -> (Outcome, Vec<NewFrame>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = FrameSender::channel();
         let outcome = run(spec, target, &tx, CancellationToken::new()).await;
         drop(tx);
         (outcome, drain(rx))
@@ -484,7 +487,7 @@ mod tests {
             "slug": "x", "ops": ["GET /ok 1", "GET /hang 1", "GET /ok 5"], "warmup": 0,
         }));
         let cancel = CancellationToken::new();
-        let (tx, _rx) = mpsc::unbounded_channel();
+        let (tx, _rx) = FrameSender::channel();
         let run_cancel = cancel.clone();
         let task = tokio::spawn(async move { run(spec, &target, &tx, run_cancel).await });
         // The event: the server has the hanging request in hand.
@@ -524,7 +527,7 @@ mod tests {
             "slug": "cred", "ops": ["GET /ok 1", "GET /close 1"], "warmup": 0,
             "headers": {"Authorization": "${env:IOHR_TEST_TOKEN}"},
         }));
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = FrameSender::channel();
         let env = |name: &str| (name == "IOHR_TEST_TOKEN").then(|| SECRET.to_string());
         let outcome = run_with_env(spec, &target, &tx, CancellationToken::new(), env).await;
         drop(tx);

@@ -510,7 +510,9 @@ impl Reporter<'_> {
             if !in_measure {
                 let crossed = clock.measure_start().filter(|t0| *t0 <= now);
                 let window = self.shared.recorder.take(Phase::Warmup)?;
-                self.emit(second, Phase::Warmup, &window, &names)?;
+                self.frames
+                    .send(self.frame(second, Phase::Warmup, &window, &names)?)
+                    .await;
                 warm_total.add(&window);
                 if let Some(t0) = crossed {
                     in_measure = true;
@@ -526,7 +528,9 @@ impl Reporter<'_> {
             }
             let window = self.shared.recorder.take(Phase::Measure)?;
             if window.total_counts().requests > 0 || window.schedule.intended > 0 || !finished {
-                self.emit(second, Phase::Measure, &window, &names)?;
+                self.frames
+                    .send(self.frame(second, Phase::Measure, &window, &names)?)
+                    .await;
             }
             measure_total.add(&window);
             blocks.add_second(&window)?;
@@ -580,13 +584,14 @@ impl Reporter<'_> {
         })
     }
 
-    fn emit(
+    /// A second's `load` frame. It is sent after, waiting for room in the agent's bound.
+    fn frame(
         &self,
         second: u64,
         phase: Phase,
         window: &Window,
         names: &[String],
-    ) -> Result<(), HistogramError> {
+    ) -> Result<NewFrame, HistogramError> {
         let measure = phase == Phase::Measure;
         let mut operations = std::collections::BTreeMap::new();
         for (i, name) in names.iter().enumerate() {
@@ -618,11 +623,10 @@ impl Reporter<'_> {
             operations,
         };
         let data = serde_json::to_value(&frame).unwrap_or_default();
-        let _ = self.frames.send(NewFrame {
+        Ok(NewFrame {
             kind: FrameKind::Load,
             data,
-        });
-        Ok(())
+        })
     }
 }
 

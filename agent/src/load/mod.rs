@@ -316,7 +316,7 @@ mod tests {
         let plan = LoadSpec::from_json(&spec)
             .and_then(|s| s.plan())
             .expect("plan");
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, _rx) = FrameSender::channel();
         let started = std::time::Instant::now();
         let outcome = tokio::time::timeout(
             std::time::Duration::from_secs(10),

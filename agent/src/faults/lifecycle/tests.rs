@@ -646,7 +646,7 @@ fn a_run_is_a_send_future_and_its_timeline_goes_out_as_frames() {
     let driver = Scripted::default();
     let e = experiment(vec![]);
     let policy = policy();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = FrameSender::channel();
     let run = Run {
         run_id: "r".into(),
         driver: &driver,

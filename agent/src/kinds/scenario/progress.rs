@@ -103,7 +103,7 @@ impl Progress {
                     _ = stop.cancelled() => break,
                     _ = every.tick() => {
                         if let Some(data) = progress.snapshot() {
-                            emit(&frames, FrameKind::Load, data);
+                            emit(&frames, FrameKind::Load, data).await;
                         }
                     }
                 }
