@@ -14,7 +14,6 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use iohr_tests::process::{AgentOptions, bin};
 use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target, tls};
-use serde_json::json;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -226,7 +225,7 @@ async fn plain_http_and_a_wrong_ca_are_refused_on_the_tls_port() {
     let request = Request::get(format!("{base}/healthz"))
         .body(Full::new(Bytes::new()))
         .expect("request");
-    let refused = tls::send(&wrong, request).await.err().expect("refused");
+    let refused = tls::send(&wrong, request).await.expect_err("refused");
     assert!(refused.to_string().contains("UnknownIssuer"), "{refused}");
     // The right CA through IOHR_CA_CERT.
     let output = tokio::process::Command::new(bin("iohr"))
