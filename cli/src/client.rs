@@ -318,6 +318,18 @@ mod tests {
     }
 
     #[test]
+    fn an_unreadable_ca_file_is_a_usage_error_for_https_only() {
+        let missing = std::path::Path::new("/nonexistent/ca.pem");
+        let e = Api::new(Some("https://127.0.0.1:1"), Some("t"), Some(missing))
+            .err()
+            .expect("no CA file");
+        assert_eq!(e.code, "usage");
+        assert!(e.message.contains("--ca-cert /nonexistent/ca.pem"), "{e}");
+        // IOHR_CA_CERT set for another server does not stop a plain one.
+        assert!(Api::new(Some("http://127.0.0.1:1"), Some("t"), Some(missing)).is_ok());
+    }
+
+    #[test]
     fn api_errors_keep_the_server_code_or_fall_back_to_the_status() {
         let e = api_error(
             StatusCode::NOT_FOUND,
