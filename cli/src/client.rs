@@ -1,6 +1,7 @@
-//! HTTP to the controller's REST API: plain `http://` only, bearer token on every
-//! request, JSON in and out, API error bodies turned into `Failure`s.
+//! HTTP to the controller's REST API: `http://` or `https://` (see [`crate::connect`]),
+//! bearer token on every request, JSON in and out, API error bodies turned into `Failure`s.
 
+use std::path::Path;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full, Limited};
@@ -12,6 +13,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
+use crate::connect::{Connector, tls_config};
 use crate::error::{Failure, Result, chain};
 
 /// A plain request (not a stream) that takes longer than this has hung.
@@ -21,15 +23,16 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_ANSWER: usize = 64 << 20;
 
 pub struct Api {
-    http: Client<HttpConnector, Full<Bytes>>,
-    /// `http://host:port` plus any path prefix, without a trailing slash.
+    http: Client<Connector, Full<Bytes>>,
+    /// `http(s)://host:port` plus any path prefix, without a trailing slash.
     base: String,
     auth: HeaderValue,
 }
 
 impl Api {
-    /// `server` and `token` are the flags' (or environment's) values, if any.
-    pub fn new(server: Option<&str>, token: Option<&str>) -> Result<Api> {
+    /// `server` and `token` are the flags' (or environment's) values, if any; `ca_cert`
+    /// is the CA an `https://` server's certificate must chain to (else the system's).
+    pub fn new(server: Option<&str>, token: Option<&str>, ca_cert: Option<&Path>) -> Result<Api> {
         let server = server.map(str::trim).filter(|s| !s.is_empty()).ok_or_else(|| {
             Failure::usage("no server given: pass --server URL or set IOHR_SERVER (e.g. http://127.0.0.1:8080)")
         })?;
@@ -48,7 +51,12 @@ impl Api {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
         connector.set_nodelay(true);
-        let http = Client::builder(TokioExecutor::new()).build(connector);
+        // An http:// server needs no TLS: IOHR_CA_CERT set for another one does not matter.
+        let tls = match base.starts_with("https://") {
+            true => Some(tls_config(ca_cert)?),
+            false => None,
+        };
+        let http = Client::builder(TokioExecutor::new()).build(Connector::new(connector, tls));
         Ok(Api { http, base, auth })
     }
 
@@ -199,20 +207,16 @@ fn api_error(status: StatusCode, body: &[u8]) -> Failure {
     )
 }
 
-/// Accepts `http://host[:port][/prefix]`; refuses https clearly since TLS is not built in.
+/// Accepts `http://host[:port][/prefix]` and `https://...`, the scheme lower-cased.
 pub fn parse_server(server: &str) -> Result<String> {
     let lower = server.to_ascii_lowercase();
-    if lower.starts_with("https://") {
+    let Some((scheme, rest)) = ["http", "https"].into_iter().find_map(|scheme| {
+        lower
+            .starts_with(&format!("{scheme}://"))
+            .then(|| (scheme, &server[scheme.len() + 3..]))
+    }) else {
         return Err(Failure::usage(format!(
-            "--server {server}: https:// is not supported yet (iohr speaks plain http only); use an http:// URL, e.g. through a local TLS-terminating proxy"
-        )));
-    }
-    let Some(rest) = lower
-        .starts_with("http://")
-        .then(|| &server["http://".len()..])
-    else {
-        return Err(Failure::usage(format!(
-            "--server {server}: expected an http:// URL such as http://127.0.0.1:8080"
+            "--server {server}: expected an http:// or https:// URL such as http://127.0.0.1:8080"
         )));
     };
     let (authority, prefix) = match rest.find('/') {
@@ -221,10 +225,10 @@ pub fn parse_server(server: &str) -> Result<String> {
     };
     if authority.is_empty() || authority.contains('@') || rest.contains(['?', '#']) {
         return Err(Failure::usage(format!(
-            "--server {server}: expected http://host[:port][/path] without user, query or fragment"
+            "--server {server}: expected {scheme}://host[:port][/path] without user, query or fragment"
         )));
     }
-    let base = format!("http://{authority}{}", prefix.trim_end_matches('/'));
+    let base = format!("{scheme}://{authority}{}", prefix.trim_end_matches('/'));
     format!("{base}/")
         .parse::<Uri>()
         .map_err(|e| Failure::usage(format!("--server {server}: {e}")))?;
@@ -273,7 +277,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn servers_are_plain_http_with_an_optional_prefix() {
+    fn servers_are_http_or_https_with_an_optional_prefix() {
         assert_eq!(
             parse_server("http://127.0.0.1:8080").as_deref(),
             Ok("http://127.0.0.1:8080")
@@ -282,11 +286,13 @@ mod tests {
             parse_server("HTTP://ctl.local/api/").as_deref(),
             Ok("http://ctl.local/api")
         );
-        let https = parse_server("https://ctl.example").expect_err("no TLS");
-        assert_eq!(https.code, "usage");
-        assert!(
-            https.message.contains("https:// is not supported"),
-            "{https}"
+        assert_eq!(
+            parse_server("HTTPS://ctl.example:8443/").as_deref(),
+            Ok("https://ctl.example:8443")
+        );
+        assert_eq!(
+            parse_server("https://[::1]:8080").as_deref(),
+            Ok("https://[::1]:8080")
         );
         for bad in [
             "127.0.0.1:8080",
@@ -294,6 +300,8 @@ mod tests {
             "http://u:p@host",
             "http://h/?x=1",
             "ftp://h",
+            "https://",
+            "httpx://h",
         ] {
             assert!(parse_server(bad).is_err(), "{bad}");
         }
@@ -301,12 +309,24 @@ mod tests {
 
     #[test]
     fn missing_server_or_token_names_flag_and_variable() {
-        let server = Api::new(None, Some("t")).err().expect("no server");
+        let server = Api::new(None, Some("t"), None).err().expect("no server");
         assert!(server.message.contains("--server") && server.message.contains("IOHR_SERVER"));
-        let token = Api::new(Some("http://127.0.0.1:1"), Some("  "))
+        let token = Api::new(Some("http://127.0.0.1:1"), Some("  "), None)
             .err()
             .expect("no token");
         assert!(token.message.contains("--token") && token.message.contains("IOHR_TOKEN"));
+    }
+
+    #[test]
+    fn an_unreadable_ca_file_is_a_usage_error_for_https_only() {
+        let missing = std::path::Path::new("/nonexistent/ca.pem");
+        let e = Api::new(Some("https://127.0.0.1:1"), Some("t"), Some(missing))
+            .err()
+            .expect("no CA file");
+        assert_eq!(e.code, "usage");
+        assert!(e.message.contains("--ca-cert /nonexistent/ca.pem"), "{e}");
+        // IOHR_CA_CERT set for another server does not stop a plain one.
+        assert!(Api::new(Some("http://127.0.0.1:1"), Some("t"), Some(missing)).is_ok());
     }
 
     #[test]

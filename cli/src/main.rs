@@ -7,6 +7,7 @@
 mod agents;
 mod client;
 mod compare;
+mod connect;
 mod error;
 mod findings;
 mod follow;
@@ -30,7 +31,7 @@ use crate::error::{Failure, Result};
     about = "Reliability runs from the command line"
 )]
 pub struct Cli {
-    /// The controller's URL (plain http:// only), e.g. http://127.0.0.1:8080.
+    /// The controller's URL, http:// or https://, e.g. http://127.0.0.1:8080.
     #[arg(
         long,
         env = "IOHR_SERVER",
@@ -49,6 +50,16 @@ pub struct Cli {
         help_heading = "Global options"
     )]
     token: Option<String>,
+    /// The CA (PEM) an https:// server's certificate must chain to, such as the
+    /// controller's DATA_DIR/pki/ca.pem; without it, the system's roots.
+    #[arg(
+        long,
+        env = "IOHR_CA_CERT",
+        value_name = "FILE",
+        global = true,
+        help_heading = "Global options"
+    )]
+    ca_cert: Option<std::path::PathBuf>,
     /// Machine output: exactly one JSON value on stdout (`runs events`: one per line).
     #[arg(long, global = true, help_heading = "Global options")]
     json: bool,
@@ -120,7 +131,11 @@ fn fail(failure: &Failure) -> ExitCode {
 
 async fn execute(cli: Cli) -> Result<u8> {
     let ctx = Ctx {
-        api: Api::new(cli.server.as_deref(), cli.token.as_deref())?,
+        api: Api::new(
+            cli.server.as_deref(),
+            cli.token.as_deref(),
+            cli.ca_cert.as_deref(),
+        )?,
         json: cli.json,
     };
     let Top::Reliability(command) = cli.command;

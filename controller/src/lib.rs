@@ -3,9 +3,11 @@
 //! A run is created by the API ([`api::runs`]), stored ([`store`]), queued and placed by
 //! the [`queue`] (scheduler + dispatcher), offered to an agent over the agent [`link`],
 //! and its frames come back through the link into the store and out to viewers through
-//! the [`hub`]. [`server`] wires them together.
+//! the [`hub`]. [`server`] wires them together; [`http`] is the API's listener (TLS,
+//! connection bound, timeouts).
 
 pub mod api;
+pub mod http;
 pub mod hub;
 pub mod link;
 pub mod queue;

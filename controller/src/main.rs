@@ -1,12 +1,14 @@
 //! `iohr-controller`: initialise, administer and serve the controller.
 
+mod serve_command;
+
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use iohr_certs::{ControllerPki, Validity};
 use iohr_controller::server::{ServeConfig, start};
 use iohr_controller::store::{Account, DEFAULT_MAX_RUNNING, PlanChange, Scope, Store, sqlite_url};
@@ -63,8 +65,8 @@ enum Command {
     Serve {
         #[command(flatten)]
         store: StoreArgs,
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        api_addr: SocketAddr,
+        #[command(flatten)]
+        api: serve_command::ApiArgs,
         #[arg(long, default_value = "127.0.0.1:8443")]
         agent_addr: SocketAddr,
         /// Heartbeat interval on the agent link; suspect time, lease TTL and grace are
@@ -245,17 +247,17 @@ async fn main() -> anyhow::Result<()> {
         } => init(&store, &server_names).await,
         Command::Serve {
             store,
-            api_addr,
+            api,
             agent_addr,
             heartbeat_ms,
         } => {
-            serve(
-                store,
-                api_addr,
-                agent_addr,
-                Duration::from_millis(heartbeat_ms),
-            )
-            .await
+            if let Some(refusal) = api.refusal() {
+                // A usage error: clap's format and exit status 2.
+                Cli::command()
+                    .error(clap::error::ErrorKind::ArgumentConflict, refusal)
+                    .exit();
+            }
+            serve(store, api, agent_addr, Duration::from_millis(heartbeat_ms)).await
         }
         Command::Token {
             command:
@@ -458,7 +460,7 @@ fn redact_url(url: &str) -> String {
 
 async fn serve(
     args: StoreArgs,
-    api_addr: SocketAddr,
+    api: serve_command::ApiArgs,
     agent_addr: SocketAddr,
     heartbeat: Duration,
 ) -> anyhow::Result<()> {
@@ -473,15 +475,16 @@ async fn serve(
     let shutdown = CancellationToken::new();
     let config = ServeConfig {
         data_dir: args.data_dir.clone(),
+        api: api.listener(&pki)?,
         pki,
         database_url: args.url(),
-        api_addr,
+        api_addr: api.api_addr,
         agent_addr,
         timing: Timing::from_heartbeat(heartbeat),
     };
     let running = start(config, shutdown.clone()).await?;
     // Scripts and tests read these two lines for the bound ports.
-    println!("api listening on http://{}", running.api_addr);
+    println!("api listening on {}://{}", api.scheme(), running.api_addr);
     println!("agent link listening on https://{}", running.agent_addr);
     tracing::info!(api = %running.api_addr, agent_link = %running.agent_addr, "controller serving");
     wait_for_signal().await;

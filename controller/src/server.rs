@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 
-use axum::serve::ListenerExt;
 use futures_util::StreamExt;
 use iohr_certs::ControllerPki;
 use iohr_proto::link::agent_link_server::AgentLinkServer;
@@ -10,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 
+use crate::http::ApiListenerConfig;
 use crate::hub::FrameHub;
 use crate::link::{LinkService, tls_config};
 use crate::queue::Dispatcher;
@@ -38,6 +38,8 @@ pub struct ServeConfig {
     pub api_addr: SocketAddr,
     pub agent_addr: SocketAddr,
     pub timing: Timing,
+    /// TLS, connection bound and timeouts of the API.
+    pub api: ApiListenerConfig,
 }
 
 /// A started controller: its bound addresses and the task that ends when it stops.
@@ -100,18 +102,16 @@ pub async fn start(
             }),
             shutdown.clone().cancelled_owned(),
         );
-    let api_listener = api_listener.tap_io(|stream| {
-        let _ = stream.set_nodelay(true);
-    });
-    let api = axum::serve(api_listener, api::router(shared.clone()))
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let api = crate::http::serve(
+        api_listener,
+        api::router(shared.clone()),
+        config.api,
+        shutdown.clone(),
+    );
     let done = tokio::spawn(async move {
-        let (link, api, _) = tokio::join!(link, api, dispatcher_task);
+        let (link, (), _) = tokio::join!(link, api, dispatcher_task);
         if let Err(error) = link {
             tracing::error!(%error, "agent link server stopped");
-        }
-        if let Err(error) = api {
-            tracing::error!(%error, "API server stopped");
         }
         drop(claim);
         shared.store.close().await;

@@ -1,5 +1,7 @@
 //! A small client of the controller's REST API and its SSE stream, for tests.
 
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
@@ -9,6 +11,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
+use tokio_rustls::rustls;
 
 use crate::wait_for;
 
@@ -17,6 +20,8 @@ pub struct Api {
     pub base: String,
     pub token: Option<String>,
     client: Client<HttpConnector, Full<Bytes>>,
+    /// For an `https://` base: each request on a new TLS connection.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Api {
@@ -25,6 +30,15 @@ impl Api {
             base: base.trim_end_matches('/').to_string(),
             token: Some(token.to_string()),
             client: Client::builder(TokioExecutor::new()).build(HttpConnector::new()),
+            tls: None,
+        }
+    }
+
+    /// A client of an `https://` API whose certificate chains to `ca`, over HTTP/1.1.
+    pub fn with_ca(base: &str, token: &str, ca: &Path) -> Api {
+        Api {
+            tls: Some(crate::tls::client_config(ca, &[b"http/1.1"])),
+            ..Api::new(base, token)
         }
     }
 
@@ -59,7 +73,15 @@ impl Api {
             None => Bytes::new(),
         };
         let request = builder.body(Full::new(body)).expect("request");
-        tokio::time::timeout(Duration::from_secs(30), self.client.request(request))
+        let answer = async {
+            match &self.tls {
+                Some(config) => crate::tls::send(config, request)
+                    .await
+                    .map(|(response, _)| response),
+                None => self.client.request(request).await.map_err(Into::into),
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), answer)
             .await
             .expect("API answered within 30 s")
             .expect("API request")

@@ -12,6 +12,7 @@ pub mod proxy;
 pub mod raw_agent;
 pub mod records;
 pub mod setup;
+pub mod tls;
 
 pub use api::{Api, Sse};
 pub use process::{Agent, Controller, Target};

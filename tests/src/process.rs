@@ -55,6 +55,8 @@ fn log_file(install: &Installation, name: &str) -> (PathBuf, std::fs::File) {
 pub struct Controller {
     child: Child,
     pub api: SocketAddr,
+    /// `http` or `https`, from the controller's `api listening on` line.
+    pub api_scheme: String,
     pub agent_link: SocketAddr,
     pub log: PathBuf,
     _stdout: BufReader<ChildStdout>,
@@ -66,6 +68,17 @@ impl Controller {
         install: &Installation,
         heartbeat_ms: u64,
         agent_port: Option<u16>,
+    ) -> Controller {
+        Controller::start_with(install, heartbeat_ms, agent_port, &[]).await
+    }
+
+    /// With more `serve` flags, such as `--api-tls` (the API then speaks https, trusted
+    /// through [`Installation::ca_cert`]) or the API's timeouts.
+    pub async fn start_with(
+        install: &Installation,
+        heartbeat_ms: u64,
+        agent_port: Option<u16>,
+        extra: &[&str],
     ) -> Controller {
         let (log, file) = log_file(install, "controller");
         let mut command = Command::new(bin("iohr-controller"));
@@ -80,13 +93,17 @@ impl Controller {
             .arg(format!("127.0.0.1:{}", agent_port.unwrap_or(0)))
             .arg("--heartbeat-ms")
             .arg(heartbeat_ms.to_string())
+            .args(extra)
             .env("RUST_LOG", "info,iohr_controller=debug")
             .stdout(Stdio::piped())
             .stderr(file)
             .kill_on_drop(true);
         let mut child = command.spawn().expect("spawn iohr-controller");
         let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let api = read_line_with(&mut stdout, "api listening on http://", "iohr-controller").await;
+        let api = read_line_with(&mut stdout, "api listening on ", "iohr-controller").await;
+        let (api_scheme, api) = api
+            .split_once("://")
+            .expect("a URL after `api listening on`");
         let link = read_line_with(
             &mut stdout,
             "agent link listening on https://",
@@ -96,6 +113,7 @@ impl Controller {
         Controller {
             child,
             api: api.parse().expect("api address"),
+            api_scheme: api_scheme.to_string(),
             agent_link: link.parse().expect("agent link address"),
             log,
             _stdout: stdout,
@@ -103,7 +121,7 @@ impl Controller {
     }
 
     pub fn api_url(&self) -> String {
-        format!("http://{}", self.api)
+        format!("{}://{}", self.api_scheme, self.api)
     }
 
     pub fn link_url(&self) -> String {

@@ -160,6 +160,11 @@ impl Installation {
         out
     }
 
+    /// The controller's CA: what a client of `serve --api-tls` trusts.
+    pub fn ca_cert(&self) -> PathBuf {
+        self.data_dir.join("pki").join("ca.pem")
+    }
+
     pub fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
     }
