@@ -12,6 +12,7 @@ pub mod error;
 pub mod events;
 pub mod faults;
 pub mod findings;
+pub mod run_guards;
 pub mod runs;
 pub mod scenarios;
 pub mod watch;

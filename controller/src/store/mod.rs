@@ -11,6 +11,7 @@ mod claim;
 mod confirmations;
 mod findings;
 mod frames;
+mod reasons;
 mod runs;
 mod scenarios;
 #[cfg(test)]
