@@ -8,6 +8,7 @@
 //!   to a pinned process), [`hog`] (CPU and memory hogs, disk fills, in child processes),
 //!   [`netem`] (tc netem).
 //! - [`ledger`]: the durable record of applied faults.
+//! - [`warden`]: the undo of a fault that outlives the agent, armed outside its process.
 //! - [`lifecycle`]: an experiment from hypothesis to rollbacks.
 //! - [`probe`]: HTTP and load probes.
 
@@ -19,6 +20,7 @@ pub mod netem;
 pub mod probe;
 pub mod process;
 pub mod proxy;
+pub mod warden;
 
 use std::path::PathBuf;
 

@@ -99,6 +99,13 @@ enum Command {
     /// A fault's hog child (CPU, memory or disk), started by the agent itself.
     #[command(hide = true, subcommand)]
     Hog(iohr_agent::faults::hog::HogCommand),
+    /// A fault's warden, started by the agent itself.
+    #[command(hide = true)]
+    Warden(iohr_agent::faults::warden::watch::WardenArgs),
+    /// The fault ledger of a state directory: its open entries and armed wardens, or
+    /// undo them all by hand.
+    #[command(subcommand)]
+    Faults(iohr_agent::faults::warden::admin::FaultsCommand),
 }
 
 /// Where faults are allowed and recorded.
@@ -131,13 +138,15 @@ impl FaultArgs {
             None => default_state_dir()?,
         };
         let ledger_dir = state_dir.join("ledger");
+        let hog_program = std::env::current_exe().context("finding the agent's own binary")?;
         let ledger = Ledger::open(&ledger_dir)
+            .and_then(|ledger| ledger.with_wardens(&hog_program))
             .with_context(|| format!("opening the fault ledger in {}", ledger_dir.display()))?;
         let mut config = FaultsConfig {
             policy,
             allow_run_target,
             ledger,
-            hog_program: std::env::current_exe().context("finding the agent's own binary")?,
+            hog_program,
             recovered: Vec::new(),
         };
         config.recovered = recover_left_overs(&config)
@@ -204,7 +213,7 @@ fn main() {
 fn runtime_for(command: &Command, one_cpu: bool) -> std::io::Result<tokio::runtime::Runtime> {
     let current_thread = match command {
         Command::Exec { .. } => one_cpu,
-        Command::Hog(_) => true,
+        Command::Hog(_) | Command::Warden(_) | Command::Faults(_) => true,
         Command::Run { .. } => false,
     };
     if current_thread {
@@ -311,6 +320,11 @@ async fn agent_main(cli: Cli) -> anyhow::Result<()> {
             exec(&kind, &target, source, report, &options).await
         }
         Command::Hog(hog) => Ok(iohr_agent::faults::hog::run_child(hog)?),
+        Command::Warden(args) => Ok(iohr_agent::faults::warden::watch::run(args)?),
+        Command::Faults(command) => {
+            let code = iohr_agent::faults::warden::admin::run(command, default_state_dir().ok())?;
+            std::process::exit(code)
+        }
     }
 }
 

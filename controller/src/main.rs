@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use iohr_certs::{ControllerPki, Validity};
 use iohr_controller::server::{ServeConfig, start};
-use iohr_controller::store::{DEFAULT_MAX_RUNNING, Scope, Store, sqlite_url};
+use iohr_controller::store::{Account, DEFAULT_MAX_RUNNING, PlanChange, Scope, Store, sqlite_url};
 use iohr_controller::timing::Timing;
 use tokio_util::sync::CancellationToken;
 
@@ -138,6 +138,8 @@ enum AccountCommand {
         /// Runs running at once (the plan).
         #[arg(long, default_value_t = DEFAULT_MAX_RUNNING)]
         max_running: i64,
+        #[command(flatten)]
+        plan: PlanArgs,
         /// The platform account: its agents are "our cloud", shared by all accounts.
         #[arg(long)]
         platform: bool,
@@ -147,15 +149,70 @@ enum AccountCommand {
         #[arg(long = "production-environment")]
         production_environments: Vec<String>,
     },
-    /// Change an account's plan.
+    /// Change an account's plan: what is given is set, the rest kept.
     SetPlan {
         #[command(flatten)]
         store: StoreArgs,
         #[arg(long)]
         name: String,
+        /// Runs running at once.
         #[arg(long)]
-        max_running: i64,
+        max_running: Option<i64>,
+        #[command(flatten)]
+        plan: PlanArgs,
     },
+}
+
+/// The plan's limits beyond runs at once (see docs/api.md, "Limits").
+#[derive(Args, Clone, Default)]
+struct PlanArgs {
+    /// Runs queued at once (default 1000); a POST past it is answered 429 too_many_queued.
+    #[arg(long, value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
+    max_queued: Option<i64>,
+    /// The longest a load, replay or capacity run may last, such as 90m (default 1h, at
+    /// most 24h).
+    #[arg(long, value_parser = parse_max_run_duration)]
+    max_run_duration: Option<Duration>,
+    /// Units (requests) the account's runs may use per calendar month, UTC (default 0:
+    /// unlimited).
+    #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
+    units_per_month: Option<i64>,
+}
+
+impl PlanArgs {
+    fn change(&self, max_running: Option<i64>) -> PlanChange {
+        PlanChange {
+            max_running,
+            max_queued: self.max_queued,
+            max_run_duration_ms: self
+                .max_run_duration
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            units_per_month: self.units_per_month,
+        }
+    }
+}
+
+fn parse_max_run_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("{e} (such as 90m)"))?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(24 * 3600) {
+        return Err("must be between 1s and 24h (no spec runs longer)".into());
+    }
+    Ok(d)
+}
+
+/// An account's plan in one line.
+fn plan_line(account: &Account) -> String {
+    let budget = match account.units_per_month {
+        0 => "unlimited units".to_string(),
+        n => format!("{n} units per month"),
+    };
+    let longest = Duration::from_millis(u64::try_from(account.max_run_duration_ms).unwrap_or(0));
+    format!(
+        "{} runs at once, {} queued, load/replay/capacity runs up to {}, {budget}",
+        account.max_running,
+        account.max_queued,
+        humantime::format_duration(longest)
+    )
 }
 
 #[derive(Subcommand)]
@@ -241,6 +298,7 @@ async fn main() -> anyhow::Result<()> {
                     store,
                     name,
                     max_running,
+                    plan,
                     platform,
                     environments,
                     production_environments,
@@ -248,6 +306,7 @@ async fn main() -> anyhow::Result<()> {
         } => {
             let store = store.open().await?;
             let account = store.create_account(&name, max_running, platform).await?;
+            let account = store.set_plan(&account.id, &plan.change(None)).await?;
             for env in &environments {
                 store.add_environment(&account.id, env, false).await?;
             }
@@ -255,7 +314,8 @@ async fn main() -> anyhow::Result<()> {
                 store.add_environment(&account.id, env, true).await?;
             }
             println!(
-                "account {name} created ({max_running} runs at once{})",
+                "account {name} created ({}{})",
+                plan_line(&account),
                 if platform { ", platform" } else { "" }
             );
             Ok(())
@@ -266,13 +326,21 @@ async fn main() -> anyhow::Result<()> {
                     store,
                     name,
                     max_running,
+                    plan,
                 },
         } => {
+            let change = plan.change(max_running);
+            if change == PlanChange::default() {
+                bail!(
+                    "give what to change: --max-running, --max-queued, --max-run-duration or --units-per-month"
+                );
+            }
             let store = store.open().await?;
             let account = find_account(&store, &name).await?;
-            store.set_max_running(&account.id, max_running).await?;
+            let account = store.set_plan(&account.id, &change).await?;
             println!(
-                "account {name}: {max_running} runs at once (a running controller applies it to new runs)"
+                "account {name}: {} (a running controller applies it to new runs)",
+                plan_line(&account)
             );
             Ok(())
         }

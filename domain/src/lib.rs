@@ -5,6 +5,7 @@
 pub mod capacity;
 pub mod checks;
 pub mod compare;
+pub mod cost;
 pub mod faults;
 pub mod finding;
 pub mod frame;

@@ -86,6 +86,29 @@ impl Api {
         )
     }
 
+    /// `POST` a JSON body; the answer's status, headers and JSON body.
+    pub async fn post_with_headers(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> (u16, hyper::HeaderMap, Value) {
+        let body = Some((Bytes::from(body.to_string()), "application/json"));
+        let response = self.send(Method::POST, path, body, &[]).await;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        (
+            status,
+            headers,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
     pub async fn get(&self, path: &str) -> (u16, Value) {
         self.call(Method::GET, path, None).await
     }

@@ -327,7 +327,8 @@ fn hog_pids(ledger: &std::path::Path) -> Vec<u32> {
 }
 
 /// The crash test: the agent is killed with SIGKILL while a process is paused, a disk fill
-/// holds its file and a CPU hog runs; restarted, it puts the host back within 10 s, and
+/// holds its file and a CPU hog runs; its wardens and the hog's death signal put the host
+/// back within 2 s without a restart; restarted, it closes what is left in its ledger, and
 /// the run's record says the agent was lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_agent_once_restarted_leaves_the_host_as_it_was() {
@@ -438,8 +439,26 @@ async fn a_killed_agent_once_restarted_leaves_the_host_as_it_was() {
 
     agent.kill().await;
     let killed = std::time::Instant::now();
-    // Nothing undoes the pause or the file while the agent is dead.
-    assert_eq!(process_state(victim_pid), Some('T'));
+    // While the agent is dead, the wardens of the pause and the fill undo them; the hog
+    // died with it.
+    wait_for(
+        "the host back to its baseline with the agent dead",
+        Duration::from_secs(2),
+        || async {
+            let resumed = matches!(process_state(victim_pid), Some(s) if s != 'T');
+            let no_file = fill_files().is_empty();
+            // Killed by its death signal (a zombie until its new parent reaps it).
+            let no_hog = hogs
+                .iter()
+                .all(|pid| matches!(process_state(*pid), None | Some('Z')));
+            (resumed && no_file && no_hog).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "host back to its baseline {:?} after the SIGKILL, the agent not restarted",
+        killed.elapsed()
+    );
     let restarted = Agent::start(
         &install,
         "edge-1",
@@ -448,29 +467,13 @@ async fn a_killed_agent_once_restarted_leaves_the_host_as_it_was() {
         options(),
     )
     .await;
-    wait_for(
-        "the host back to its baseline",
-        Duration::from_secs(10),
-        || async {
-            let resumed = matches!(process_state(victim_pid), Some(s) if s != 'T');
-            let no_file = fill_files().is_empty();
-            let no_hog = hogs.iter().all(|pid| process_state(*pid).is_none());
-            (resumed && no_file && no_hog).then_some(())
-        },
-    )
-    .await;
-    eprintln!(
-        "host back to its baseline {:?} after the SIGKILL",
-        killed.elapsed()
-    );
     let record = api.wait_status(&id, &["error"], LIMIT).await;
     let reason = record["reason"].as_str().unwrap_or_default();
+    // Lost for longer than its lease while its wardens worked: the run ended "agent lost";
+    // the restart then found only the hog's entry open (its child died with the agent).
     assert!(
-        reason.starts_with("agent lost")
-            && ["process", "disk_fill", "cpu_hog"]
-                .iter()
-                .all(|f| reason.contains(&format!("{f} ("))),
-        "the record says the agent was lost and which faults its restart undid: {record}"
+        reason.starts_with("agent lost") && !reason.contains("process ("),
+        "the record says the agent was lost: {record}"
     );
     // Every entry the reopened ledger kept is closed by the recovery.
     ledger_all_closed(&install.root, "edge-1", LIMIT).await;

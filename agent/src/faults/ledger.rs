@@ -17,6 +17,7 @@ use iohr_domain::faults::Fault;
 use serde::{Deserialize, Serialize};
 
 use super::Undo;
+use super::warden::{self, Claim, Claimant, Wardens};
 
 const FILE: &str = "ledger.jsonl";
 const REWRITE: &str = "ledger.jsonl.new";
@@ -59,6 +60,9 @@ pub enum LedgerError {
         "fault ledger {0}: another agent process holds it; give each agent its own --state-dir"
     )]
     Held(PathBuf),
+    /// A fault's warden could not be armed (the fault is then not applied).
+    #[error("fault ledger: {0}")]
+    Warden(#[from] warden::WardenError),
 }
 
 pub struct Ledger {
@@ -67,6 +71,9 @@ pub struct Ledger {
     /// Holds the directory's advisory lock for the ledger's life (released on drop, and
     /// by the kernel when the process dies).
     _lock: File,
+    /// Arms a warden for each entry whose fault outlives this process (the agent's; none
+    /// in tests of the lifecycle alone).
+    wardens: Option<Wardens>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -121,6 +128,12 @@ impl Ledger {
         }
         fs::rename(&rewrite, &path).map_err(io(&path))?;
         sync_dir(dir)?;
+        // No agent runs on this ledger: the wardens' files of closed entries are old.
+        let open_ids: Vec<String> = read_open_entries(&path)?
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        warden::sweep(dir, &open_ids);
         let file = OpenOptions::new()
             .append(true)
             .open(&path)
@@ -129,34 +142,82 @@ impl Ledger {
             dir: dir.to_path_buf(),
             file: Mutex::new(file),
             _lock: lock,
+            wardens: None,
         })
+    }
+
+    /// From now on every entry whose fault outlives this process gets a warden
+    /// (`program warden ...`, the agent's own binary) before the fault is applied.
+    pub fn with_wardens(mut self, program: &Path) -> Result<Ledger, LedgerError> {
+        self.wardens = Some(Wardens::new(program)?);
+        Ok(self)
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
-    /// Writes a fault's entry; returns once it is on disk. Call before applying it.
+    /// Writes a fault's entry and, when its fault outlives this process, arms its warden;
+    /// returns once both are in place. Call before applying it. A warden that cannot be
+    /// armed closes the entry and is an error: the fault must not be applied.
     pub fn record(&self, entry: &LedgerEntry) -> Result<(), LedgerError> {
         self.append(&Record::Open {
             entry: entry.clone(),
-        })
+        })?;
+        self.arm(&entry.id, &entry.undo, entry.deadline)
     }
 
-    /// Replaces an entry's undo (one learnt while applying, such as a child's pid).
-    pub fn set_undo(&self, id: &str, undo: &Undo) -> Result<(), LedgerError> {
+    /// Replaces an entry's undo (one learnt while applying, such as a child's pid); a
+    /// warden reads it from here when it acts, and one is armed if the new undo needs it.
+    pub fn set_undo(&self, id: &str, undo: &Undo, deadline: u64) -> Result<(), LedgerError> {
         self.append(&Record::Undo {
             id: id.to_string(),
             undo: undo.clone(),
-        })
+        })?;
+        self.arm(id, undo, deadline)
     }
 
-    /// Closes an entry: its fault is undone (or was never applied).
+    fn arm(&self, id: &str, undo: &Undo, deadline: u64) -> Result<(), LedgerError> {
+        let Some(wardens) = &self.wardens else {
+            return Ok(());
+        };
+        if !warden::outlives_agent(undo) || wardens.is_armed(id) {
+            return Ok(());
+        }
+        if let Err(e) = wardens.arm(&self.dir, id, deadline) {
+            tracing::error!(ledger_id = id, error = %e, "no warden for the fault; it is not applied");
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                .unwrap_or(deadline);
+            let _ = self.close(id, now);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Claims the undo of entry `id` for this process before undoing it: [`Claim::Ours`],
+    /// or its warden (or an operator) has it or did it. See [`warden::claim`].
+    pub fn claim(&self, id: &str) -> Result<Claim, LedgerError> {
+        Ok(warden::claim::claim(&self.dir, id, Claimant::Agent)?)
+    }
+
+    /// Gives up this process's claim on entry `id` (its undo failed): its warden may try.
+    pub fn release(&self, id: &str) -> Result<(), LedgerError> {
+        Ok(warden::claim::settle(&self.dir, id, false)?)
+    }
+
+    /// Closes an entry: its fault is undone (or was never applied). Its warden is ended.
     pub fn close(&self, id: &str, at: u64) -> Result<(), LedgerError> {
         self.append(&Record::Close {
             id: id.to_string(),
             at,
-        })
+        })?;
+        match &self.wardens {
+            Some(wardens) => wardens.disarm(&self.dir, id),
+            None => warden::forget(&self.dir, id),
+        }
+        Ok(())
     }
 
     /// The entries not closed, newest first: what a starting agent undoes, in that order.
@@ -179,6 +240,31 @@ impl Ledger {
         file.write_all(line.as_bytes()).map_err(io)?;
         file.sync_data().map_err(io)
     }
+}
+
+/// The open entries of the ledger in `dir`, oldest first, read without its lock (the
+/// ledger's agent may be running): for wardens and `iohr-agent faults`.
+pub fn read_open(dir: &Path) -> Result<Vec<LedgerEntry>, LedgerError> {
+    read_open_entries(&dir.join(FILE))
+}
+
+/// Appends the close of entry `id` to the ledger in `dir` from another process than its
+/// agent's (a warden, an operator): one line in one write, so it never mixes with the
+/// agent's own appends.
+pub fn append_close(dir: &Path, id: &str, at: u64) -> Result<(), LedgerError> {
+    let path = dir.join(FILE);
+    let mut line = serde_json::to_string(&Record::Close {
+        id: id.to_string(),
+        at,
+    })?;
+    line.push('\n');
+    let io = |source| LedgerError::Io {
+        path: path.clone(),
+        source,
+    };
+    let mut file = OpenOptions::new().append(true).open(&path).map_err(io)?;
+    file.write_all(line.as_bytes()).map_err(io)?;
+    file.sync_data().map_err(io)
 }
 
 /// Replays the file: the entries opened and not closed, oldest first. A last line without
@@ -264,6 +350,7 @@ mod tests {
                         pid: 42,
                         start_time: 7,
                     },
+                    30_002,
                 )
                 .unwrap();
             ledger.close("a", 5).unwrap();

@@ -406,7 +406,7 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
         match applied {
             Ok(undo) => {
                 if undo != planned
-                    && let Err(e) = self.run.ledger.set_undo(&ledger_id, &undo)
+                    && let Err(e) = self.run.ledger.set_undo(&ledger_id, &undo, deadline_at)
                 {
                     // The planned undo stays on disk; the one in memory is used now.
                     tracing::warn!(ledger_id = %ledger_id, error = %e, "fault ledger: the learnt undo was not written");
@@ -540,7 +540,19 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
         self.step("rollback", Some(&name), "started", Some(by.to_string()));
         let mut attempts = 0;
         let mut last_error = None;
-        while attempts < retry.attempts.max(1) {
+        // The fault's warden (or an operator) may have undone it, or be undoing it: then
+        // this agent does not undo it too.
+        let turn = take_turn(self.run.ledger, &ledger_id, env, retry.timeout).await;
+        let by = match &turn {
+            Turn::Ours => by.to_string(),
+            Turn::UndoneBy(who) => who.clone(),
+            Turn::Busy(why) => {
+                last_error = Some(why.clone());
+                by.to_string()
+            }
+        };
+        let by = by.as_str();
+        while turn == Turn::Ours && attempts < retry.attempts.max(1) {
             attempts += 1;
             let outcome = tokio::select! {
                 out = driver.undo(&undo) => out.map_err(|e| e.to_string()),
@@ -598,6 +610,11 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
             }
             self.step("rollback", Some(&name), "undone", Some(by.to_string()));
         } else {
+            if turn == Turn::Ours
+                && let Err(e) = self.run.ledger.release(&ledger_id)
+            {
+                tracing::warn!(ledger_id = %ledger_id, error = %e, "fault ledger: releasing the claim failed");
+            }
             self.step("rollback", Some(&name), "failed", last_error);
         }
     }
@@ -846,48 +863,9 @@ fn targets(target: &str, experiment: &Experiment) -> Vec<String> {
     out
 }
 
-/// Undoes every open entry of the ledger, newest first (a starting agent, before it takes
-/// work). Returns what stayed open: entries whose undo failed after the retries.
-pub async fn recover<D: Driver, E: Env>(
-    driver: &D,
-    env: &E,
-    ledger: &Ledger,
-    retry: Retry,
-) -> Result<Vec<(LedgerEntry, String)>, super::ledger::LedgerError> {
-    let mut still_open = Vec::new();
-    for entry in ledger.open_entries()? {
-        let mut last = None;
-        for attempt in 1..=retry.attempts.max(1) {
-            let outcome = tokio::select! {
-                out = driver.undo(&entry.undo) => out.map_err(|e| e.to_string()),
-                _ = env.sleep(retry.timeout) => Err("no answer".to_string()),
-            };
-            match outcome {
-                Ok(()) => {
-                    last = None;
-                    break;
-                }
-                Err(e) => {
-                    last = Some(e);
-                    if attempt < retry.attempts {
-                        env.sleep(backoff(retry, attempt, env.random())).await;
-                    }
-                }
-            }
-        }
-        match last {
-            None => {
-                tracing::info!(ledger_id = %entry.id, run = %entry.run_id, fault = entry.fault.name(), "left-over fault undone");
-                ledger.close(&entry.id, env.now_ms())?;
-            }
-            Some(e) => {
-                tracing::error!(ledger_id = %entry.id, run = %entry.run_id, error = %e, "left-over fault could not be undone");
-                still_open.push((entry, e));
-            }
-        }
-    }
-    Ok(still_open)
-}
+mod recover;
+pub use recover::recover;
+use recover::{Turn, take_turn};
 
 #[cfg(test)]
 mod tests;

@@ -9,6 +9,8 @@
 //! with a plan of one operation. Bodies are read (at most [`MAX_BODY`] bytes) for the
 //! tolerances only.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use http_body_util::BodyExt;
@@ -36,6 +38,8 @@ pub struct Prober {
     send_to: String,
     /// The run's target: a probe's `url` must name it.
     run_target: String,
+    /// Requests sent so far, by every probe and burst: the run's units spent.
+    sent: Arc<AtomicU64>,
 }
 
 impl Prober {
@@ -43,7 +47,13 @@ impl Prober {
         Prober {
             send_to: send_to.trim_end_matches('/').to_string(),
             run_target: run_target.trim_end_matches('/').to_string(),
+            sent: Arc::default(),
         }
+    }
+
+    /// The requests every probe and burst of this prober has sent.
+    pub fn sent(&self) -> u64 {
+        self.sent.load(Ordering::Relaxed)
     }
 
     /// Runs an HTTP or load provider, reading `${env:NAME}` values with `env`.
@@ -95,6 +105,8 @@ impl Prober {
                 // Its end is seen by the sender.
                 let _ = connection.await;
             });
+            // Counted as it goes out: a request the target never answers was still sent.
+            self.sent.fetch_add(1, Ordering::Relaxed);
             let response = sender
                 .send_request(request)
                 .await
@@ -141,6 +153,7 @@ impl Prober {
             env,
         )
         .await;
+        self.sent.fetch_add(outcome.units_spent, Ordering::Relaxed);
         let result: LoadResult = serde_json::from_value(outcome.result).map_err(|_| {
             ProbeError(
                 outcome
@@ -340,5 +353,46 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(failing, ProbeOutput::Load { error_rate, .. } if error_rate == 1.0));
+    }
+
+    #[tokio::test]
+    async fn a_prober_counts_every_request_it_sent_answered_or_not() {
+        let (base, _seen) = test_server::start_server().await;
+        let prober = Prober::new(&base, &base);
+        assert_eq!(prober.sent(), 0);
+        prober
+            .probe(&provider(json!({"type": "http", "path": "/ok"})), &no_env)
+            .await
+            .unwrap();
+        // Sent and never answered: still sent.
+        prober
+            .probe(
+                &provider(json!({"type": "http", "path": "/hang", "timeout": 0.2})),
+                &no_env,
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(prober.sent(), 2);
+        prober
+            .probe(
+                &provider(json!({"type": "iohr", "probe": "load", "rate": 20, "duration": "1s", "path": "/ok"})),
+                &no_env,
+            )
+            .await
+            .unwrap();
+        assert_eq!(prober.sent(), 22, "the burst's 20 as well");
+        // Nothing reaches a closed port: nothing is sent.
+        let nowhere = Prober::new("http://127.0.0.1:9", "http://127.0.0.1:9");
+        nowhere
+            .probe(&provider(json!({"type": "http", "path": "/"})), &no_env)
+            .await
+            .unwrap_err();
+        assert_eq!(nowhere.sent(), 0);
+        // A clone counts into the same total: the run reads what its driver's copy sent.
+        let copy = prober.clone();
+        copy.probe(&provider(json!({"type": "http", "path": "/ok"})), &no_env)
+            .await
+            .unwrap();
+        assert_eq!(prober.sent(), 23);
     }
 }

@@ -216,9 +216,10 @@ pub async fn run(
     };
     let send_to = format!("http://{}", proxy.local_addr());
     let policy = config.policy_for(upstream.port());
+    let prober = Prober::new(&send_to, target);
     let driver = AgentDriver {
         proxy: Some(&proxy),
-        prober: Some(Prober::new(&send_to, target)),
+        prober: Some(prober.clone()),
         policy: &policy,
         hog_program: &config.hog_program,
     };
@@ -239,11 +240,11 @@ pub async fn run(
     .await;
     journal.confirmed_by = plan.confirmed_by;
     proxy.shutdown().await;
-    outcome_of(journal, &send_to)
+    outcome_of(journal, &send_to, prober.sent())
 }
 
-/// The run's status from its journal.
-fn outcome_of(journal: Journal, proxy: &str) -> Outcome {
+/// The run's status from its journal; its units are the requests its probes sent.
+fn outcome_of(journal: Journal, proxy: &str, sent: u64) -> Outcome {
     let (status, reason) = match journal.status {
         JournalStatus::Completed => (RunStatus::Passed, None),
         JournalStatus::Failed if journal.deviated => (
@@ -280,6 +281,6 @@ fn outcome_of(journal: Journal, proxy: &str) -> Outcome {
         status,
         reason,
         result,
-        units_spent: 0,
+        units_spent: sent,
     }
 }

@@ -6,10 +6,10 @@ use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
 
-use super::auth::Caller;
+use super::auth::{Caller, ReadScope};
 use super::error::ApiError;
 use crate::Shared;
-use crate::store::{Scope, format_ms, now_ms};
+use crate::store::{format_ms, now_ms};
 
 #[derive(Debug, Serialize)]
 pub struct AgentView {
@@ -35,9 +35,8 @@ pub struct LeaseView {
 
 pub async fn list(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<ReadScope>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    caller.require(Scope::Read)?;
     let online: HashMap<String, _> = shared
         .dispatcher
         .online()

@@ -1,31 +1,91 @@
 //! Bearer tokens and their scopes. 401 without a valid token, 403 with the wrong scope.
+//!
+//! Authorization comes before anything else a route reads: a handler takes its caller as
+//! [`Caller<S>`], the first extractor after the state, and the scope rule `S` is checked
+//! inside the extractor, so no body, query or id is looked at for a caller who may not
+//! ask. The gRPC `Runs` service is guarded the same way by [`grpc_guard`], before tonic
+//! decodes the request message.
 
-use axum::extract::FromRequestParts;
+use std::marker::PhantomData;
+
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
 use crate::Shared;
 use crate::store::{Scope, TokenInfo};
 
-/// The caller of an API route: a live token of an account.
-#[derive(Debug, Clone)]
-pub struct Caller(pub TokenInfo);
+/// What a route demands of its caller, checked before any other extractor runs.
+pub trait Rule: Send + Sync + 'static {
+    fn check(token: &TokenInfo) -> Result<(), ApiError>;
+}
 
-impl Caller {
-    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
-        if self.0.has(scope) {
-            Ok(())
-        } else {
-            Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "insufficient_scope",
-                format!("this token lacks the scope {scope}"),
-            ))
-        }
+/// Any live token (the rule for code that checks scopes itself).
+#[derive(Debug, Clone, Copy)]
+pub struct Authenticated;
+/// `reliability:read`: reading runs, frames, compare, findings, agents.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadScope;
+/// `reliability:run`: starting and cancelling runs, scenarios, closing findings.
+#[derive(Debug, Clone, Copy)]
+pub struct RunScope;
+/// `reliability:run` held by a person's token: only a person confirms a production fault.
+#[derive(Debug, Clone, Copy)]
+pub struct PersonRunScope;
+
+impl Rule for Authenticated {
+    fn check(_: &TokenInfo) -> Result<(), ApiError> {
+        Ok(())
     }
+}
 
+impl Rule for ReadScope {
+    fn check(token: &TokenInfo) -> Result<(), ApiError> {
+        require(token, Scope::Read)
+    }
+}
+
+impl Rule for RunScope {
+    fn check(token: &TokenInfo) -> Result<(), ApiError> {
+        require(token, Scope::Run)
+    }
+}
+
+impl Rule for PersonRunScope {
+    fn check(token: &TokenInfo) -> Result<(), ApiError> {
+        require(token, Scope::Run)?;
+        if token.person.is_none() {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "person_required",
+                "only a person's token confirms a production fault run; this is an API token",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn require(token: &TokenInfo, scope: Scope) -> Result<(), ApiError> {
+    if token.has(scope) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "insufficient_scope",
+            format!("this token lacks the scope {scope}"),
+        ))
+    }
+}
+
+/// The caller of an API route: a live token of an account that passed the rule `S`.
+#[derive(Debug, Clone)]
+pub struct Caller<S = Authenticated>(pub TokenInfo, PhantomData<S>);
+
+impl<S: Rule> Caller<S> {
     pub fn account_id(&self) -> &str {
         &self.0.account.id
     }
@@ -45,23 +105,51 @@ pub fn bearer(value: Option<&axum::http::HeaderValue>) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-pub async fn authenticate(shared: &Shared, token: Option<&str>) -> Result<Caller, ApiError> {
+/// The caller named by an `Authorization` header, checked against the rule `S`.
+pub async fn authorize<S: Rule>(
+    shared: &Shared,
+    header: Option<&axum::http::HeaderValue>,
+) -> Result<Caller<S>, ApiError> {
     let unauthorized =
         |message: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message);
-    let token = token.ok_or_else(|| unauthorized("send Authorization: Bearer <token>"))?;
-    match shared.store.token_by_secret(token).await? {
-        Some(info) => Ok(Caller(info)),
-        None => Err(unauthorized("the token is unknown or revoked")),
-    }
+    let token = bearer(header).ok_or_else(|| unauthorized("send Authorization: Bearer <token>"))?;
+    let Some(info) = shared.store.token_by_secret(token).await? else {
+        return Err(unauthorized("the token is unknown or revoked"));
+    };
+    S::check(&info)?;
+    Ok(Caller(info, PhantomData))
 }
 
-impl FromRequestParts<Shared> for Caller {
+impl<S: Rule> FromRequestParts<Shared> for Caller<S> {
     type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut Parts,
         shared: &Shared,
     ) -> Result<Self, Self::Rejection> {
-        authenticate(shared, bearer(parts.headers.get(AUTHORIZATION))).await
+        authorize(shared, parts.headers.get(AUTHORIZATION)).await
+    }
+}
+
+/// Guards the gRPC `Runs` service (every method reads): the caller is checked before
+/// tonic decodes the message, and handed to the method in the request's extensions.
+pub async fn grpc_guard(
+    State(shared): State<Shared>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match authorize::<ReadScope>(&shared, request.headers().get(AUTHORIZATION)).await {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(error) => {
+            let status = match error.status {
+                StatusCode::UNAUTHORIZED => tonic::Status::unauthenticated(error.message),
+                StatusCode::FORBIDDEN => tonic::Status::permission_denied(error.message),
+                _ => tonic::Status::unavailable(error.message),
+            };
+            status.into_http::<axum::body::Body>().into_response()
+        }
     }
 }

@@ -9,10 +9,10 @@ use axum::http::StatusCode;
 use iohr_domain::compare::{Comparison, NOISE_FLOOR, Refusal, Side, add_new_findings, compare};
 use serde::Deserialize;
 
-use super::auth::Caller;
+use super::auth::{Caller, ReadScope};
 use super::error::ApiError;
 use crate::Shared;
-use crate::store::{RunRow, Scope};
+use crate::store::RunRow;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -37,10 +37,9 @@ fn side(run: &RunRow) -> Side<'_> {
 
 pub async fn get(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<ReadScope>,
     query: Result<Query<CompareQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Comparison>, ApiError> {
-    caller.require(Scope::Read)?;
     let Query(query) = query?;
     compare_runs(
         &shared,

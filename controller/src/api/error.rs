@@ -15,6 +15,8 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Sent as `Retry-After` (seconds) with a 429 or 503: when trying again makes sense.
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl ApiError {
@@ -23,7 +25,12 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
+    }
+    pub fn retry_after(mut self, after: std::time::Duration) -> ApiError {
+        self.retry_after = Some(after);
+        self
     }
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, code, message)
@@ -40,7 +47,15 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(after) = self.retry_after {
+            // Whole seconds, at least one: `Retry-After: 0` would invite a busy loop.
+            let seconds = after.as_secs().max(1);
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 
@@ -51,6 +66,7 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(message) => {
                 ApiError::new(StatusCode::CONFLICT, "conflict", message)
             }
+            StoreError::TooManyQueued { limit } => super::limits::too_many_queued(limit),
             other => {
                 tracing::error!(error = %other, "store error behind an API call");
                 ApiError::new(

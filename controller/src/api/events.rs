@@ -13,10 +13,10 @@ use futures_util::Stream;
 use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::auth::Caller;
+use super::auth::{Caller, ReadScope};
 use super::error::ApiError;
 use crate::Shared;
-use crate::store::{Scope, StoredFrame};
+use crate::store::StoredFrame;
 
 /// Frames read from the store per query while replaying.
 const PAGE: u32 = 500;
@@ -115,12 +115,11 @@ pub struct EventsQuery {
 
 pub async fn events(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<ReadScope>,
     Path(id): Path<String>,
     headers: HeaderMap,
     query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    caller.require(Scope::Read)?;
     let Query(query) = query?;
     shared
         .store

@@ -7,11 +7,11 @@ use axum::extract::{Path, Query, State};
 use iohr_domain::finding::{Finding, FindingStatus};
 use serde::Deserialize;
 
-use super::auth::Caller;
+use super::auth::{Caller, ReadScope, RunScope};
 use super::error::ApiError;
 use super::runs::page_limit;
 use crate::Shared;
-use crate::store::{FindingFilter, Scope};
+use crate::store::FindingFilter;
 
 /// The runs a single finding's answer lists (the newest).
 const RUNS_SHOWN: u32 = 100;
@@ -28,10 +28,9 @@ pub struct ListQuery {
 
 pub async fn list(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<ReadScope>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    caller.require(Scope::Read)?;
     let Query(query) = query?;
     let status = query
         .status
@@ -69,10 +68,9 @@ pub async fn list(
 
 pub async fn get(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<ReadScope>,
     Path(id): Path<String>,
 ) -> Result<Json<Finding>, ApiError> {
-    caller.require(Scope::Read)?;
     let finding = shared
         .store
         .finding(caller.account_id(), &id)
@@ -85,10 +83,9 @@ pub async fn get(
 /// Closes a finding; closing a closed one answers it as it is. Each call is audited.
 pub async fn close(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<RunScope>,
     Path(id): Path<String>,
 ) -> Result<Json<Finding>, ApiError> {
-    caller.require(Scope::Run)?;
     let finding = shared
         .store
         .close_finding(caller.account_id(), &id, &caller.actor())

@@ -12,6 +12,7 @@ pub mod error;
 pub mod events;
 pub mod faults;
 pub mod findings;
+pub mod limits;
 pub mod run_guards;
 pub mod runs;
 pub mod scenarios;
@@ -48,7 +49,12 @@ pub fn router(shared: Shared) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route_service(
             "/iohr.runs.v1.Runs/{method}",
-            RunsServer::new(watch::RunsService::new(shared.clone())),
+            tower::ServiceBuilder::new()
+                .layer(axum::middleware::from_fn_with_state(
+                    shared.clone(),
+                    auth::grpc_guard,
+                ))
+                .service(RunsServer::new(watch::RunsService::new(shared.clone()))),
         )
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .method_not_allowed_fallback(|| async {

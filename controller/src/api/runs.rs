@@ -6,24 +6,21 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use iohr_domain::capacity::CapacitySpec;
-use iohr_domain::checks::ChecksSpec;
 use iohr_domain::faults::Experiment;
 use iohr_domain::faults::confirmation::{
     DEFAULT_CONFIRM_WITHIN, MAX_CONFIRM_WITHIN, confirmation_hash,
 };
-use iohr_domain::load::LoadSpec;
 use iohr_domain::replay::{LoggedRequest, ReplaySpec};
 use iohr_domain::run::ScenarioRef;
 use iohr_domain::scenario_kind::ScenarioSpec;
 use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy};
 use serde::Deserialize;
 
-use super::auth::Caller;
+use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
 use super::run_guards;
 use crate::Shared;
-use crate::store::{AuditLine, NewRun, RunFilter, Scope, format_ms, now_ms};
+use crate::store::{AuditLine, NewRun, RunFilter, format_ms, now_ms};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -74,42 +71,7 @@ pub fn parse_kind(text: &str) -> Result<RunKind, ApiError> {
 
 /// Validates a spec for its kind; returns the units the run may spend.
 pub fn validate_spec(kind: RunKind, spec: &serde_json::Value) -> Result<u64, ApiError> {
-    match kind {
-        RunKind::Checks => {
-            let spec = ChecksSpec::from_json(spec)
-                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
-            Ok(spec.checks.len() as u64)
-        }
-        RunKind::Load => {
-            let plan = LoadSpec::from_json(spec)
-                .and_then(|spec| spec.plan())
-                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
-            // A closed-model run's count is not known before it runs.
-            Ok(plan.expected_requests().unwrap_or(0))
-        }
-        RunKind::Scenario => {
-            let spec = ScenarioSpec::from_json(spec)
-                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
-            Ok(spec.total_requests())
-        }
-        RunKind::Replay => {
-            let plan = ReplaySpec::from_json(spec)
-                .and_then(|spec| spec.plan())
-                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
-            Ok(plan.expected_requests().unwrap_or(0))
-        }
-        RunKind::Faults => {
-            Experiment::from_json(spec)
-                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
-            Ok(0)
-        }
-        RunKind::Capacity => {
-            let plan = CapacitySpec::from_json(spec)
-                .and_then(|spec| spec.plan())
-                .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
-            Ok(plan.expected_requests())
-        }
-    }
+    super::limits::spec_cost(kind, spec).map(|cost| cost.units)
 }
 
 /// A replay `from_run`: the earlier scenario run of this account (finished), its spec's
@@ -153,10 +115,9 @@ async fn resolve_replay(
 
 pub async fn create(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<RunScope>,
     JsonBody(body): JsonBody<CreateRun>,
 ) -> Result<impl IntoResponse, ApiError> {
-    caller.require(Scope::Run)?;
     let account = &caller.0.account;
     let kind = parse_kind(&body.kind)?;
     let environments = shared.store.environments(&account.id).await?;
@@ -195,6 +156,7 @@ pub async fn create(
             format!("change is limited to {MAX_NAME} characters"),
         ));
     }
+    super::limits::check_queue_room(&shared, account).await?;
     let resolved;
     let spec = match (kind, &body.spec) {
         (RunKind::Replay, Some(spec)) if spec.get("from_run").is_some() => {
@@ -254,7 +216,9 @@ pub async fn create(
             ));
         }
     };
-    let units = validate_spec(kind, &scenario.spec)?;
+    let cost = super::limits::spec_cost(kind, &scenario.spec)?;
+    super::limits::check_length(kind, &cost, account)?;
+    let units = cost.units;
     if kind == RunKind::Faults {
         // A probe's url must name the run's own target.
         Experiment::from_json(&scenario.spec)
@@ -305,7 +269,10 @@ pub async fn create(
             &caller.actor(),
         )
         .await?;
-    if run.confirmation.is_some() {
+    if run.status == RunStatus::Refused {
+        // Over the month's unit budget: stored ended, with its reason.
+        tracing::info!(run = %run.id, account = %account.name, reason = ?run.reason, "run refused by the plan");
+    } else if run.confirmation.is_some() {
         // Queued only once a person confirms it (see `confirm`); the dispatcher ends it
         // `refused` if nobody does in time.
         tracing::info!(run = %run.id, account = %account.name, "production faults run waits for a confirmation");
@@ -342,10 +309,9 @@ fn confirmation_window(text: Option<&str>, needed: bool) -> Result<Option<Durati
 
 pub async fn get(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<ReadScope>,
     Path(id): Path<String>,
 ) -> Result<Json<RunRecord>, ApiError> {
-    caller.require(Scope::Read)?;
     let run = shared
         .store
         .run_of_account(caller.account_id(), &id)
@@ -367,10 +333,9 @@ pub struct ListQuery {
 
 pub async fn list(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<ReadScope>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    caller.require(Scope::Read)?;
     let Query(query) = query?;
     let status = query
         .status
@@ -408,11 +373,10 @@ const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
 pub async fn cancel(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<RunScope>,
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
-    caller.require(Scope::Run)?;
     // The body is optional: nothing, or {"reason": "..."}.
     let body: CancelBody = if body.iter().all(u8::is_ascii_whitespace) {
         CancelBody::default()

@@ -5,11 +5,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 
-use super::auth::Caller;
+use super::auth::{Caller, RunScope};
 use super::error::{ApiError, JsonBody};
 use super::runs::{MAX_NAME, parse_kind, validate_spec};
 use crate::Shared;
-use crate::store::{Scope, format_ms};
+use crate::store::format_ms;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -21,10 +21,9 @@ pub struct CreateScenario {
 
 pub async fn create(
     State(shared): State<Shared>,
-    caller: Caller,
+    caller: Caller<RunScope>,
     JsonBody(body): JsonBody<CreateScenario>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
-    caller.require(Scope::Run)?;
     let kind = parse_kind(&body.kind)?;
     if body.name.is_empty() || body.name.len() > MAX_NAME {
         return Err(ApiError::bad_request(

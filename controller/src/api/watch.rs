@@ -1,4 +1,5 @@
-//! The gRPC `Runs` service: `WatchRun` serves the same frames as the SSE stream.
+//! The gRPC `Runs` service: `WatchRun` serves the same frames as the SSE stream. Every
+//! method is behind [`super::auth::grpc_guard`].
 
 use std::pin::Pin;
 
@@ -7,10 +8,9 @@ use iohr_proto::runs::runs_server::Runs;
 use iohr_proto::runs::{CompareAnswer, CompareRequest, RunFrame, WatchRunRequest};
 use tonic::{Request, Response, Status};
 
-use super::auth::{authenticate, bearer};
+use super::auth::{Caller, ReadScope};
 use super::events::frame_stream;
 use crate::Shared;
-use crate::store::Scope;
 
 pub struct RunsService {
     shared: Shared,
@@ -24,22 +24,13 @@ impl RunsService {
 
 type FrameStream = Pin<Box<dyn Stream<Item = Result<RunFrame, Status>> + Send>>;
 
-impl RunsService {
-    /// The caller of a gRPC request, from its `authorization` metadata.
-    async fn caller<T>(&self, request: &Request<T>) -> Result<super::auth::Caller, Status> {
-        let header = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| axum::http::HeaderValue::from_str(v).ok());
-        let caller = authenticate(&self.shared, bearer(header.as_ref()))
-            .await
-            .map_err(|e| Status::unauthenticated(e.message))?;
-        caller
-            .require(Scope::Read)
-            .map_err(|e| Status::permission_denied(e.message))?;
-        Ok(caller)
-    }
+/// The caller of a gRPC request, authorized by [`super::auth::grpc_guard`] before the message was read.
+fn caller<T>(request: &Request<T>) -> Result<Caller<ReadScope>, Status> {
+    request
+        .extensions()
+        .get::<Caller<ReadScope>>()
+        .cloned()
+        .ok_or_else(|| Status::unauthenticated("send authorization: Bearer <token>"))
 }
 
 #[tonic::async_trait]
@@ -50,7 +41,7 @@ impl Runs for RunsService {
         &self,
         request: Request<WatchRunRequest>,
     ) -> Result<Response<FrameStream>, Status> {
-        let caller = self.caller(&request).await?;
+        let caller = caller(&request)?;
         let WatchRunRequest {
             run_id,
             after_frame,
@@ -77,7 +68,7 @@ impl Runs for RunsService {
         &self,
         request: Request<CompareRequest>,
     ) -> Result<Response<CompareAnswer>, Status> {
-        let caller = self.caller(&request).await?;
+        let caller = caller(&request)?;
         let CompareRequest {
             before,
             after,

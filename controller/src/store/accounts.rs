@@ -13,7 +13,12 @@ pub struct Account {
     pub id: String,
     pub name: String,
     pub max_running: i64,
+    /// Units (requests) the account's runs may use each calendar month (UTC); 0: unlimited.
     pub units_per_month: i64,
+    /// Runs the account may have queued at once; a POST past it is answered 429.
+    pub max_queued: i64,
+    /// The longest a load, replay or capacity run may last, in milliseconds.
+    pub max_run_duration_ms: i64,
     /// The platform's own account: its agents are "our cloud", shared by all accounts.
     pub is_platform: bool,
 }
@@ -80,6 +85,20 @@ fn hash_secret(secret: &str) -> String {
 
 /// Default plan for new accounts: runs at once, units per month (0: unlimited).
 pub const DEFAULT_MAX_RUNNING: i64 = 4;
+/// Runs queued at once: far more than a team's pipelines start together, and few enough
+/// that one token cannot fill the store or the dispatcher's queues.
+pub const DEFAULT_MAX_QUEUED: i64 = 1000;
+/// The longest load, replay or capacity run: an hour (10h is a typo, not a test).
+pub const DEFAULT_MAX_RUN_DURATION_MS: i64 = 3_600_000;
+
+/// A change to an account's plan: each field given is set, the others kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanChange {
+    pub max_running: Option<i64>,
+    pub max_queued: Option<i64>,
+    pub max_run_duration_ms: Option<i64>,
+    pub units_per_month: Option<i64>,
+}
 
 fn account_from_row(row: &sqlx::any::AnyRow) -> Result<Account> {
     Ok(Account {
@@ -87,6 +106,8 @@ fn account_from_row(row: &sqlx::any::AnyRow) -> Result<Account> {
         name: row.try_get("name")?,
         max_running: row.try_get("max_running")?,
         units_per_month: row.try_get("units_per_month")?,
+        max_queued: row.try_get("max_queued")?,
+        max_run_duration_ms: row.try_get("max_run_duration_ms")?,
         is_platform: row.try_get::<i64, _>("is_platform")? != 0,
     })
 }
@@ -118,6 +139,8 @@ impl Store {
             name: name.to_string(),
             max_running,
             units_per_month: 0,
+            max_queued: DEFAULT_MAX_QUEUED,
+            max_run_duration_ms: DEFAULT_MAX_RUN_DURATION_MS,
             is_platform,
         })
     }
@@ -148,13 +171,26 @@ impl Store {
         rows.iter().map(account_from_row).collect()
     }
 
-    pub async fn set_max_running(&self, account_id: &str, max_running: i64) -> Result<()> {
-        sqlx::query("UPDATE accounts SET max_running = $1 WHERE id = $2")
-            .bind(max_running)
-            .bind(account_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+    /// Changes what `change` names of an account's plan, in one statement.
+    pub async fn set_plan(&self, account_id: &str, change: &PlanChange) -> Result<Account> {
+        let done = sqlx::query(
+            "UPDATE accounts SET max_running = COALESCE($1, max_running),
+                 max_queued = COALESCE($2, max_queued),
+                 max_run_duration_ms = COALESCE($3, max_run_duration_ms),
+                 units_per_month = COALESCE($4, units_per_month)
+             WHERE id = $5",
+        )
+        .bind(change.max_running)
+        .bind(change.max_queued)
+        .bind(change.max_run_duration_ms)
+        .bind(change.units_per_month)
+        .bind(account_id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound(format!("account {account_id}")));
+        }
+        self.account(account_id).await
     }
 
     pub async fn add_environment(

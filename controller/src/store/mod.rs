@@ -5,6 +5,7 @@
 //! unchanged on both and every store test runs against both.
 
 mod accounts;
+mod admission;
 mod agents;
 mod audit;
 mod claim;
@@ -23,7 +24,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Executor};
 
-pub use accounts::{Account, DEFAULT_MAX_RUNNING, Environment, Scope, TokenInfo};
+pub use accounts::{
+    Account, DEFAULT_MAX_QUEUED, DEFAULT_MAX_RUN_DURATION_MS, DEFAULT_MAX_RUNNING, Environment,
+    PlanChange, Scope, TokenInfo,
+};
+pub use admission::{MonthUse, month_bounds};
 pub use agents::{AgentIdentity, AgentRow, AgentScope, Declaration};
 pub use audit::AuditLine;
 pub use claim::Claim;
@@ -43,6 +48,9 @@ pub enum StoreError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// The account has as many queued runs as its plan allows: the new one is not stored.
+    #[error("the account has {limit} queued runs, its plan's limit")]
+    TooManyQueued { limit: i64 },
     #[error("stored data is invalid: {0}")]
     Corrupt(String),
 }

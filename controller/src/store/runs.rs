@@ -8,6 +8,7 @@ use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy, Units};
 // Dynamic SQL here is assembled from constants only; every value is bound.
 use sqlx::{AssertSqlSafe, Row};
 
+use super::admission::Verdict;
 use super::audit::AuditLine;
 use super::frames::StoredFrame;
 use super::{Result, Store, StoreError, format_ms, new_id, now_ms, to_json};
@@ -200,16 +201,27 @@ pub struct Ending {
 }
 
 impl Store {
-    /// Stores a new queued run and the audit line of its start, in one transaction.
+    /// Stores a new run and the audit line of its start, in one transaction, after
+    /// checking it against its account's plan (see `admission`): past the queue's bound
+    /// nothing is stored ([`StoreError::TooManyQueued`]); past the month's unit budget it
+    /// is stored ended `refused`, with its reason and `finished` frame.
     pub async fn insert_run(&self, run: &NewRun, actor: &str) -> Result<RunRow> {
         let id = new_id();
-        let mut tx = self.pool.begin().await?;
+        let now = now_ms();
+        let mut tx = self.write_tx().await?;
+        let verdict =
+            super::admission::admit(self, &mut tx, &run.account_id, run.units_reserved, now)
+                .await?;
+        let (status, reason, ended_at) = match &verdict {
+            Verdict::Queue => ("queued", run.reason.clone(), None),
+            Verdict::Refuse(why) => ("refused", Some(why.clone()), Some(now)),
+        };
         sqlx::query(
             "INSERT INTO runs (id, account_id, kind, scenario_id, scenario_version, environment,
                  target, executor, started_by_type, started_by_id, change_ref, status, reason,
-                 units_reserved, created_at, confirm_hash, confirm_deadline)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'queued', $12, $13, $14,
-                 $15, $16)",
+                 units_reserved, created_at, confirm_hash, confirm_deadline, ended_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+                 $16, $17, $18)",
         )
         .bind(&id)
         .bind(&run.account_id)
@@ -222,20 +234,37 @@ impl Store {
         .bind(&run.started_by.kind)
         .bind(&run.started_by.id)
         .bind(&run.started_by.change)
-        .bind(&run.reason)
+        .bind(status)
+        .bind(&reason)
         .bind(run.units_reserved)
-        .bind(now_ms())
+        .bind(now)
         .bind(run.confirmation.as_ref().map(|(hash, _)| hash.clone()))
         .bind(run.confirmation.as_ref().map(|(_, deadline)| *deadline))
+        .bind(ended_at)
         .execute(&mut *tx)
         .await?;
+        if let Verdict::Refuse(why) = &verdict {
+            // Ended at once: its stream is one `finished` frame, as any ended run's.
+            let frame = StoredFrame {
+                run_id: id.clone(),
+                number: 1,
+                kind: "finished".to_string(),
+                payload: serde_json::json!({"status": RunStatus::Refused, "reason": why}),
+                at: now,
+            };
+            super::frames::insert_frame(&mut tx, &frame).await?;
+            sqlx::query("UPDATE runs SET frames_through = 1 WHERE id = $1")
+                .bind(&id)
+                .execute(&mut *tx)
+                .await?;
+        }
         let line = AuditLine {
-            at: 0,
+            at: now,
             actor: actor.to_string(),
             action: "run.start".to_string(),
             run_id: Some(id.clone()),
             targets: Some(run.target.clone()),
-            outcome: "queued".to_string(),
+            outcome: status.to_string(),
         };
         super::audit::insert_audit(&mut tx, &run.account_id, &line).await?;
         let row = sqlx::query(AssertSqlSafe(format!(
