@@ -168,7 +168,7 @@ fn policy_for(target: &Target) -> String {
     path.display().to_string()
 }
 
-async fn a_run_waiting_for_an_agent_says_so_as_agents_come_and_go(backend: Backend) {
+async fn a_confirmed_production_run_says_it_waits_for_an_agent_until_one_comes(backend: Backend) {
     // edge-1 serves staging only.
     let stack = OneAgent::start(backend, AgentOptions::default()).await;
     let api = &stack.api;
@@ -224,6 +224,29 @@ async fn a_run_waiting_for_an_agent_says_so_as_agents_come_and_go(backend: Backe
     assert_eq!(done["agent"], "edge-2", "{done}");
     assert!(done["reason"].is_null(), "{done}");
 
+    target.stop().await;
+}
+
+async fn a_queued_run_says_so_when_its_only_agent_is_removed(backend: Backend) {
+    // edge-1 serves staging only; edge-2 production, one job at a time.
+    let stack = OneAgent::start(backend, AgentOptions::default()).await;
+    let api = &stack.api;
+    let target = Target::start().await;
+    let identity = stack.install.agent_identity("default", "edge-2");
+    let _edge2 = Agent::start(
+        &stack.install,
+        "edge-2",
+        &identity,
+        &stack.controller.link_url(),
+        AgentOptions {
+            environments: &["production"],
+            max_jobs: 1,
+            ..AgentOptions::default()
+        },
+    )
+    .await;
+    api.wait_online("edge-2", LIMIT).await;
+
     // edge-2 busy with a long run, another queued behind it: no reason, it only waits
     // its turn. Then edge-2 is removed: the queued run says it has no agent now.
     let slow = json!({"kind": "checks", "environment": "production", "target": target.url(),
@@ -272,5 +295,6 @@ async fn a_run_waiting_for_an_agent_says_so_as_agents_come_and_go(backend: Backe
 on_both_stores!(
     an_unknown_agent_is_refused_and_nothing_is_stored,
     two_spellings_of_a_target_are_one_target,
-    a_run_waiting_for_an_agent_says_so_as_agents_come_and_go,
+    a_confirmed_production_run_says_it_waits_for_an_agent_until_one_comes,
+    a_queued_run_says_so_when_its_only_agent_is_removed,
 );
