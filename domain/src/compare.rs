@@ -299,6 +299,10 @@ pub fn compare(before: &Side, after: &Side, noise_floor: f64) -> Result<Comparis
             });
         }
     }
+    // Runs stored before targets were normalised keep their spelling: both sides are
+    // normalised here, so `http://h:80/` compares with `http://h`.
+    let comparable = |t: &str| crate::target::normalize_target(t).unwrap_or_else(|_| t.to_string());
+    let (target_before, target_after) = (comparable(before.target), comparable(after.target));
     let same = [
         ("kind", before.kind.as_str(), after.kind.as_str()),
         (
@@ -307,7 +311,7 @@ pub fn compare(before: &Side, after: &Side, noise_floor: f64) -> Result<Comparis
             after.scenario_version,
         ),
         ("environment", before.environment, after.environment),
-        ("target", before.target, after.target),
+        ("target", &target_before, &target_after),
     ];
     for (what, b, a) in same {
         if b != a {
@@ -985,6 +989,20 @@ mod tests {
                 what: "scenario version",
                 ..
             })
+        ));
+        // A run stored before targets were normalised compares with one stored after.
+        let slash = Side {
+            target: "HTTP://127.0.0.1:1/",
+            ..side("r6", "sha256:1", RunStatus::Passed, &good)
+        };
+        assert!(compare(&before, &slash, NOISE_FLOOR).is_ok());
+        let elsewhere = Side {
+            target: "http://127.0.0.1:2",
+            ..side("r7", "sha256:1", RunStatus::Passed, &good)
+        };
+        assert!(matches!(
+            compare(&before, &elsewhere, NOISE_FLOOR),
+            Err(Refusal::Different { what: "target", .. })
         ));
         let running = side("r4", "sha256:1", RunStatus::Running, &good);
         assert!(matches!(

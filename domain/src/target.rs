@@ -41,40 +41,68 @@ pub fn validate_target(target: &str) -> Result<(), TargetError> {
     }
     if let Some((_, port)) = authority.rsplit_once(':')
         && !authority.ends_with(']')
-        && port.parse::<u16>().is_err()
+        && (port.is_empty()
+            || !port.bytes().all(|b| b.is_ascii_digit())
+            || port.parse::<u16>().is_err()
+            || (!authority.starts_with('[') && authority.matches(':').count() > 1))
     {
         return err("has an invalid port");
     }
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn addresses_and_names_pass_localhost_and_junk_do_not() {
-        for ok in [
-            "http://127.0.0.1:8080",
-            "https://api.example.com/v2",
-            "http://[::1]:9000/",
-            "http://10.0.0.5",
-        ] {
-            assert_eq!(validate_target(ok), Ok(()), "{ok}");
+/// The form a target is stored and compared in, so that one target has one spelling: the
+/// scheme and host in lower case, the port as its number and dropped when it is the
+/// scheme's default (80 for http, 443 for https), and no trailing slash. The path keeps its
+/// case (servers may tell `/A` from `/a`). Refuses what [`validate_target`] refuses.
+pub fn normalize_target(target: &str) -> Result<String, TargetError> {
+    let lowered = match target.split_once("://") {
+        Some((scheme, rest))
+            if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") =>
+        {
+            format!("{}://{rest}", scheme.to_ascii_lowercase())
         }
-        for bad in [
-            "http://localhost:8080",
-            "http://LOCALHOST",
-            "http://app.localhost",
-            "http://localhost.:8080",
-            "ftp://127.0.0.1",
-            "127.0.0.1:8080",
-            "http://user:pw@127.0.0.1",
-            "http://127.0.0.1:99999",
-            "http://127.0.0.1/?x=1",
-            "http://",
-        ] {
-            assert!(validate_target(bad).is_err(), "{bad}");
-        }
-    }
+        _ => target.to_string(),
+    };
+    validate_target(&lowered)?;
+    let normal = with_canonical_origin(&lowered);
+    Ok(normal.trim_end_matches('/').to_string())
 }
+
+/// `url` with its scheme and host in lower case and its port as [`normalize_target`] writes
+/// it; the path, query and fragment as they are. Only the shape is looked at: a url that is
+/// not `scheme://...` comes back unchanged. For matching a url against a normalised target.
+pub fn with_canonical_origin(url: &str) -> String {
+    let Some((scheme, after)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+    let (authority, rest) = after.split_at(end);
+    let (host, port) = match authority.find(']') {
+        Some(close) if authority.starts_with('[') => {
+            let (host, after) = authority.split_at(close + 1);
+            (host, after.strip_prefix(':'))
+        }
+        _ => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    let host = host.to_ascii_lowercase();
+    let default = match scheme.as_str() {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    };
+    let port = match port.map(|p| (p, p.parse::<u16>())) {
+        None => String::new(),
+        Some((_, Ok(n))) if Some(n) == default => String::new(),
+        Some((p, Ok(n))) if p.bytes().all(|b| b.is_ascii_digit()) => format!(":{n}"),
+        Some((p, _)) => format!(":{p}"),
+    };
+    format!("{scheme}://{host}{port}{rest}")
+}
+
+#[cfg(test)]
+mod tests;

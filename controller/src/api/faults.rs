@@ -32,7 +32,16 @@ pub async fn confirm(
     let account = &caller.0.account;
     let outcome = shared
         .store
-        .confirm_run(&account.id, &id, &body.hash, &person)
+        .confirm_run(&account.id, &id, &body.hash, &person, |run| {
+            // No longer waiting for a person; maybe for an agent, which it then says.
+            super::run_guards::waiting_reason(
+                &shared,
+                &run.account_id,
+                run.kind,
+                &run.environment,
+                &run.executor,
+            )
+        })
         .await
         .map_err(|e| match e {
             crate::store::StoreError::NotFound(_) => ApiError::not_found(&format!("run {id}")),

@@ -13,14 +13,14 @@ use iohr_domain::faults::confirmation::{
 use iohr_domain::replay::{LoggedRequest, ReplaySpec};
 use iohr_domain::run::ScenarioRef;
 use iohr_domain::scenario_kind::ScenarioSpec;
-use iohr_domain::target::validate_target;
 use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy};
 use serde::Deserialize;
 
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
+use super::run_guards;
 use crate::Shared;
-use crate::store::{AgentScope, AuditLine, NewRun, RunFilter, format_ms, now_ms};
+use crate::store::{AuditLine, NewRun, RunFilter, format_ms, now_ms};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -134,9 +134,8 @@ pub async fn create(
     };
     let needs_confirmation = kind == RunKind::Faults && environment.production;
     let confirm_within = confirmation_window(body.confirm_within.as_deref(), needs_confirmation)?;
-    validate_target(&body.target)
-        .map_err(|e| ApiError::bad_request("invalid_target", e.to_string()))?;
-    if body.target.starts_with("https://")
+    let target = run_guards::target(&body.target)?;
+    if target.starts_with("https://")
         && !matches!(kind, RunKind::Load | RunKind::Replay | RunKind::Capacity)
     {
         return Err(ApiError::bad_request(
@@ -150,6 +149,7 @@ pub async fn create(
             ApiError::bad_request("invalid_executor", e.to_string())
         })?,
     };
+    run_guards::known_executor(&shared, &account.id, &executor).await?;
     if body.change.as_ref().is_some_and(|c| c.len() > MAX_NAME) {
         return Err(ApiError::bad_request(
             "invalid_change",
@@ -222,11 +222,11 @@ pub async fn create(
     if kind == RunKind::Faults {
         // A probe's url must name the run's own target.
         Experiment::from_json(&scenario.spec)
-            .and_then(|e| e.check_target(&body.target))
+            .and_then(|e| e.check_target(&target))
             .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
     }
     let confirmation = confirm_within.map(|within| {
-        let hash = confirmation_hash(&scenario.version, &body.target, &body.environment);
+        let hash = confirmation_hash(&scenario.version, &target, &body.environment);
         (hash, now_ms() + within.as_millis() as i64)
     });
     let reason = match &confirmation {
@@ -235,14 +235,7 @@ pub async fn create(
             format_ms(*deadline)
         )),
         None => {
-            waiting_reason(
-                &shared,
-                account.id.as_str(),
-                kind,
-                &body.environment,
-                &executor,
-            )
-            .await?
+            run_guards::waiting_reason(&shared, &account.id, kind, &body.environment, &executor)
         }
     };
     let started_by = match &caller.0.person {
@@ -266,7 +259,7 @@ pub async fn create(
                 scenario_id: scenario.id,
                 scenario_version: scenario.version,
                 environment: body.environment.clone(),
-                target: body.target.clone(),
+                target,
                 executor,
                 started_by,
                 units_reserved: units as i64,
@@ -312,54 +305,6 @@ fn confirmation_window(text: Option<&str>, needed: bool) -> Result<Option<Durati
             Ok(Some(within))
         }
     }
-}
-
-/// Why a new run may wait forever: no agent (online or not) has declared what it needs.
-async fn waiting_reason(
-    shared: &Shared,
-    account_id: &str,
-    kind: RunKind,
-    environment: &str,
-    executor: &Executor,
-) -> Result<Option<String>, ApiError> {
-    let store = &shared.store;
-    let kind_name = kind.as_str();
-    let reason = match executor {
-        Executor::Any => (!store
-            .agent_serves(
-                AgentScope::Account(account_id),
-                kind_name,
-                Some(environment),
-            )
-            .await?)
-            .then(|| {
-                format!(
-                    "no agent of this account serves environment {environment} with kind {kind}"
-                )
-            }),
-        Executor::Agent(name) => {
-            let named = AgentScope::Named(account_id, name);
-            if !store.agent_serves(named, kind_name, None).await?
-                && !store.agent_exists(account_id, name).await?
-            {
-                Some(format!("no agent named {name} in this account"))
-            } else if !store
-                .agent_serves(named, kind_name, Some(environment))
-                .await?
-            {
-                Some(format!(
-                    "agent {name} does not serve environment {environment} with kind {kind}"
-                ))
-            } else {
-                None
-            }
-        }
-        Executor::Cloud => (!store
-            .agent_serves(AgentScope::Platform, kind_name, None)
-            .await?)
-            .then(|| format!("no cloud agent runs kind {kind}")),
-    };
-    Ok(reason)
 }
 
 pub async fn get(

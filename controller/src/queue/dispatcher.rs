@@ -22,6 +22,8 @@ use crate::store::{
 };
 use crate::timing::Timing;
 
+mod waiting;
+
 /// A connected agent, as its session hands it to the dispatcher after the hello.
 pub struct AgentUp {
     pub session: SessionId,
@@ -51,7 +53,7 @@ pub struct OnlineAgent {
 
 enum Command {
     RunQueued {
-        run: QueuedRun,
+        run: Box<QueuedRun>,
         max_running: usize,
     },
     Cancel {
@@ -121,6 +123,8 @@ pub struct DispatcherHandle {
     tx: mpsc::UnboundedSender<Command>,
     epoch: Instant,
     next_session: Arc<AtomicU64>,
+    /// The agents connected now, for [`DispatcherHandle::waiting_reason`].
+    connected: tokio::sync::watch::Receiver<waiting::Connected>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -139,7 +143,7 @@ impl DispatcherHandle {
 
     pub fn run_queued(&self, run: &RunRow, max_running: i64) {
         let _ = self.tx.send(Command::RunQueued {
-            run: queued_from_row(run),
+            run: Box::new(queued_from_row(run)),
             max_running: usize::try_from(max_running).unwrap_or(usize::MAX),
         });
     }
@@ -232,6 +236,7 @@ fn queued_from_row(run: &RunRow) -> QueuedRun {
             .and_then(|c| c.confirmed_by.clone()),
         refused_by: BTreeSet::new(),
         lapsed_with: BTreeSet::new(),
+        reason: run.reason.clone(),
     }
 }
 
@@ -278,6 +283,8 @@ pub struct Dispatcher {
     specs: HashMap<(String, String), Arc<str>>,
     /// When the once-a-second store checks (removed agents, lapsed confirmations) last ran.
     store_checked: Instant,
+    /// Why queued runs wait, kept current (see `waiting.rs`).
+    reasons: waiting::Reasons,
     rx: mpsc::UnboundedReceiver<Command>,
 }
 
@@ -292,6 +299,7 @@ impl Dispatcher {
     ) -> Result<(DispatcherHandle, tokio::task::JoinHandle<()>), StoreError> {
         let (tx, rx) = mpsc::unbounded_channel();
         let epoch = Instant::now();
+        let (reasons, connected) = waiting::Reasons::new();
         let mut dispatcher = Dispatcher {
             store,
             hub,
@@ -302,6 +310,7 @@ impl Dispatcher {
             sessions: HashMap::new(),
             specs: HashMap::new(),
             store_checked: epoch,
+            reasons,
             rx,
         };
         dispatcher.rebuild().await?;
@@ -309,6 +318,7 @@ impl Dispatcher {
             tx,
             epoch,
             next_session: Arc::new(AtomicU64::new(1)),
+            connected,
         };
         let task = tokio::spawn(dispatcher.run(shutdown));
         Ok((handle, task))
@@ -392,7 +402,8 @@ impl Dispatcher {
         match command {
             Command::RunQueued { run, max_running } => {
                 self.scheduler.set_max_running(&run.account_id, max_running);
-                self.scheduler.enqueue(run);
+                self.scheduler.enqueue(*run);
+                self.queue_changed();
             }
             Command::Cancel {
                 run_id,
@@ -627,6 +638,7 @@ impl Dispatcher {
                     run.refused_by.extend(refused);
                     run.lapsed_with.extend(lapsed);
                     self.scheduler.enqueue(run);
+                    self.queue_changed();
                 }
                 true
             }
@@ -782,6 +794,7 @@ impl Dispatcher {
             max_jobs: declaration.max_concurrent_jobs.max(1) as usize,
             leases: HashMap::new(),
         });
+        self.agents_changed();
         self.sessions.insert(
             session,
             Session {
@@ -876,6 +889,7 @@ impl Dispatcher {
         };
         s.close.cancel();
         self.scheduler.remove_agent(session);
+        self.agents_changed();
         let heard_ms = s.last_heard.load(Ordering::Relaxed);
         let silent_for = std::time::Duration::from_millis(self.now_ms().saturating_sub(heard_ms));
         let deadline = Instant::now()
@@ -967,8 +981,11 @@ impl Dispatcher {
                     .map(|s| s.name.clone())
                     .unwrap_or_default();
                 let why = format!("refused by agent {agent}: {reason}");
-                if let Err(error) = self.store.set_reason(&run_id, Some(&why)).await {
-                    tracing::warn!(run = %run_id, %error, "recording a refusal failed");
+                match self.store.set_reason(&run_id, Some(&why)).await {
+                    Ok(()) => self.note_reason(&run_id, why),
+                    Err(error) => {
+                        tracing::warn!(run = %run_id, %error, "recording a refusal failed")
+                    }
                 }
             }
         }
@@ -1002,6 +1019,7 @@ impl Dispatcher {
             self.store_checked = Instant::now();
             self.close_removed().await;
             self.lapse_confirmations().await;
+            self.refresh_reasons().await;
         }
         let now = Instant::now();
         let now_ms = self.now_ms();

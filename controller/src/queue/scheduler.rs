@@ -37,6 +37,8 @@ pub struct QueuedRun {
     /// Sessions that let an offer of this run lapse: offered it again only when no other
     /// agent can take it (a wedged agent should not hold a run, a lone one should).
     pub lapsed_with: BTreeSet<SessionId>,
+    /// The run's `reason` as stored, so a refresh rewrites only what changes.
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -58,23 +60,34 @@ impl AgentSlot {
         self.leases.values().any(|k| k.is_exclusive())
     }
 
-    fn can_take(&self, run: &QueuedRun) -> bool {
-        if run.refused_by.contains(&self.session) || !self.kinds.contains(&run.kind) {
+    /// Whether this agent's declarations let it run such a run at all, busy or not.
+    pub fn serves(
+        &self,
+        account_id: &str,
+        executor: &Executor,
+        environment: &str,
+        kind: RunKind,
+    ) -> bool {
+        if !self.kinds.contains(&kind) {
             return false;
         }
-        let eligible = match &run.executor {
+        match executor {
             Executor::Any => {
-                self.account_id == run.account_id && self.environments.contains(&run.environment)
+                self.account_id == account_id && self.environments.contains(environment)
             }
             Executor::Agent(name) => {
-                self.account_id == run.account_id
+                self.account_id == account_id
                     && &self.name == name
-                    && self.environments.contains(&run.environment)
+                    && self.environments.contains(environment)
             }
             // Our cloud's agents serve every account and environment.
             Executor::Cloud => self.is_platform,
-        };
-        eligible
+        }
+    }
+
+    fn can_take(&self, run: &QueuedRun) -> bool {
+        !run.refused_by.contains(&self.session)
+            && self.serves(&run.account_id, &run.executor, &run.environment, run.kind)
             && self.leases.len() < self.max_jobs
             && !(run.kind.is_exclusive() && self.has_exclusive())
     }
@@ -122,6 +135,16 @@ impl Scheduler {
         self.queues
             .get(account_id)
             .is_some_and(|q| q.iter().any(|r| r.run_id == run_id))
+    }
+
+    /// Every queued run, account by account in order.
+    pub fn queued(&self) -> impl Iterator<Item = &QueuedRun> {
+        self.queues.values().flatten()
+    }
+
+    /// Every queued run, to update what is kept beside it (never its place or id).
+    pub fn queued_mut(&mut self) -> impl Iterator<Item = &mut QueuedRun> {
+        self.queues.values_mut().flatten()
     }
 
     pub fn add_agent(&mut self, slot: AgentSlot) {

@@ -20,13 +20,16 @@ pub enum ConfirmRefusal {
 
 impl Store {
     /// Confirms a production faults run for `person`, bound to `hash`, and writes the audit
-    /// line in the same transaction. Returns the confirmed run, or why not.
+    /// line in the same transaction. Returns the confirmed run, or why not. `waiting` says
+    /// why the run, now queued, will wait for an agent (if it will): stored with the
+    /// confirmation, in place of the wait for a person.
     pub async fn confirm_run(
         &self,
         account_id: &str,
         run_id: &str,
         hash: &str,
         person: &str,
+        waiting: impl FnOnce(&RunRow) -> Option<String>,
     ) -> Result<std::result::Result<RunRow, ConfirmRefusal>> {
         let mut tx = self.write_tx().await?;
         let select = format!(
@@ -64,11 +67,13 @@ impl Store {
         if let Some(refusal) = refusal {
             return Ok(Err(refusal));
         }
+        let reason = waiting(&run);
         sqlx::query(
-            "UPDATE runs SET confirmed_by = $1, confirmed_at = $2, reason = NULL WHERE id = $3",
+            "UPDATE runs SET confirmed_by = $1, confirmed_at = $2, reason = $3 WHERE id = $4",
         )
         .bind(person)
         .bind(now)
+        .bind(reason.as_deref())
         .bind(run_id)
         .execute(&mut *tx)
         .await?;

@@ -115,8 +115,11 @@ impl HttpLocation {
         match self {
             HttpLocation::Path(p) => Ok(p.clone()),
             HttpLocation::Url(url) => {
+                // Both in canonical form: `HTTP://Host:80/x` is on the target `http://host`.
+                let target = crate::target::with_canonical_origin(target);
                 let target = target.trim_end_matches('/');
-                let rest = url
+                let canonical = crate::target::with_canonical_origin(url);
+                let rest = canonical
                     .strip_prefix(target)
                     .filter(|rest| rest.is_empty() || rest.starts_with(['/', '?']))
                     .ok_or_else(|| format!("url {url} is not on the run's target {target}"))?;

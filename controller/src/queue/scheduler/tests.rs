@@ -13,6 +13,7 @@ fn run(id: &str, account: &str, kind: RunKind) -> QueuedRun {
         confirmed_by: None,
         refused_by: BTreeSet::new(),
         lapsed_with: BTreeSet::new(),
+        reason: None,
     }
 }
 

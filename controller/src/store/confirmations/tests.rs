@@ -54,7 +54,7 @@ async fn a_person_confirms_the_exact_hash_once_before_the_deadline() {
         assert!(stored.confirmation.as_ref().expect("pending").is_pending());
 
         let wrong = store
-            .confirm_run(&account, &run, "sha256:other", "ada")
+            .confirm_run(&account, &run, "sha256:other", "ada", |_| None)
             .await
             .expect("store");
         assert_eq!(
@@ -64,7 +64,7 @@ async fn a_person_confirms_the_exact_hash_once_before_the_deadline() {
             }
         );
         let confirmed = store
-            .confirm_run(&account, &run, "sha256:abc", "ada")
+            .confirm_run(&account, &run, "sha256:abc", "ada", |_| None)
             .await
             .expect("store")
             .expect("confirmed");
@@ -72,7 +72,7 @@ async fn a_person_confirms_the_exact_hash_once_before_the_deadline() {
         assert_eq!(c.confirmed_by.as_deref(), Some("ada"));
         assert_eq!(confirmed.reason, None, "no longer waiting for anyone");
         let again = store
-            .confirm_run(&account, &run, "sha256:abc", "bob")
+            .confirm_run(&account, &run, "sha256:abc", "bob", |_| None)
             .await
             .expect("store");
         assert!(matches!(again, Err(ConfirmRefusal::NotAwaiting(_))));
@@ -96,7 +96,7 @@ async fn a_person_confirms_the_exact_hash_once_before_the_deadline() {
         // Another account cannot see it.
         assert!(
             store
-                .confirm_run("someone-else", &run, "sha256:abc", "eve")
+                .confirm_run("someone-else", &run, "sha256:abc", "eve", |_| None)
                 .await
                 .is_err()
         );
@@ -139,9 +139,29 @@ async fn an_unconfirmed_run_lapses_at_its_deadline() {
             "an ended run is not lapsed twice"
         );
         let late = store
-            .confirm_run(&account, &run, "sha256:abc", "ada")
+            .confirm_run(&account, &run, "sha256:abc", "ada", |_| None)
             .await
             .expect("store");
         assert!(matches!(late, Err(ConfirmRefusal::NotAwaiting(_))));
+    }
+}
+
+#[tokio::test]
+async fn a_confirmed_run_that_will_wait_for_an_agent_says_so_at_once() {
+    for store in [sqlite_store().await, postgres_store().await] {
+        let (account, run) = production_faults_run(&store, now_ms() + 60_000).await;
+        let confirmed = store
+            .confirm_run(&account, &run, "sha256:abc", "ada", |row| {
+                Some(format!("no agent for {}", row.environment))
+            })
+            .await
+            .expect("store")
+            .expect("confirmed");
+        assert_eq!(confirmed.reason.as_deref(), Some("no agent for production"));
+        let stored = store.run(&run).await.expect("read").expect("run");
+        assert_eq!(
+            stored.reason, confirmed.reason,
+            "stored with the confirmation"
+        );
     }
 }

@@ -203,6 +203,12 @@ fn a_url_must_name_the_runs_target() {
     );
     assert_eq!(url("http://h:1/a/b").path_on("http://h:1/a").unwrap(), "/b");
     assert!(url("http://h:10/").path_on("http://h:1").is_err());
+    // The target is stored normalised; a url spelled otherwise is still on it.
+    assert_eq!(
+        url("HTTP://H:80/Health").path_on("http://h").unwrap(),
+        "/Health"
+    );
+    assert!(url("http://h:8080/").path_on("http://h").is_err());
     assert_eq!(
         HttpLocation::Path("/p".into()).path_on("http://x").unwrap(),
         "/p"

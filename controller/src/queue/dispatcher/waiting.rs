@@ -1,0 +1,218 @@
+//! Why a queued run waits, kept current. A run that no connected agent could take (not
+//! one busy agent: none that serves its account, environment and kind) says so in its
+//! `reason`. The API says it when it creates or confirms a run, from the agents this
+//! publishes; the dispatcher re-reads every queued run against the connected agents after
+//! they change or runs join the queue, at most once a second, and writes only the reasons
+//! that change, one statement per reason (and 500 runs).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use iohr_domain::{Executor, RunKind};
+use tokio::sync::watch;
+
+use super::{Dispatcher, DispatcherHandle};
+use crate::queue::scheduler::{AgentSlot, SessionId};
+
+/// The connected agents as the API reads them (their leases left out).
+pub(super) type Connected = Arc<Vec<AgentSlot>>;
+
+pub(super) struct Reasons {
+    published: watch::Sender<Connected>,
+    /// The agents or the queue changed since the reasons were last made current.
+    stale: bool,
+}
+
+impl Reasons {
+    pub(super) fn new() -> (Reasons, watch::Receiver<Connected>) {
+        let (published, connected) = watch::channel(Connected::default());
+        let reasons = Reasons {
+            published,
+            stale: false,
+        };
+        (reasons, connected)
+    }
+}
+
+/// What a queued run's reason should be, given the connected agents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Waiting {
+    /// A connected agent serves it, busy or not: no reason.
+    Served,
+    /// Only agents that refused it serve it: their refusal stays its reason.
+    Refused,
+    /// No connected agent serves it: what is missing.
+    NoAgent(String),
+}
+
+/// The run's shape: what decides which agents serve it.
+struct Shape<'a> {
+    account_id: &'a str,
+    executor: &'a Executor,
+    environment: &'a str,
+    kind: RunKind,
+}
+
+fn waiting<'a>(
+    agents: impl Iterator<Item = &'a AgentSlot> + Clone,
+    run: &Shape<'_>,
+    refused_by: &BTreeSet<SessionId>,
+) -> Waiting {
+    let mut serving = agents
+        .clone()
+        .filter(|a| a.serves(run.account_id, run.executor, run.environment, run.kind))
+        .peekable();
+    if serving.peek().is_none() {
+        return Waiting::NoAgent(no_agent(agents, run));
+    }
+    if serving.any(|a| !refused_by.contains(&a.session)) {
+        Waiting::Served
+    } else {
+        Waiting::Refused
+    }
+}
+
+fn no_agent<'a>(mut agents: impl Iterator<Item = &'a AgentSlot>, run: &Shape<'_>) -> String {
+    let Shape {
+        account_id,
+        environment,
+        kind,
+        ..
+    } = run;
+    match run.executor {
+        Executor::Any => format!(
+            "no connected agent of this account serves environment {environment} with kind {kind}"
+        ),
+        Executor::Agent(name) => {
+            if agents.any(|a| a.account_id == *account_id && &a.name == name) {
+                format!("agent {name} does not serve environment {environment} with kind {kind}")
+            } else {
+                format!("agent {name} is not connected")
+            }
+        }
+        Executor::Cloud => format!("no connected cloud agent runs kind {kind}"),
+    }
+}
+
+impl DispatcherHandle {
+    /// Why a run of this account, executor, environment and kind would wait for an agent
+    /// if queued now: none connected could take it.
+    pub fn waiting_reason(
+        &self,
+        account_id: &str,
+        executor: &Executor,
+        environment: &str,
+        kind: RunKind,
+    ) -> Option<String> {
+        let connected = self.connected.borrow();
+        let shape = Shape {
+            account_id,
+            executor,
+            environment,
+            kind,
+        };
+        match waiting(connected.iter(), &shape, &BTreeSet::new()) {
+            Waiting::NoAgent(reason) => Some(reason),
+            Waiting::Served | Waiting::Refused => None,
+        }
+    }
+}
+
+impl Dispatcher {
+    /// An agent came or went: the API sees it at once, the queued runs at the next refresh.
+    pub(super) fn agents_changed(&mut self) {
+        let connected: Vec<AgentSlot> = self
+            .scheduler
+            .agents()
+            .map(|a| AgentSlot {
+                leases: HashMap::new(),
+                ..a.clone()
+            })
+            .collect();
+        self.reasons.published.send_replace(Arc::new(connected));
+        self.reasons.stale = true;
+    }
+
+    /// A run joined the queue (new, confirmed, or returned by its agent).
+    pub(super) fn queue_changed(&mut self) {
+        self.reasons.stale = true;
+    }
+
+    /// A queued run's reason was written elsewhere (an agent's refusal).
+    pub(super) fn note_reason(&mut self, run_id: &str, reason: String) {
+        if let Some(run) = self.scheduler.queued_mut().find(|r| r.run_id == run_id) {
+            run.reason = Some(reason);
+        }
+    }
+
+    /// Makes every queued run's reason current, writing only those that change. Alike
+    /// runs (account, executor, environment, kind, no refusals) are judged once.
+    pub(super) async fn refresh_reasons(&mut self) {
+        if !self.reasons.stale {
+            return;
+        }
+        let mut changes: HashMap<Option<String>, Vec<String>> = HashMap::new();
+        {
+            let connected: Vec<&AgentSlot> = self.scheduler.agents().collect();
+            let agents = connected.iter().copied();
+            let mut alike: HashMap<(&str, &Executor, &str, RunKind), Waiting> = HashMap::new();
+            for run in self.scheduler.queued() {
+                let shape = Shape {
+                    account_id: &run.account_id,
+                    executor: &run.executor,
+                    environment: &run.environment,
+                    kind: run.kind,
+                };
+                let judged = if run.refused_by.is_empty() {
+                    let key = (
+                        shape.account_id,
+                        shape.executor,
+                        shape.environment,
+                        run.kind,
+                    );
+                    alike
+                        .entry(key)
+                        .or_insert_with(|| waiting(agents.clone(), &shape, &run.refused_by))
+                        .clone()
+                } else {
+                    waiting(agents.clone(), &shape, &run.refused_by)
+                };
+                let wanted = match judged {
+                    Waiting::Served => None,
+                    Waiting::Refused => continue,
+                    Waiting::NoAgent(reason) => Some(reason),
+                };
+                if wanted != run.reason {
+                    changes.entry(wanted).or_default().push(run.run_id.clone());
+                }
+            }
+        }
+        let mut written: HashMap<String, Option<String>> = HashMap::new();
+        let mut failed = false;
+        for (reason, run_ids) in changes {
+            match self
+                .store
+                .set_waiting_reason(reason.as_deref(), &run_ids)
+                .await
+            {
+                Ok(()) => written.extend(run_ids.into_iter().map(|id| (id, reason.clone()))),
+                Err(error) => {
+                    tracing::warn!(%error, runs = run_ids.len(), "recording why runs wait failed; retrying");
+                    failed = true;
+                }
+            }
+        }
+        if !written.is_empty() {
+            tracing::debug!(runs = written.len(), "waiting reasons made current");
+            for run in self.scheduler.queued_mut() {
+                if let Some(reason) = written.remove(&run.run_id) {
+                    run.reason = reason;
+                }
+            }
+        }
+        self.reasons.stale = failed;
+    }
+}
+
+#[cfg(test)]
+mod tests;
