@@ -6,7 +6,9 @@
 //! the [`hub`]. [`server`] wires them together.
 
 pub mod api;
+pub mod compare_pool;
 pub mod hub;
+pub mod limits;
 pub mod link;
 pub mod queue;
 pub mod server;
@@ -20,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 pub struct Shared {
     pub store: store::Store,
     pub hub: hub::FrameHub,
+    pub compares: compare_pool::ComparePool,
     pub dispatcher: queue::DispatcherHandle,
     pub timing: timing::Timing,
     pub shutdown: CancellationToken,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use iohr_certs::{ControllerPki, Validity};
+use iohr_controller::limits::Limits;
 use iohr_controller::server::{ServeConfig, start};
 use iohr_controller::store::{DEFAULT_MAX_RUNNING, Scope, Store, sqlite_url};
 use iohr_controller::timing::Timing;
@@ -71,6 +72,8 @@ enum Command {
         /// three intervals each.
         #[arg(long, default_value_t = 5000)]
         heartbeat_ms: u64,
+        #[command(flatten)]
+        limits: Limits,
     },
     /// API tokens.
     Token {
@@ -191,12 +194,14 @@ async fn main() -> anyhow::Result<()> {
             api_addr,
             agent_addr,
             heartbeat_ms,
+            limits,
         } => {
             serve(
                 store,
                 api_addr,
                 agent_addr,
                 Duration::from_millis(heartbeat_ms),
+                limits,
             )
             .await
         }
@@ -393,6 +398,7 @@ async fn serve(
     api_addr: SocketAddr,
     agent_addr: SocketAddr,
     heartbeat: Duration,
+    limits: Limits,
 ) -> anyhow::Result<()> {
     let pki = ControllerPki::in_data_dir(&args.data_dir);
     if !pki.exists() {
@@ -410,6 +416,7 @@ async fn serve(
         api_addr,
         agent_addr,
         timing: Timing::from_heartbeat(heartbeat),
+        limits,
     };
     let running = start(config, shutdown.clone()).await?;
     // Scripts and tests read these two lines for the bound ports.

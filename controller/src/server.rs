@@ -10,7 +10,9 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 
+use crate::compare_pool::ComparePool;
 use crate::hub::FrameHub;
+use crate::limits::Limits;
 use crate::link::{LinkService, tls_config};
 use crate::queue::Dispatcher;
 use crate::store::{Store, StoreError};
@@ -38,6 +40,7 @@ pub struct ServeConfig {
     pub api_addr: SocketAddr,
     pub agent_addr: SocketAddr,
     pub timing: Timing,
+    pub limits: Limits,
 }
 
 /// A started controller: its bound addresses and the task that ends when it stops.
@@ -54,12 +57,16 @@ pub async fn start(
     let io = |what: String| move |source| ServeError::Io { what, source };
     let store = Store::open(&config.database_url).await?;
     let claim = store.claim(&config.data_dir).await?;
-    let hub = FrameHub::default();
+    let hub = FrameHub::new(config.limits.viewers());
     let (dispatcher, dispatcher_task) =
         Dispatcher::start(store.clone(), hub.clone(), config.timing, shutdown.clone()).await?;
     let shared = Shared {
         store,
         hub,
+        compares: ComparePool::new(
+            config.limits.compares(),
+            config.limits.compare_queue as usize,
+        ),
         dispatcher,
         timing: config.timing,
         shutdown: shutdown.clone(),

@@ -86,6 +86,28 @@ impl Api {
         )
     }
 
+    /// `GET` that also returns the answer's headers; the body is read only when the
+    /// status is not 200 (a 200 may be a stream that does not end).
+    pub async fn get_head(&self, path: &str) -> (u16, hyper::HeaderMap, Value) {
+        let response = self.send(Method::GET, path, None, &[]).await;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        if status == 200 {
+            return (status, headers, Value::Null);
+        }
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        (
+            status,
+            headers,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
     pub async fn get(&self, path: &str) -> (u16, Value) {
         self.call(Method::GET, path, None).await
     }

@@ -67,6 +67,16 @@ impl Controller {
         heartbeat_ms: u64,
         agent_port: Option<u16>,
     ) -> Controller {
+        Controller::start_with(install, heartbeat_ms, agent_port, &[]).await
+    }
+
+    /// As [`Controller::start`], with more `serve` flags (limits, for one).
+    pub async fn start_with(
+        install: &Installation,
+        heartbeat_ms: u64,
+        agent_port: Option<u16>,
+        flags: &[&str],
+    ) -> Controller {
         let (log, file) = log_file(install, "controller");
         let mut command = Command::new(bin("iohr-controller"));
         command.arg("serve");
@@ -80,6 +90,7 @@ impl Controller {
             .arg(format!("127.0.0.1:{}", agent_port.unwrap_or(0)))
             .arg("--heartbeat-ms")
             .arg(heartbeat_ms.to_string())
+            .args(flags)
             .env("RUST_LOG", "info,iohr_controller=debug")
             .stdout(Stdio::piped())
             .stderr(file)

@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
+use crate::queue::Refused;
 use crate::store::StoreError;
 
 #[derive(Debug)]
@@ -15,6 +16,8 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Seconds for a `Retry-After` header: set on answers that say "not now" (429, 503).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -23,7 +26,16 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
+    }
+    /// A bound was reached: 429 with `Retry-After`.
+    pub fn too_many(code: &'static str, message: impl Into<String>, retry_after: u64) -> ApiError {
+        ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message).retry_after(retry_after)
+    }
+    pub fn retry_after(mut self, seconds: u64) -> ApiError {
+        self.retry_after = Some(seconds);
+        self
     }
     pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, code, message)
@@ -40,7 +52,13 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 
@@ -59,6 +77,24 @@ impl From<StoreError> for ApiError {
                     "the store failed; retry later",
                 )
             }
+        }
+    }
+}
+
+impl From<Refused> for ApiError {
+    fn from(refused: Refused) -> ApiError {
+        match refused {
+            Refused::Busy => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                "the controller's dispatcher has a full queue; retry shortly",
+            )
+            .retry_after(1),
+            Refused::Stopped => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                "the controller is stopping",
+            ),
         }
     }
 }

@@ -36,6 +36,8 @@ pub async fn confirm(
         ));
     };
     let account = &caller.0.account;
+    // Taken before the confirmation commits, as for a new run (see `runs::create`).
+    let slot = shared.dispatcher.reserve()?;
     let outcome = shared
         .store
         .confirm_run(&account.id, &id, &body.hash, &person)
@@ -46,7 +48,7 @@ pub async fn confirm(
         })?;
     match outcome {
         Ok(run) => {
-            shared.dispatcher.run_queued(&run, account.max_running);
+            slot.run_queued(&run, account.max_running);
             tracing::info!(run = %run.id, %person, "production faults run confirmed and queued");
             Ok((StatusCode::OK, Json(run.to_record())))
         }
