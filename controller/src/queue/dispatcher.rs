@@ -1117,3 +1117,6 @@ impl Dispatcher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
