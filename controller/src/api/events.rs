@@ -214,3 +214,6 @@ pub async fn events(
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
+
+#[cfg(test)]
+mod tests;
