@@ -43,6 +43,8 @@ pub struct Environment {
     database_url: Option<String>,
     /// (admin URL, database name) of the database this environment created.
     postgres: Option<(String, String)>,
+    /// More arguments for `serve` (limits, for one).
+    pub serve_args: Vec<String>,
 }
 
 impl Environment {
@@ -60,6 +62,7 @@ impl Environment {
             data_dir,
             database_url: None,
             postgres: None,
+            serve_args: Vec::new(),
         };
         if let Backend::Postgres { admin_url } = backend {
             let name = database_name(label);
@@ -196,6 +199,7 @@ impl Environment {
             .arg("serve")
             .args(self.store_args())
             .args(["--api-addr", "127.0.0.1:0", "--agent-addr", "127.0.0.1:0"])
+            .args(&self.serve_args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             // Its log goes to a file: a pipe nobody drains would stall it.

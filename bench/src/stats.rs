@@ -31,6 +31,13 @@ impl Phase {
         self.histogram.saturating_record(micros);
     }
 
+    /// Adds another phase's samples to this one's (iohr-bench-viewers only).
+    #[allow(dead_code)]
+    pub fn merge(&mut self, other: &Phase) -> anyhow::Result<()> {
+        self.histogram.add(&other.histogram)?;
+        Ok(())
+    }
+
     pub fn count(&self) -> u64 {
         self.histogram.len()
     }

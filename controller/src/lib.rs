@@ -7,8 +7,10 @@
 //! connection bound, timeouts).
 
 pub mod api;
+pub mod compare_pool;
 pub mod http;
 pub mod hub;
+pub mod limits;
 pub mod link;
 pub mod queue;
 pub mod server;
@@ -22,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 pub struct Shared {
     pub store: store::Store,
     pub hub: hub::FrameHub,
+    pub compares: compare_pool::ComparePool,
     pub dispatcher: queue::DispatcherHandle,
     pub timing: timing::Timing,
     pub shutdown: CancellationToken,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use iohr_certs::{ControllerPki, Validity};
+use iohr_controller::limits::Limits;
 use iohr_controller::server::{ServeConfig, start};
 use iohr_controller::store::{Account, DEFAULT_MAX_RUNNING, PlanChange, Scope, Store, sqlite_url};
 use iohr_controller::timing::Timing;
@@ -73,6 +74,8 @@ enum Command {
         /// three intervals each.
         #[arg(long, default_value_t = 5000)]
         heartbeat_ms: u64,
+        #[command(flatten)]
+        limits: Limits,
     },
     /// API tokens.
     Token {
@@ -250,6 +253,7 @@ async fn main() -> anyhow::Result<()> {
             api,
             agent_addr,
             heartbeat_ms,
+            limits,
         } => {
             if let Some(refusal) = api.refusal() {
                 // A usage error: clap's format and exit status 2.
@@ -257,7 +261,14 @@ async fn main() -> anyhow::Result<()> {
                     .error(clap::error::ErrorKind::ArgumentConflict, refusal)
                     .exit();
             }
-            serve(store, api, agent_addr, Duration::from_millis(heartbeat_ms)).await
+            serve(
+                store,
+                api,
+                agent_addr,
+                Duration::from_millis(heartbeat_ms),
+                limits,
+            )
+            .await
         }
         Command::Token {
             command:
@@ -463,6 +474,7 @@ async fn serve(
     api: serve_command::ApiArgs,
     agent_addr: SocketAddr,
     heartbeat: Duration,
+    limits: Limits,
 ) -> anyhow::Result<()> {
     let pki = ControllerPki::in_data_dir(&args.data_dir);
     if !pki.exists() {
@@ -481,6 +493,7 @@ async fn serve(
         api_addr: api.api_addr,
         agent_addr,
         timing: Timing::from_heartbeat(heartbeat),
+        limits,
     };
     let running = start(config, shutdown.clone()).await?;
     // Scripts and tests read these two lines for the bound ports.

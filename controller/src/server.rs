@@ -9,8 +9,10 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 
+use crate::compare_pool::ComparePool;
 use crate::http::ApiListenerConfig;
 use crate::hub::FrameHub;
+use crate::limits::Limits;
 use crate::link::{LinkService, tls_config};
 use crate::queue::Dispatcher;
 use crate::store::{Store, StoreError};
@@ -40,6 +42,7 @@ pub struct ServeConfig {
     pub timing: Timing,
     /// TLS, connection bound and timeouts of the API.
     pub api: ApiListenerConfig,
+    pub limits: Limits,
 }
 
 /// A started controller: its bound addresses and the task that ends when it stops.
@@ -56,12 +59,16 @@ pub async fn start(
     let io = |what: String| move |source| ServeError::Io { what, source };
     let store = Store::open(&config.database_url).await?;
     let claim = store.claim(&config.data_dir).await?;
-    let hub = FrameHub::default();
+    let hub = FrameHub::new(config.limits.viewers());
     let (dispatcher, dispatcher_task) =
         Dispatcher::start(store.clone(), hub.clone(), config.timing, shutdown.clone()).await?;
     let shared = Shared {
         store,
         hub,
+        compares: ComparePool::new(
+            config.limits.compares(),
+            config.limits.compare_queue as usize,
+        ),
         dispatcher,
         timing: config.timing,
         shutdown: shutdown.clone(),

@@ -118,17 +118,19 @@ impl Api {
         let response = self.send(Method::POST, path, body, &[]).await;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
-        (
-            status,
-            headers,
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        )
+        (status, headers, json_of(response).await)
+    }
+
+    /// `GET` that also returns the answer's headers; the body is read only when the
+    /// status is not 200 (a 200 may be a stream that does not end).
+    pub async fn get_head(&self, path: &str) -> (u16, hyper::HeaderMap, Value) {
+        let response = self.send(Method::GET, path, None, &[]).await;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        if status == 200 {
+            return (status, headers, Value::Null);
+        }
+        (status, headers, json_of(response).await)
     }
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
@@ -268,4 +270,15 @@ impl Sse {
         }
         events
     }
+}
+
+/// An answer's body as JSON (`Null` when empty or not JSON).
+async fn json_of(response: Response<Incoming>) -> Value {
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
 }

@@ -217,6 +217,7 @@ async fn a_confirmed_production_run_says_it_waits_for_an_agent_until_one_comes(b
             environments: &["production"],
             max_jobs: 1,
             extra: &extra,
+            ..AgentOptions::default()
         },
     )
     .await;

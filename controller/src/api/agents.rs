@@ -40,8 +40,7 @@ pub async fn list(
     let online: HashMap<String, _> = shared
         .dispatcher
         .online()
-        .await
-        .unwrap_or_default()
+        .await?
         .into_iter()
         .map(|a| (a.agent_id.clone(), a))
         .collect();

@@ -14,6 +14,9 @@ use super::error::ApiError;
 use crate::Shared;
 use crate::store::RunRow;
 
+/// Seconds a refused comparison is told to wait: one comparison takes well under one.
+const COMPARES_RETRY_AFTER: u64 = 1;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompareQuery {
@@ -67,6 +70,14 @@ pub async fn compare_runs(
             "noise_floor is a share between 0 and 1, such as 0.02",
         ));
     }
+    // A place first: 429 at once when every one is taken, before anything is read.
+    let admitted = shared.compares.admit().map_err(|full| {
+        ApiError::too_many(
+            "too_many_compares",
+            format!("{full}; retry shortly"),
+            COMPARES_RETRY_AFTER,
+        )
+    })?;
     let mut runs = Vec::with_capacity(2);
     for id in [before, after] {
         let run = shared
@@ -76,14 +87,27 @@ pub async fn compare_runs(
             .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
         runs.push(run);
     }
-    let mut comparison =
-        compare(&side(&runs[0]), &side(&runs[1]), noise_floor).map_err(|refusal| {
-            let code = match refusal {
-                Refusal::Different { .. } | Refusal::Kind(_) => "not_comparable",
-                Refusal::NotFinished { .. } => "not_finished",
-            };
-            ApiError::new(StatusCode::CONFLICT, code, refusal.to_string())
+    // Tens of milliseconds of CPU for long load runs: on a blocking thread.
+    let computed = admitted
+        .run(move || {
+            let mut comparison = compare(&side(&runs[0]), &side(&runs[1]), noise_floor)?;
+            add_new_findings(&mut comparison, &runs[0].findings, &runs[1].findings);
+            Ok::<_, Refusal>(comparison)
+        })
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "a comparison failed");
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "compare_failed",
+                "the comparison failed; this is a bug, please report it",
+            )
         })?;
-    add_new_findings(&mut comparison, &runs[0].findings, &runs[1].findings);
-    Ok(comparison)
+    computed.map_err(|refusal| {
+        let code = match refusal {
+            Refusal::Different { .. } | Refusal::Kind(_) => "not_comparable",
+            Refusal::NotFinished { .. } => "not_finished",
+        };
+        ApiError::new(StatusCode::CONFLICT, code, refusal.to_string())
+    })
 }

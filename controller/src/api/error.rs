@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
+use crate::queue::Refused;
 use crate::store::StoreError;
 
 #[derive(Debug)]
@@ -27,6 +28,14 @@ impl ApiError {
             message: message.into(),
             retry_after: None,
         }
+    }
+    /// A bound was reached: 429 with `Retry-After`.
+    pub fn too_many(
+        code: &'static str,
+        message: impl Into<String>,
+        retry_after: std::time::Duration,
+    ) -> ApiError {
+        ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message).retry_after(retry_after)
     }
     pub fn retry_after(mut self, after: std::time::Duration) -> ApiError {
         self.retry_after = Some(after);
@@ -75,6 +84,24 @@ impl From<StoreError> for ApiError {
                     "the store failed; retry later",
                 )
             }
+        }
+    }
+}
+
+impl From<Refused> for ApiError {
+    fn from(refused: Refused) -> ApiError {
+        match refused {
+            Refused::Busy => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                "the controller's dispatcher has a full queue; retry shortly",
+            )
+            .retry_after(std::time::Duration::from_secs(1)),
+            Refused::Stopped => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                "the controller is stopping",
+            ),
         }
     }
 }

@@ -30,6 +30,8 @@ pub async fn confirm(
     // The rule let only a person's token through.
     let person = caller.0.person.clone().unwrap_or_default();
     let account = &caller.0.account;
+    // Taken before the confirmation commits, as for a new run (see `runs::create`).
+    let slot = shared.dispatcher.reserve()?;
     let outcome = shared
         .store
         .confirm_run(&account.id, &id, &body.hash, &person, |run| {
@@ -49,7 +51,7 @@ pub async fn confirm(
         })?;
     match outcome {
         Ok(run) => {
-            shared.dispatcher.run_queued(&run, account.max_running);
+            slot.run_queued(&run, account.max_running);
             tracing::info!(run = %run.id, %person, "production faults run confirmed and queued");
             Ok((StatusCode::OK, Json(run.to_record())))
         }

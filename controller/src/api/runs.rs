@@ -250,6 +250,12 @@ pub async fn create(
             change: body.change.clone(),
         },
     };
+    // The dispatcher's place is taken before the commit (503 `busy` when its queue is
+    // full), so the send after it cannot fail and nothing is stored unannounced.
+    let slot = match &confirmation {
+        None => Some(shared.dispatcher.reserve()?),
+        Some(_) => None,
+    };
     let run = shared
         .store
         .insert_run(
@@ -269,18 +275,22 @@ pub async fn create(
             &caller.actor(),
         )
         .await?;
-    if run.status == RunStatus::Refused {
-        // Over the month's unit budget: stored ended, with its reason.
-        tracing::info!(run = %run.id, account = %account.name, reason = ?run.reason, "run refused by the plan");
-    } else if run.confirmation.is_some() {
-        // Queued only once a person confirms it (see `confirm`); the dispatcher ends it
-        // `refused` if nobody does in time.
-        tracing::info!(run = %run.id, account = %account.name, "production faults run waits for a confirmation");
-    } else {
+    match slot {
+        _ if run.status == RunStatus::Refused => {
+            // Over the month's unit budget: stored ended, with its reason.
+            tracing::info!(run = %run.id, account = %account.name, reason = ?run.reason, "run refused by the plan");
+        }
         // No await between the commit and this: a client gone now cannot leave a stored
         // run the dispatcher does not know.
-        shared.dispatcher.run_queued(&run, account.max_running);
-        tracing::info!(run = %run.id, kind = %kind, account = %account.name, "run queued");
+        Some(slot) => {
+            slot.run_queued(&run, account.max_running);
+            tracing::info!(run = %run.id, kind = %kind, account = %account.name, "run queued");
+        }
+        // Queued only once a person confirms it (see `confirm`); the dispatcher ends it
+        // `refused` if nobody does in time.
+        None => {
+            tracing::info!(run = %run.id, account = %account.name, "production faults run waits for a confirmation");
+        }
     }
     Ok((StatusCode::CREATED, Json(run.to_record())))
 }
@@ -400,23 +410,17 @@ pub async fn cancel(
         .reason
         .map(|r| r.chars().take(MAX_NAME).collect::<String>())
         .unwrap_or_else(|| format!("cancelled by {}", caller.actor()));
-    let mut frames = shared.hub.subscribe();
+    let mut viewer = shared.hub.subscribe_internal(&id);
     let account_id = caller.account_id().to_string();
     let actor = caller.actor();
     // The cancel, its wait and its audit line run apart from the request: a client that
     // hangs up does not stop the cancel or lose its audit line.
     let outcome = tokio::spawn(async move {
-        shared.dispatcher.cancel(&id, &reason).await.map_err(|_| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "shutting_down",
-                "the controller is stopping",
-            )
-        })?;
+        shared.dispatcher.cancel(&id, &reason).await?;
         let wait = async {
             loop {
-                match frames.recv().await {
-                    Ok(frame) if frame.run_id == id && frame.kind == "finished" => return,
+                match viewer.frames.recv().await {
+                    Ok(frame) if frame.kind == "finished" => return,
                     Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 }

@@ -9,7 +9,7 @@ use iohr_proto::runs::{CompareAnswer, CompareRequest, RunFrame, WatchRunRequest}
 use tonic::{Request, Response, Status};
 
 use super::auth::{Caller, ReadScope};
-use super::events::frame_stream;
+use super::events::{frame_stream, join};
 use crate::Shared;
 
 pub struct RunsService {
@@ -52,7 +52,9 @@ impl Runs for RunsService {
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?
             .ok_or_else(|| Status::not_found(format!("run {run_id} not found")))?;
-        let stream = frame_stream(self.shared.clone(), run_id, after_frame).map(|frame| {
+        let live =
+            join(&self.shared, &run_id).map_err(|e| Status::resource_exhausted(e.message))?;
+        let stream = frame_stream(self.shared.clone(), run_id, after_frame, live).map(|frame| {
             Ok(RunFrame {
                 run_id: frame.run_id.clone(),
                 number: frame.number,
@@ -82,6 +84,7 @@ impl Runs for RunsService {
                     404 => Status::not_found(e.message),
                     409 => Status::failed_precondition(e.message),
                     400 => Status::invalid_argument(e.message),
+                    429 => Status::resource_exhausted(e.message),
                     _ => Status::unavailable(e.message),
                 })?;
         Ok(Response::new(CompareAnswer {

@@ -111,7 +111,7 @@ impl Session {
                 },
             }
         }
-        self.shared.dispatcher.agent_down(self.id);
+        self.shared.dispatcher.agent_down(self.id).await;
         None
     }
 
@@ -157,7 +157,7 @@ impl Session {
             reconnect_max_ms: timing_ms(self.shared.timing.reconnect_max),
         };
         if !self.send(controller_message::Body::Welcome(welcome)) {
-            self.shared.dispatcher.agent_down(self.id);
+            self.shared.dispatcher.agent_down(self.id).await;
             return Err(Status::resource_exhausted(
                 "the stream is not taking messages",
             ));
@@ -326,14 +326,16 @@ impl Session {
                 }
                 self.shared
                     .dispatcher
-                    .lease_ended(&completion.run_id, guard.clone());
+                    .lease_ended(&completion.run_id, guard.clone())
+                    .await;
                 self.send(ack(true, ""));
             }
             Ok(None) => {
                 // Ended already (cancelled, agent lost) or a stale lease: nothing to keep.
                 self.shared
                     .dispatcher
-                    .lease_ended(&completion.run_id, guard.clone());
+                    .lease_ended(&completion.run_id, guard.clone())
+                    .await;
                 self.send(ack(true, "run already ended or lease stale"));
             }
             Err(StoreError::Conflict(reason)) => {

@@ -7,5 +7,5 @@
 pub mod dispatcher;
 pub mod scheduler;
 
-pub use dispatcher::{AgentUp, Dispatcher, DispatcherHandle, OnlineAgent};
+pub use dispatcher::{AgentUp, Dispatcher, DispatcherHandle, OnlineAgent, QueueSlot, Refused};
 pub use scheduler::{QueuedRun, SessionId};

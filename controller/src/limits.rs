@@ -1,0 +1,50 @@
+//! The bounds `serve` puts on what callers can make the controller hold, with their
+//! flags. What each bound answers when reached is in docs/api.md ("Limits").
+
+use crate::hub::ViewerLimits;
+
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct Limits {
+    /// Live viewers (SSE `events` and gRPC `WatchRun`) of one run; one more is answered
+    /// 429 `too_many_viewers` (gRPC RESOURCE_EXHAUSTED).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_viewers_per_run: u32,
+    /// Live viewers of all runs together.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_viewers: u32,
+    /// Comparisons computed at once, each on a blocking thread (default: the CPUs the
+    /// controller may use).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_compares: Option<u32>,
+    /// Comparisons that may wait for one of those; one more is answered 429
+    /// `too_many_compares`.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(0..=4096))]
+    pub compare_queue: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_viewers_per_run: 256,
+            max_viewers: 4096,
+            max_compares: None,
+            compare_queue: 16,
+        }
+    }
+}
+
+impl Limits {
+    pub fn viewers(&self) -> ViewerLimits {
+        ViewerLimits {
+            per_run: self.max_viewers_per_run as usize,
+            total: self.max_viewers as usize,
+        }
+    }
+
+    pub fn compares(&self) -> usize {
+        match self.max_compares {
+            Some(n) => n as usize,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+}
