@@ -324,3 +324,18 @@ fn tempfile_dir() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
 }
+
+/// Issue 12: `exec` on a warm-up count no rate sends in a day panicked in the engine. It is
+/// a spec error now: exit 2, the field named, nothing sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_refuses_an_extreme_warmup_count_naming_the_field() {
+    let target = Target::start().await;
+    let spec = json!({"operations": [{"method": "GET", "path": "/"}], "model": "open",
+        "rate": 0.5, "duration": "2s", "warmup": 18446744073709551615u64});
+    let output = agent_exec_output("load", &target.url(), &spec, &[], &[], None).await;
+    assert_eq!(output.status.code(), Some(2), "{}", shown(&output));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("spec.warmup"), "{}", shown(&output));
+    assert!(!stderr.contains("panicked"), "{}", shown(&output));
+    assert_eq!(requests_served(&target).await, 0);
+}
