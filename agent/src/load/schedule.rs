@@ -111,6 +111,9 @@ impl ArrivalSchedule {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
