@@ -2,6 +2,8 @@
 //! real binary against the sample target, whose `/_stats` counts the requests that reached
 //! it. Every run is at most a second of load.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::path::Path;

@@ -2,6 +2,8 @@
 //! field named (400 `invalid_spec`), never a panic in the handler; the controller keeps
 //! answering and stores nothing of them.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use iohr_tests::{Api, Backend, Controller, Installation, on_both_stores};
 use serde_json::{Value, json};
 
