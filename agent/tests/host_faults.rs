@@ -1,6 +1,8 @@
 //! Process, host and netem faults on real processes, measured from outside: process states
 //! and CPU time in `/proc/PID/stat`, resident memory in `/proc/PID/status`, file sizes.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};

@@ -4,6 +4,8 @@
 //! Each victim is a copy of `sleep` under a name of its own (`/proc/PID/comm`), so a
 //! policy can name it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -621,7 +621,8 @@ impl Load {
 
 /// Posts `latency_runs` runs at `latency_rate`, then waits for all of them to finish.
 async fn latency_load(opts: &Opts, rig: &Rig) -> anyhow::Result<Load> {
-    let period = Duration::from_secs_f64(1.0 / opts.latency_rate);
+    let period = Duration::try_from_secs_f64(1.0 / opts.latency_rate)
+        .map_err(|e| anyhow::anyhow!("--latency-rate {}: {e}", opts.latency_rate))?;
     let mut tick = tokio::time::interval(period);
     // If the bench itself falls behind, spread the late POSTs rather than bunch them.
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

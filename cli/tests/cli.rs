@@ -2,6 +2,8 @@
 //! 127.0.0.1, written by hand on a tokio `TcpListener`: it answers one request per
 //! connection, and can serve a chunked event stream that breaks off mid-chunk.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::net::SocketAddr;
 use std::process::Output;
 use std::sync::{Arc, Mutex};

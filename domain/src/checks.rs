@@ -123,6 +123,23 @@ impl ChecksSpec {
                     "must be an HTTP status between 100 and 599",
                 ));
             }
+            // No request outlasts the longest timeout: a higher limit is a mistake.
+            if check.max_latency_ms.is_some_and(|ms| ms > MAX_TIMEOUT_MS) {
+                return Err(spec_error(
+                    format!("{field}.max_latency_ms"),
+                    format!("must be at most {MAX_TIMEOUT_MS} (the longest timeout)"),
+                ));
+            }
+        }
+        for (i, invariant) in self.invariants.iter().enumerate() {
+            if let Invariant::MaxLatencyMs { value } = invariant
+                && *value > MAX_TIMEOUT_MS
+            {
+                return Err(spec_error(
+                    format!("spec.invariants[{i}].value"),
+                    format!("must be at most {MAX_TIMEOUT_MS} (the longest timeout)"),
+                ));
+            }
         }
         Ok(())
     }

@@ -23,3 +23,9 @@ pub mod text;
 
 pub use frame::{Frame, FrameKind};
 pub use run::{Executor, RunKind, RunRecord, RunStatus, StartedBy, Units};
+
+#[cfg(test)]
+mod range_tests;
+
+#[cfg(test)]
+mod proptests;

@@ -20,6 +20,8 @@ pub const MAX_RATE: f64 = 1_000_000.0;
 /// A run longer than a day is a mistake, not a test.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+/// More stages than this is a generated mistake; 100 ramps already draw any curve.
+pub const MAX_STAGES: usize = 100;
 /// The confidence level of every interval a result quotes.
 pub const LEVEL: f64 = 0.95;
 /// The percentiles a result quotes, as (name, quantile).
@@ -267,12 +269,28 @@ impl LoadSpec {
                         format!("must be between 0 and {MAX_RATE}"),
                     ));
                 }
+                if self.stages.len() > MAX_STAGES {
+                    return Err(spec_error(
+                        "spec.stages",
+                        format!("at most {MAX_STAGES} stages"),
+                    ));
+                }
                 let mut stages = Vec::with_capacity(self.stages.len());
+                // Summed as it goes and checked against the cap at each stage, so that the
+                // sum of many long stages never overflows.
+                let mut total = Duration::ZERO;
                 for (i, stage) in self.stages.iter().enumerate() {
                     let field = format!("spec.stages[{i}]");
                     let d = parse_duration(&format!("{field}.duration"), &stage.duration)?;
                     if d.is_zero() {
                         return Err(spec_error(format!("{field}.duration"), "must not be zero"));
+                    }
+                    total = total.saturating_add(d);
+                    if total > MAX_DURATION {
+                        return Err(spec_error(
+                            format!("{field}.duration"),
+                            "the stages must sum to at most 24h",
+                        ));
                     }
                     if !rate_ok(stage.target) {
                         return Err(spec_error(
@@ -282,7 +300,6 @@ impl LoadSpec {
                     }
                     stages.push((d, stage.target));
                 }
-                let total = stages.iter().map(|(d, _)| *d).sum();
                 (start, stages, total)
             }
         };
@@ -292,7 +309,18 @@ impl LoadSpec {
         let warmup = match &self.warmup {
             None => WarmupPlan::None,
             Some(Warmup::Requests(0)) => WarmupPlan::None,
-            Some(Warmup::Requests(n)) => WarmupPlan::Requests(*n),
+            Some(Warmup::Requests(n)) => {
+                let most = self.most_warmup_requests(start_rate, &stages);
+                if *n > most {
+                    return Err(spec_error(
+                        "spec.warmup",
+                        format!(
+                            "{n} requests is more than the {most} the warm-up's rate sends in 24h"
+                        ),
+                    ));
+                }
+                WarmupPlan::Requests(*n)
+            }
             Some(Warmup::Duration(text)) => {
                 let d = parse_duration("spec.warmup", text)?;
                 if d > MAX_DURATION {
@@ -332,6 +360,19 @@ impl LoadSpec {
             abort_on_fail: self.abort_on_fail,
             recorded: None,
         })
+    }
+
+    /// The most warm-up requests a spec may ask for: what its warm-up rate sends in the
+    /// 24 h cap (the open model warms up at its start rate, or its first stage's target
+    /// from zero, as the engine does); the closed model, the most rate in the cap.
+    fn most_warmup_requests(&self, start_rate: f64, stages: &[(Duration, f64)]) -> u64 {
+        let rate = match self.model {
+            Model::Closed => MAX_RATE,
+            Model::Open if start_rate > 0.0 => start_rate,
+            Model::Open => stages.first().map_or(0.0, |(_, r)| *r),
+        };
+        // At most 1e6/s for 86,400 s: far inside a u64 (a float-to-int cast saturates).
+        (rate * MAX_DURATION.as_secs_f64()).floor() as u64
     }
 
     fn required_duration(&self) -> Result<Duration, SpecError> {

@@ -9,14 +9,23 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::load::{
-    DEFAULT_OPEN_CONNECTIONS, HttpVersion, LoadPlan, MAX_CONNECTIONS, MAX_OPERATIONS, Model,
-    Operation, WarmupPlan, read_thresholds, read_timeout,
+    DEFAULT_OPEN_CONNECTIONS, HttpVersion, LoadPlan, MAX_CONNECTIONS, MAX_DURATION, MAX_OPERATIONS,
+    Model, Operation, WarmupPlan, read_thresholds, read_timeout,
 };
 use crate::request::{SpecError, parse_spec, spec_error, validate_request};
 use crate::scenario_kind::ScenarioSpec;
 
 /// The most requests one replay sends.
 pub const MAX_REQUESTS: usize = 100_000;
+/// The longest a log may span, recorded or replayed (in ms): a load run's 24 h.
+pub const MAX_SPAN_MS: f64 = MAX_DURATION.as_millis() as f64;
+
+/// `ms` milliseconds, refused at `field` when no `Duration` holds them (never on a
+/// range-checked value; `Duration::from_secs_f64` would panic instead).
+fn millis(field: &str, ms: f64) -> Result<Duration, SpecError> {
+    Duration::try_from_secs_f64(ms / 1000.0)
+        .map_err(|e| spec_error(field, format!("{ms} ms is not a time span: {e}")))
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -146,6 +155,13 @@ impl ReplaySpec {
                     "must be a time in ms, not negative",
                 ));
             }
+            // A log spans at most what a load run may last, as recorded and as replayed.
+            if logged.offset_ms > MAX_SPAN_MS {
+                return Err(spec_error(
+                    format!("{field}.offset_ms"),
+                    format!("must be at most {MAX_SPAN_MS} (24h after the log's start)"),
+                ));
+            }
             let op = match (logged.op, &logged.method, &logged.path) {
                 (Some(op), _, _) if !self.operations.is_empty() => {
                     if op >= self.operations.len() {
@@ -184,7 +200,15 @@ impl ReplaySpec {
             };
             let base = *first.get_or_insert(logged.offset_ms);
             let offset = (logged.offset_ms - base).max(0.0) / self.speed;
-            arrivals.push((Duration::from_secs_f64(offset / 1000.0), op));
+            if offset > MAX_SPAN_MS {
+                return Err(spec_error(
+                    "spec.speed",
+                    format!(
+                        "replayed at this speed, {field} would start more than 24h after the first"
+                    ),
+                ));
+            }
+            arrivals.push((millis(&format!("{field}.offset_ms"), offset)?, op));
         }
         if arrivals.is_empty() {
             return Err(spec_error(
@@ -228,7 +252,7 @@ impl ReplaySpec {
         let n = arrivals.len() as f64;
         let last = arrivals.last().map_or(0.0, |(d, _)| d.as_secs_f64());
         let duration = if arrivals.len() > 1 {
-            Duration::from_secs_f64(last * n / (n - 1.0)).max(Duration::from_millis(1))
+            millis("spec.requests", last * 1000.0 * n / (n - 1.0))?.max(Duration::from_millis(1))
         } else {
             Duration::from_secs(1)
         };

@@ -6,6 +6,11 @@
 //!
 //! Every wait is a bounded poll on an observable condition; nothing sleeps to synchronise.
 
+// A test harness: a helper that cannot do its part fails the test that called it, with
+// what went wrong, which is what unwrap, expect and panic are for here. The binaries
+// beside it (the sample target) are held to the workspace's rule.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 pub mod api;
 pub mod process;
 pub mod proxy;

@@ -3,6 +3,8 @@
 //! agent's identity is refused while the first is alive; a removed agent's live stream is
 //! closed.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use iohr_tests::process::AgentOptions;

@@ -1,6 +1,8 @@
 //! What happens when the link fails: cancel over the stream, an agent killed mid-run, the
 //! stream cut a hundred times during a run, and a controller restarted mid-run.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use iohr_tests::process::AgentOptions;

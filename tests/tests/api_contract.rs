@@ -2,6 +2,8 @@
 //! authorization.rs):
 //! a precise 4xx with `{"error": {"code", "message"}}`, and nothing stored.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use hyper::Method;
 use hyper::body::Bytes;
 use iohr_tests::{Api, Backend, Controller, Installation, on_both_stores};

@@ -2,6 +2,8 @@
 //! gets `GET /healthz` and an authenticated GET, and the server closes the idle ones after
 //! its header timeout (`serve --api-header-timeout-ms`, short here).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::{Duration, Instant};
 
 use iohr_tests::{Backend, Controller, Installation, wait_for};

@@ -3,6 +3,8 @@
 //! https by the CLI, a Rust client and gRPC `WatchRun`; plain HTTP and a wrong CA refused;
 //! plain HTTP off loopback refused unless `--insecure-http`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;

@@ -3,6 +3,8 @@
 //! refused request stores nothing. The table names every route the router has (checked
 //! against `controller/src/api/mod.rs`, so a new route cannot be left out).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use http_body_util::{BodyExt, Full};
 use hyper::Method;
 use hyper::body::Bytes;

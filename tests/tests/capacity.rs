@@ -6,6 +6,8 @@
 //! The tests of this file run one at a time (`SERIAL`): each measures latency on a
 //! machine of two cores, and two sweeps side by side would measure each other.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use iohr_tests::process::{AgentOptions, agent_exec};

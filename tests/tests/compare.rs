@@ -4,6 +4,8 @@
 //!
 //! The A/A comparison of real runs is in `compare_aa.rs`, alone in its binary.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use iohr_tests::process::{AgentOptions, bin};

@@ -7,6 +7,8 @@
 //! false "regressed" in 20, the limit), so one stray pair in three is tolerated;
 //! a compare that flags A/A pairs as a rule fails here.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use iohr_tests::process::AgentOptions;

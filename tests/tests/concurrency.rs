@@ -2,6 +2,8 @@
 //! order, every run ends, and the store never refuses a write (on SQLite a read-then-write
 //! transaction that is not taken as a writer from its start fails under this load).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use futures_util::future::join_all;

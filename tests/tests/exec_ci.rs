@@ -2,6 +2,8 @@
 //! real binary against the sample target, whose `/_stats` counts the requests that reached
 //! it. Every run is at most a second of load.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -323,4 +325,19 @@ fn tempfile_dir() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("iohr-exec-ci-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
+}
+
+/// Issue 12: `exec` on a warm-up count no rate sends in a day panicked in the engine. It is
+/// a spec error now: exit 2, the field named, nothing sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_refuses_an_extreme_warmup_count_naming_the_field() {
+    let target = Target::start().await;
+    let spec = json!({"operations": [{"method": "GET", "path": "/"}], "model": "open",
+        "rate": 0.5, "duration": "2s", "warmup": 18446744073709551615u64});
+    let output = agent_exec_output("load", &target.url(), &spec, &[], &[], None).await;
+    assert_eq!(output.status.code(), Some(2), "{}", shown(&output));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("spec.warmup"), "{}", shown(&output));
+    assert!(!stderr.contains("panicked"), "{}", shown(&output));
+    assert_eq!(requests_served(&target).await, 0);
 }

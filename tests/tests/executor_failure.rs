@@ -7,6 +7,8 @@
 //! builds, which these tests run): `start` makes the first executor the agent starts
 //! panic at once, `cancel` makes it panic when its run is cancelled.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use iohr_tests::process::AgentOptions;

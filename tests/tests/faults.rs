@@ -3,6 +3,8 @@
 //! person confirmed (the journal names them), and a cancel and a halt in the middle of a
 //! fault, after which the fault is undone and the journal says so.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use iohr_tests::process::{AgentOptions, agent_exec};

@@ -5,6 +5,8 @@
 //! the CLI lists and closes them; a load run's operation over its error-rate threshold is
 //! a finding too.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use iohr_tests::process::{AgentOptions, bin};

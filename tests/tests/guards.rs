@@ -3,6 +3,8 @@
 //! spellings of one target compare and share findings; a run that waits for an agent says
 //! so in its reason, which follows the agents as they connect, leave or are removed.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use iohr_tests::process::AgentOptions;

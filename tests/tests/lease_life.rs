@@ -2,6 +2,8 @@
 //! SSE (from the start, after a Last-Event-ID, live, and of a finished run), the same
 //! frames over gRPC, and the CLI's `run --wait --json`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use iohr_tests::process::{AgentOptions, bin};

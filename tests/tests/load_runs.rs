@@ -2,6 +2,8 @@
 //! histograms merge exactly into the run's totals, and load runs that never overlap on
 //! one agent however many are posted at once (checks runs do not wait for them).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use futures_util::future::join_all;

@@ -4,6 +4,8 @@
 //! what a cancelled run did not spend comes back, and a faults run reserves and spends the
 //! requests its probes send.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use iohr_tests::process::AgentOptions;

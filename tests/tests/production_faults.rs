@@ -2,6 +2,8 @@
 //! confirms the exact hash, an unconfirmed run lapses to `refused`, a restart keeps it
 //! waiting; and a halt cancels every faults run of the account, idempotently.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use iohr_tests::process::bin;

@@ -4,6 +4,8 @@
 //! contiguous frame, stores each frame once, and takes a completion only when every frame
 //! before it is stored.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use iohr_proto::link::{

@@ -7,6 +7,8 @@
 //! request it gets, so the test sees what the scenario sent. Every child process runs
 //! under a time limit.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
 //! One serving controller per store: a second `serve` on the same store is refused, and
 //! says why, instead of expiring the first one's leases.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::process::Stdio;
 use std::time::Duration;
 

@@ -2,6 +2,8 @@
 //! `--max-viewers`): one more is answered 429 `too_many_viewers` with `Retry-After` on
 //! REST and RESOURCE_EXHAUSTED on gRPC, and a run that ends frees its viewers' places.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
 use std::time::Duration;
 
 use iohr_tests::{Api, Backend, Controller, Installation, on_both_stores, wait_for};

@@ -838,7 +838,9 @@ fn backoff(retry: Retry, attempt: u32, random: f64) -> Duration {
         .first_wait
         .saturating_mul(1u32 << (attempt - 1).min(16))
         .min(retry.max_wait);
-    doubled.mul_f64(0.5 + 0.5 * random.clamp(0.0, 1.0))
+    // A share of at most 1 of a capped wait: no `Duration` overflow (`mul_f64` panics on one).
+    Duration::try_from_secs_f64(doubled.as_secs_f64() * (0.5 + 0.5 * random.clamp(0.0, 1.0)))
+        .unwrap_or(doubled)
 }
 
 fn seconds(start: u64, end: u64) -> f64 {

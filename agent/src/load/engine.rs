@@ -17,7 +17,7 @@ use hdrhistogram::Histogram;
 use iohr_domain::FrameKind;
 use iohr_domain::histogram::{HistogramError, encode, latency_histogram};
 use iohr_domain::load::{
-    HttpVersion, LoadPlan, LoadSecond, Model, OperationSecond, WarmupPlan, judge,
+    HttpVersion, LoadPlan, LoadSecond, MAX_DURATION, Model, OperationSecond, WarmupPlan, judge,
     operation_block_group, operation_block_histogram,
 };
 use tokio::sync::Mutex;
@@ -253,8 +253,11 @@ impl Engine {
                 let warmup = match plan.warmup {
                     WarmupPlan::None => Duration::ZERO,
                     WarmupPlan::Duration(d) => d,
+                    // The plan bounds the count by what the rate sends in its cap; should
+                    // one come unchecked, the warm-up stops at the cap, not in a panic.
                     WarmupPlan::Requests(n) if self.warmup_rate > 0.0 => {
-                        Duration::from_secs_f64(n as f64 / self.warmup_rate)
+                        Duration::try_from_secs_f64(n as f64 / self.warmup_rate)
+                            .map_or(MAX_DURATION, |d| d.min(MAX_DURATION))
                     }
                     WarmupPlan::Requests(_) => Duration::ZERO,
                 };

@@ -481,6 +481,9 @@ fn parse_length(digits: &[u8]) -> Option<u64> {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -277,6 +277,9 @@ fn result(
 }
 
 #[cfg(test)]
+mod range_tests;
+
+#[cfg(test)]
 mod tests {
     use std::convert::Infallible;
 

@@ -98,7 +98,9 @@ impl ArrivalSchedule {
                     let disc = (from * from + 2.0 * slope * need).max(0.0);
                     (disc.sqrt() - from) / slope
                 };
-                return Some(Duration::from_secs_f64(elapsed + tau.clamp(0.0, length)));
+                // Plans keep schedules within a day; a time no `Duration` holds is past
+                // the end rather than a panic.
+                return Duration::try_from_secs_f64(elapsed + tau.clamp(0.0, length)).ok();
             }
             before += during;
             elapsed += length;
@@ -107,6 +109,9 @@ impl ArrivalSchedule {
         None
     }
 }
+
+#[cfg(test)]
+mod proptests;
 
 #[cfg(test)]
 mod tests {

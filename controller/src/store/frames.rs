@@ -142,7 +142,8 @@ impl Store {
             "SELECT * FROM frames WHERE run_id = $1 AND number > $2 ORDER BY number LIMIT $3",
         )
         .bind(run_id)
-        .bind(after as i64)
+        // A number past i64 (a client's `?after=` or `Last-Event-ID`) is past every frame.
+        .bind(i64::try_from(after).unwrap_or(i64::MAX))
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;

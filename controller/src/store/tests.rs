@@ -244,6 +244,12 @@ async fn a_lease_fences_frames_and_completion() {
             frames.iter().map(|f| f.number).collect::<Vec<_>>(),
             [1, 2, 3, 4]
         );
+        // `?after=` and `Last-Event-ID` are any u64: past every frame, not wrapped to -1.
+        let none = store
+            .frames_after(&run.id, u64::MAX, 100)
+            .await
+            .expect("frames");
+        assert!(none.is_empty(), "{:?}", none.len());
         let record = store
             .run(&run.id)
             .await

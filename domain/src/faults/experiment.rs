@@ -814,7 +814,7 @@ fn seconds(field: &str, value: Option<&Value>, max: Duration) -> Result<Duration
             format!("must be at most {} s", max.as_secs()),
         ));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Duration::try_from_secs_f64(secs).map_err(|e| spec_error(field, e.to_string()))
 }
 
 /// `"2s"`, `"1m30s"` or a number of seconds.

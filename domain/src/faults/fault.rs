@@ -245,12 +245,42 @@ impl Fault {
                 Err(spec_error(format!("{field}.{name}"), "must be > 0"))
             }
         };
+        // No wait inside a fault outlasts the fault itself: a longer one is a mistake, and
+        // the proxy's timers stay far from overflowing an instant.
+        let max_ms = MAX_FAULT_DURATION.as_millis() as u64;
+        let within = |name: &str, v: u64, max: u64, unit: &str| {
+            if v <= max {
+                Ok(())
+            } else {
+                Err(spec_error(
+                    format!("{field}.{name}"),
+                    format!("must be at most {max} {unit} (a fault's longest duration, 1h)"),
+                ))
+            }
+        };
+        let ms = |name: &str, v: u64| within(name, v, max_ms, "ms");
         match self {
             Fault::Network(n) => {
                 share("toxicity", n.toxicity)?;
                 match &n.toxic {
+                    Toxic::Latency {
+                        latency_ms,
+                        jitter_ms,
+                    } => {
+                        ms("toxic.latency_ms", *latency_ms)?;
+                        ms("toxic.jitter_ms", *jitter_ms)
+                    }
+                    Toxic::SlowClose { delay_ms } => ms("toxic.delay_ms", *delay_ms),
+                    Toxic::Timeout { timeout_ms } | Toxic::ResetPeer { timeout_ms } => {
+                        ms("toxic.timeout_ms", *timeout_ms)
+                    }
                     Toxic::Bandwidth { rate_kbps } => positive("toxic.rate_kbps", *rate_kbps),
-                    Toxic::Slicer { average_size, .. } => {
+                    Toxic::Slicer {
+                        average_size,
+                        delay_us,
+                        ..
+                    } => {
+                        within("toxic.delay_us", *delay_us, max_ms * 1000, "us")?;
                         positive("toxic.average_size", *average_size)
                     }
                     _ => Ok(()),
@@ -258,6 +288,9 @@ impl Fault {
             }
             Fault::Http(h) => {
                 share("rate", h.rate)?;
+                if let HttpEffect::Delay { delay_ms } = h.effect {
+                    ms("effect.delay_ms", delay_ms)?;
+                }
                 if let HttpEffect::Status { status } = h.effect
                     && !(100..=599).contains(&status)
                 {
@@ -294,7 +327,10 @@ impl Fault {
                 format!("{field}.loss_percent"),
                 "must be 0..=100",
             )),
-            Fault::Netem(_) => Ok(()),
+            Fault::Netem(n) => {
+                ms("delay_ms", n.delay_ms)?;
+                ms("jitter_ms", n.jitter_ms)
+            }
         }
     }
 }

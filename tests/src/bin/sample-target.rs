@@ -243,7 +243,8 @@ fn state_from(args: &Args) -> anyhow::Result<State> {
     }
     Ok(State {
         started,
-        service: Duration::from_secs_f64(args.service_ms / 1000.0),
+        service: Duration::try_from_secs_f64(args.service_ms / 1000.0)
+            .map_err(|e| anyhow::anyhow!("--service-ms {}: {e}", args.service_ms))?,
         workers: args
             .workers
             .map(|w| std::sync::Mutex::new(vec![started; w as usize])),

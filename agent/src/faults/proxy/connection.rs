@@ -691,7 +691,9 @@ impl<'a> Writer<'a> {
             let take = step.min(rest.len());
             let now = Instant::now();
             let start = self.paced_until.filter(|at| *at > now).unwrap_or(now);
-            let until = start + Duration::from_secs_f64(take as f64 / rate as f64);
+            // Whole nanoseconds: `take` is at most a pacing step's worth of `rate` (>= 1).
+            let nanos = (take as u128).saturating_mul(1_000_000_000) / u128::from(rate);
+            let until = start + Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
             self.paced_until = Some(until);
             loop {
                 match self.wait(Some(until)).await? {

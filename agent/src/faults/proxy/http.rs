@@ -345,6 +345,9 @@ pub(super) fn status_response(status: u16) -> Vec<u8> {
 }
 
 #[cfg(test)]
+mod proptests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
