@@ -44,7 +44,7 @@ async fn an_unchecked_warmup_count_runs_until_cancelled_not_into_a_panic() {
         .expect("plan");
     // What the spec of issue 12 asked for, past the check that now refuses it.
     plan.warmup = WarmupPlan::Requests(u64::MAX);
-    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, _rx) = crate::kinds::FrameSender::channel();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
     let run =

@@ -15,7 +15,7 @@ use crate::Shared;
 use crate::store::RunRow;
 
 /// Seconds a refused comparison is told to wait: one comparison takes well under one.
-const COMPARES_RETRY_AFTER: u64 = 1;
+const COMPARES_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

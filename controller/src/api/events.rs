@@ -24,7 +24,7 @@ use crate::store::StoredFrame;
 const PAGE: u32 = 500;
 
 /// Seconds a refused viewer is told to wait: viewers leave as runs end.
-const VIEWERS_RETRY_AFTER: u64 = 5;
+const VIEWERS_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A place among the run's live viewers, or 429 `too_many_viewers`.
 pub fn join(shared: &Shared, run_id: &str) -> Result<Subscription, ApiError> {

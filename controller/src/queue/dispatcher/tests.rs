@@ -9,10 +9,12 @@ use crate::api::error::ApiError;
 /// A handle on a queue of `capacity` that no dispatcher drains.
 fn handle(capacity: usize) -> (DispatcherHandle, mpsc::Receiver<Command>) {
     let (tx, rx) = mpsc::channel(capacity);
+    let (_, connected) = waiting::Reasons::new();
     let handle = DispatcherHandle {
         tx,
         epoch: Instant::now(),
         next_session: Arc::new(AtomicU64::new(1)),
+        connected,
     };
     (handle, rx)
 }
