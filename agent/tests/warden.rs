@@ -92,14 +92,17 @@ impl Drop for Proc {
     }
 }
 
-/// A copy of `sleep` named `name` in `dir`, sleeping 1000 s, once it shows its name.
+/// `sleep` under the name `name` in `dir`, sleeping 1000 s, once it shows its name.
 fn victim(dir: &Path, name: &str) -> Proc {
     let sleep = ["/bin/sleep", "/usr/bin/sleep"]
         .into_iter()
         .find(|p| Path::new(p).exists())
         .expect("a sleep binary");
+    // A symbolic link, not a copy: the name execve is given becomes the process's comm,
+    // and no file is open for writing that a test forking beside it could inherit
+    // (a copy failed with ETXTBSY when another test's fork held it).
     let copy = dir.join(name);
-    std::fs::copy(sleep, &copy).unwrap();
+    std::os::unix::fs::symlink(sleep, &copy).unwrap();
     let p = Proc(Command::new(&copy).arg("1000").spawn().unwrap());
     assert!(
         poll(WITHIN, || {
