@@ -515,7 +515,7 @@ async fn usage_errors_exit_2_and_say_what_to_set() {
 
     let output = run(&[
         "--server",
-        "https://127.0.0.1:1",
+        "ftp://127.0.0.1:1",
         "--token",
         "t",
         "reliability",
@@ -523,7 +523,11 @@ async fn usage_errors_exit_2_and_say_what_to_set() {
     ])
     .await;
     assert_eq!(output.status.code(), Some(2));
-    assert!(text(&output.stderr).contains("https:// is not supported"));
+    assert!(
+        text(&output.stderr).contains("expected an http:// or https:// URL"),
+        "{}",
+        text(&output.stderr)
+    );
 
     let output = run(&["reliability", "run", "--kind", "checks"]).await;
     assert_eq!(
