@@ -16,7 +16,7 @@ mod reasons;
 mod runs;
 mod scenarios;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -38,7 +38,9 @@ async fn both() -> Vec<Store> {
     vec![sqlite_store().await, postgres_store().await]
 }
 
-async fn seed(store: &Store) -> (Account, RunRow) {
+/// An account with `staging`, a checks scenario and one queued run of it (also the
+/// API tests' fixture).
+pub(crate) async fn seed(store: &Store) -> (Account, RunRow) {
     let account = store
         .create_account("acme", 2, false)
         .await

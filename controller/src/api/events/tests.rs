@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use iohr_domain::{Executor, RunKind, StartedBy};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -11,7 +10,7 @@ use super::*;
 use crate::compare_pool::ComparePool;
 use crate::hub::FrameHub;
 use crate::queue::Dispatcher;
-use crate::store::{NewRun, Store, sqlite_url};
+use crate::store::{Store, sqlite_url};
 use crate::timing::Timing;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -20,46 +19,7 @@ async fn shared_with_a_live_run() -> (Shared, String) {
     let dir = std::env::temp_dir().join(format!("iohr-events-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let store = Store::open(&sqlite_url(&dir)).await.expect("open sqlite");
-    let account = store
-        .create_account("acme", 2, false)
-        .await
-        .expect("account");
-    store
-        .add_environment(&account.id, "staging", false)
-        .await
-        .expect("env");
-    let scenario = store
-        .put_scenario(
-            &account.id,
-            "home",
-            "checks",
-            &json!({"checks": [{"path": "/"}]}),
-        )
-        .await
-        .expect("scenario");
-    let run = store
-        .insert_run(
-            &NewRun {
-                account_id: account.id.clone(),
-                kind: RunKind::Checks,
-                scenario_id: scenario.id,
-                scenario_version: scenario.version,
-                environment: "staging".into(),
-                target: "http://127.0.0.1:9".into(),
-                executor: Executor::Any,
-                started_by: StartedBy {
-                    kind: "token".into(),
-                    id: "t1".into(),
-                    change: None,
-                },
-                units_reserved: 1,
-                reason: None,
-                confirmation: None,
-            },
-            "token:t1",
-        )
-        .await
-        .expect("run");
+    let (_, run) = crate::store::tests::seed(&store).await;
     let hub = FrameHub::default();
     let shutdown = CancellationToken::new();
     let timing = Timing::from_heartbeat(Duration::from_millis(200));
