@@ -16,10 +16,10 @@ pub mod redact;
 pub mod replay;
 pub mod request;
 pub mod run;
-pub mod scenario;
 pub mod scenario_kind;
 pub mod target;
 pub mod text;
+pub mod version;
 
 pub use frame::{Frame, FrameKind};
 pub use run::{Executor, RunKind, RunRecord, RunStatus, StartedBy, Units};

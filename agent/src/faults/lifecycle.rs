@@ -15,7 +15,7 @@
 //! A fault whose deadline passes while the method still runs is undone at its deadline.
 //! Errors of probes, faults and rollbacks are written to the journal, never raised. Each
 //! step is reported as a [`TimelineStep`] (a `timeline` frame). Time, randomness and
-//! sleeping come from an [`Env`]; the effects from a [`Driver`], so tests script both.
+//! sleeping come from an [`Clock`]; the effects from a [`Driver`], so tests script both.
 
 use std::future::Future;
 use std::time::Duration;
@@ -36,7 +36,7 @@ use crate::kinds::{FrameSender, NewFrame, to_json};
 use iohr_domain::FrameKind;
 
 /// The clock, the randomness and the sleeping of a lifecycle.
-pub trait Env: Send + Sync {
+pub trait Clock: Send + Sync {
     /// Milliseconds since the Unix epoch.
     fn now_ms(&self) -> u64;
     fn sleep(&self, duration: Duration) -> impl Future<Output = ()> + Send;
@@ -46,9 +46,9 @@ pub trait Env: Send + Sync {
 
 /// The wall clock, tokio's sleep and the thread's random generator.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct RealEnv;
+pub struct SystemClock;
 
-impl Env for RealEnv {
+impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -123,7 +123,7 @@ impl Default for Retry {
 pub struct Run<'a, D, E, T> {
     pub run_id: String,
     pub driver: &'a D,
-    pub env: &'a E,
+    pub clock: &'a E,
     pub ledger: &'a Ledger,
     pub policy: &'a Policy,
     /// The port the run's target listens on (what the policy's `target_ports` allow).
@@ -170,7 +170,7 @@ enum Bounded<T> {
     Cancelled,
 }
 
-impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> Run<'a, D, E, T> {
+impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> Run<'a, D, E, T> {
     /// Runs the experiment to its journal. Never fails: every error is in the journal.
     pub async fn execute(self, experiment: &Experiment) -> Journal {
         let mut state = State {
@@ -179,9 +179,9 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> Run<'a, D, E, T> 
             applied: Vec::new(),
             method_started: false,
         };
-        state.journal.start = state.run.env.now_ms();
+        state.journal.start = state.run.clock.now_ms();
         state.execute(experiment).await;
-        let end = state.run.env.now_ms();
+        let end = state.run.clock.now_ms();
         state.journal.end = end;
         state.journal.duration = end.saturating_sub(state.journal.start) as f64 / 1000.0;
         let status = state.journal.status.as_str().to_string();
@@ -199,13 +199,13 @@ struct State<'a, D, E, T> {
     method_started: bool,
 }
 
-impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T> {
+impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T> {
     fn step(&self, phase: &str, activity: Option<&str>, status: &str, detail: Option<String>) {
         (self.run.timeline)(TimelineStep {
             phase: phase.to_string(),
             activity: activity.map(str::to_string),
             status: status.to_string(),
-            at: self.run.env.now_ms(),
+            at: self.run.clock.now_ms(),
             detail,
         });
     }
@@ -353,10 +353,13 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
 
     /// Ledger entry first, then the fault; `false` if it could not be applied.
     async fn apply(&mut self, activity: &Activity, action: &FaultAction) -> bool {
-        let start = self.run.env.now_ms();
+        let start = self.run.clock.now_ms();
         let driver = self.run.driver;
         let planned = driver.plan(&action.fault).await;
-        let ledger_id = new_id(start, (self.run.env.random() * f64::from(u32::MAX)) as u32);
+        let ledger_id = new_id(
+            start,
+            (self.run.clock.random() * f64::from(u32::MAX)) as u32,
+        );
         let deadline_at = start + action.duration.as_millis() as u64;
         let mut run = ActivityRun {
             activity: activity.to_json(),
@@ -389,15 +392,15 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
             return self.fault_failed(run, activity, e.to_string());
         }
         run.ledger_id = Some(ledger_id.clone());
-        let now = self.run.env.now_ms();
+        let now = self.run.clock.now_ms();
         let deadline = Deadline {
             at_ms: deadline_at,
             remaining: Duration::from_millis(deadline_at.saturating_sub(now)),
         };
-        let env = self.run.env;
+        let clock = self.run.clock;
         let applied = tokio::select! {
             out = driver.apply(&action.fault, deadline) => Some(out),
-            _ = env.sleep(self.run.retry.timeout) => None,
+            _ = clock.sleep(self.run.retry.timeout) => None,
         };
         let Some(applied) = applied else {
             // It may be half applied: held as applied with its planned undo, so the
@@ -417,7 +420,7 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
                     // The planned undo stays on disk; the one in memory is used now.
                     tracing::warn!(ledger_id = %ledger_id, error = %e, "fault ledger: the learnt undo was not written");
                 }
-                let end = self.run.env.now_ms();
+                let end = self.run.clock.now_ms();
                 run.status = ActivityStatus::Succeeded;
                 run.end = end;
                 run.duration = seconds(start, end);
@@ -430,7 +433,7 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
             }
             Err(e) => {
                 // Not applied: nothing to undo, the entry is closed.
-                if let Err(close) = self.run.ledger.close(&ledger_id, self.run.env.now_ms()) {
+                if let Err(close) = self.run.ledger.close(&ledger_id, self.run.clock.now_ms()) {
                     tracing::warn!(ledger_id = %ledger_id, error = %close, "fault ledger: close failed");
                 }
                 self.fault_failed(run, activity, e.to_string())
@@ -470,7 +473,7 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
     }
 
     fn fault_failed(&mut self, mut run: ActivityRun, activity: &Activity, why: String) -> bool {
-        let end = self.run.env.now_ms();
+        let end = self.run.clock.now_ms();
         tracing::warn!(run = %self.run.run_id, activity = %activity.name, error = %why, "fault not applied");
         run.end = end;
         run.duration = seconds(run.start, end);
@@ -485,14 +488,14 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
         if duration.is_zero() {
             return true;
         }
-        let env = self.run.env;
-        matches!(self.bounded(env.sleep(duration)).await, Bounded::Done(()))
+        let clock = self.run.clock;
+        matches!(self.bounded(clock.sleep(duration)).await, Bounded::Done(()))
     }
 
     /// Awaits `work` while undoing every fault whose deadline passes meanwhile; gives up
     /// (dropping `work`) on a cancel.
     async fn bounded<F: Future>(&mut self, work: F) -> Bounded<F::Output> {
-        let env = self.run.env;
+        let clock = self.run.clock;
         let cancel = self.run.cancel.clone();
         let mut work = std::pin::pin!(work);
         loop {
@@ -502,7 +505,7 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
                 .filter(|a| !a.undone)
                 .map(|a| a.deadline)
                 .min();
-            let wait = next.map(|at| Duration::from_millis(at.saturating_sub(env.now_ms())));
+            let wait = next.map(|at| Duration::from_millis(at.saturating_sub(clock.now_ms())));
             enum Event<T> {
                 Done(T),
                 Cancelled,
@@ -512,7 +515,7 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
                 biased;
                 _ = cancel.cancelled() => Event::Cancelled,
                 out = &mut work => Event::Done(out),
-                _ = sleep_for(env, wait) => Event::Deadline,
+                _ = sleep_for(clock, wait) => Event::Deadline,
             };
             match event {
                 Event::Done(out) => return Bounded::Done(out),
@@ -523,7 +526,7 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
     }
 
     async fn undo_expired(&mut self) {
-        let now = self.run.env.now_ms();
+        let now = self.run.clock.now_ms();
         let due: Vec<usize> = (0..self.applied.len())
             .rev()
             .filter(|&i| !self.applied[i].undone && self.applied[i].deadline <= now)
@@ -535,20 +538,20 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
 
     /// Undoes applied fault `i`, retrying; on success closes its ledger entry.
     async fn undo(&mut self, i: usize, by: &str) {
-        let env = self.run.env;
+        let clock = self.run.clock;
         let driver = self.run.driver;
         let retry = self.run.retry;
         let (name, undo, ledger_id) = {
             let a = &self.applied[i];
             (a.activity.clone(), a.undo.clone(), a.ledger_id.clone())
         };
-        let start = env.now_ms();
+        let start = clock.now_ms();
         self.step("rollback", Some(&name), "started", Some(by.to_string()));
         let mut attempts = 0;
         let mut last_error = None;
         // The fault's warden (or an operator) may have undone it, or be undoing it: then
         // this agent does not undo it too.
-        let turn = take_turn(self.run.ledger, &ledger_id, env, retry.timeout).await;
+        let turn = take_turn(self.run.ledger, &ledger_id, clock, retry.timeout).await;
         let by = match &turn {
             Turn::Ours => by.to_string(),
             Turn::UndoneBy(who) => who.clone(),
@@ -562,7 +565,7 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
             attempts += 1;
             let outcome = tokio::select! {
                 out = driver.undo(&undo) => out.map_err(|e| e.to_string()),
-                _ = env.sleep(retry.timeout) => Err(format!("no answer within {} s", retry.timeout.as_secs_f64())),
+                _ = clock.sleep(retry.timeout) => Err(format!("no answer within {} s", retry.timeout.as_secs_f64())),
             };
             match outcome {
                 Ok(()) => {
@@ -573,19 +576,19 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
                     tracing::warn!(run = %self.run.run_id, activity = %name, attempt = attempts, error = %e, "undo failed");
                     last_error = Some(e.clone());
                     if attempts < retry.attempts {
-                        let wait = backoff(retry, attempts, env.random());
+                        let wait = backoff(retry, attempts, clock.random());
                         self.step(
                             "rollback",
                             Some(&name),
                             "retrying",
                             Some(format!("{e}; again in {} ms", wait.as_millis())),
                         );
-                        env.sleep(wait).await;
+                        clock.sleep(wait).await;
                     }
                 }
             }
         }
-        let end = env.now_ms();
+        let end = clock.now_ms();
         let succeeded = last_error.is_none();
         let fault = to_value(&self.applied[i].fault);
         self.journal.rollbacks.push(ActivityRun {
@@ -648,7 +651,7 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
             let run = self
                 .probe_run(
                     activity,
-                    probe_within(driver, self.run.env, &activity.provider),
+                    probe_within(driver, self.run.clock, &activity.provider),
                 )
                 .await;
             self.journal.rollbacks.push(run);
@@ -680,10 +683,10 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
     /// Runs a probe (or an HTTP action) and judges its tolerance; `None` if cancelled.
     async fn probe_activity(&mut self, activity: &Activity, phase: &str) -> Option<ActivityRun> {
         let driver = self.run.driver;
-        let start = self.run.env.now_ms();
-        let env = self.run.env;
+        let start = self.run.clock.now_ms();
+        let clock = self.run.clock;
         let outcome = match self
-            .bounded(probe_within(driver, env, &activity.provider))
+            .bounded(probe_within(driver, clock, &activity.provider))
             .await
         {
             Bounded::Cancelled => return None,
@@ -725,9 +728,9 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
             let Some(next) = &probe.tolerance else {
                 return Some(Err(format!("probe {:?} has no tolerance", probe.name)));
             };
-            let env = self.run.env;
+            let clock = self.run.clock;
             output = match self
-                .bounded(probe_within(driver, env, &probe.provider))
+                .bounded(probe_within(driver, clock, &probe.provider))
                 .await
             {
                 Bounded::Cancelled => return None,
@@ -747,7 +750,7 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
         activity: &Activity,
         work: impl Future<Output = Result<ProbeOutput, ProbeError>>,
     ) -> ActivityRun {
-        let start = self.run.env.now_ms();
+        let start = self.run.clock.now_ms();
         let outcome = work.await;
         let (run, _) = self.finish_probe(activity, start, outcome);
         let status = match run.status {
@@ -771,7 +774,7 @@ impl<'a, D: Driver, E: Env, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T
         start: u64,
         outcome: Result<ProbeOutput, ProbeError>,
     ) -> (ActivityRun, Option<Value>) {
-        let end = self.run.env.now_ms();
+        let end = self.run.clock.now_ms();
         let mut run = ActivityRun {
             activity: activity.to_json(),
             status: ActivityStatus::Succeeded,
@@ -812,21 +815,21 @@ fn run_ok(run: &ActivityRun) -> bool {
 }
 
 /// A probe bounded by its own budget plus [`PROBE_SLACK`], whatever the driver does.
-async fn probe_within<D: Driver, E: Env>(
+async fn probe_within<D: Driver, E: Clock>(
     driver: &D,
-    env: &E,
+    clock: &E,
     provider: &Provider,
 ) -> Result<ProbeOutput, ProbeError> {
     let budget = probe_budget(provider) + PROBE_SLACK;
     tokio::select! {
         out = driver.probe(provider) => out,
-        _ = env.sleep(budget) => Err(ProbeError(format!("no answer within {} s", budget.as_secs_f64()))),
+        _ = clock.sleep(budget) => Err(ProbeError(format!("no answer within {} s", budget.as_secs_f64()))),
     }
 }
 
-async fn sleep_for<E: Env>(env: &E, wait: Option<Duration>) {
+async fn sleep_for<E: Clock>(clock: &E, wait: Option<Duration>) {
     match wait {
-        Some(wait) => env.sleep(wait).await,
+        Some(wait) => clock.sleep(wait).await,
         None => std::future::pending().await,
     }
 }

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::{FrameSender, Outcome, to_json};
 use crate::faults::ledger::{Ledger, LedgerEntry};
 use crate::faults::lifecycle::{
-    Deadline, Driver, ProbeError, RealEnv, Retry, Run, recover, timeline_frames,
+    Deadline, Driver, ProbeError, Retry, Run, SystemClock, recover, timeline_frames,
 };
 use crate::faults::probe::Prober;
 use crate::faults::proxy::FaultProxy;
@@ -155,7 +155,7 @@ pub async fn recover_left_overs(
         hog_program: &config.hog_program,
     };
     let failed: Vec<(LedgerEntry, String)> =
-        recover(&driver, &RealEnv, &config.ledger, Retry::default()).await?;
+        recover(&driver, &SystemClock, &config.ledger, Retry::default()).await?;
     Ok(open
         .into_iter()
         .map(|entry| Recovered {
@@ -226,7 +226,7 @@ pub async fn run(
     let mut journal = Run {
         run_id: plan.run_id.clone(),
         driver: &driver,
-        env: &RealEnv,
+        clock: &SystemClock,
         ledger: &config.ledger,
         policy: &policy,
         target_port: upstream.port(),

@@ -576,7 +576,7 @@ impl Dispatcher {
                     .scenario(&run.account_id, &run.scenario_version)
                     .await
                     .ok()??;
-                let spec: Arc<str> = iohr_domain::scenario::canonical_json(&scenario.spec).into();
+                let spec: Arc<str> = iohr_domain::version::compact_json(&scenario.spec).into();
                 if self.specs.len() >= SPEC_CACHE {
                     self.specs.clear();
                 }

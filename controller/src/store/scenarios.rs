@@ -1,6 +1,6 @@
 //! Scenario versions: immutable specs addressed by the hash of their canonical JSON.
 
-use iohr_domain::scenario::{canonical_json, version_of};
+use iohr_domain::version::{compact_json, version_of};
 use sqlx::Row;
 
 use super::{Result, Store, StoreError, now_ms};
@@ -34,7 +34,7 @@ impl Store {
         .bind(&version)
         .bind(name)
         .bind(kind)
-        .bind(canonical_json(spec))
+        .bind(compact_json(spec))
         .bind(now_ms())
         .execute(&self.pool)
         .await?;

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::load::parse_duration;
 use crate::request::{SpecError, parse_spec, spec_error, validate_request};
-use crate::scenario::canonical_json;
+use crate::version::canonical_json;
 
 use super::op::Op;
 

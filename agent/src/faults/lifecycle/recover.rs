@@ -5,23 +5,23 @@ use std::time::Duration;
 
 use super::super::ledger::{Ledger, LedgerEntry};
 use super::super::warden::Claim;
-use super::{Driver, Env, Retry, backoff};
+use super::{Clock, Driver, Retry, backoff};
 
 /// Undoes every open entry of the ledger, newest first (a starting agent, before it takes
 /// work). Returns what stayed open: entries whose undo failed after the retries.
-pub async fn recover<D: Driver, E: Env>(
+pub async fn recover<D: Driver, E: Clock>(
     driver: &D,
-    env: &E,
+    clock: &E,
     ledger: &Ledger,
     retry: Retry,
 ) -> Result<Vec<(LedgerEntry, String)>, super::super::ledger::LedgerError> {
     let mut still_open = Vec::new();
     for entry in ledger.open_entries()? {
-        match take_turn(ledger, &entry.id, env, retry.timeout).await {
+        match take_turn(ledger, &entry.id, clock, retry.timeout).await {
             Turn::Ours => {}
             Turn::UndoneBy(who) => {
                 tracing::info!(ledger_id = %entry.id, run = %entry.run_id, by = %who, "left-over fault already undone");
-                ledger.close(&entry.id, env.now_ms())?;
+                ledger.close(&entry.id, clock.now_ms())?;
                 continue;
             }
             Turn::Busy(why) => {
@@ -33,7 +33,7 @@ pub async fn recover<D: Driver, E: Env>(
         for attempt in 1..=retry.attempts.max(1) {
             let outcome = tokio::select! {
                 out = driver.undo(&entry.undo) => out.map_err(|e| e.to_string()),
-                _ = env.sleep(retry.timeout) => Err("no answer".to_string()),
+                _ = clock.sleep(retry.timeout) => Err("no answer".to_string()),
             };
             match outcome {
                 Ok(()) => {
@@ -43,7 +43,7 @@ pub async fn recover<D: Driver, E: Env>(
                 Err(e) => {
                     last = Some(e);
                     if attempt < retry.attempts {
-                        env.sleep(backoff(retry, attempt, env.random())).await;
+                        clock.sleep(backoff(retry, attempt, clock.random())).await;
                     }
                 }
             }
@@ -51,7 +51,7 @@ pub async fn recover<D: Driver, E: Env>(
         match last {
             None => {
                 tracing::info!(ledger_id = %entry.id, run = %entry.run_id, fault = entry.fault.name(), "left-over fault undone");
-                ledger.close(&entry.id, env.now_ms())?;
+                ledger.close(&entry.id, clock.now_ms())?;
             }
             Some(e) => {
                 tracing::error!(ledger_id = %entry.id, run = %entry.run_id, error = %e, "left-over fault could not be undone");
@@ -79,24 +79,24 @@ pub(super) enum Turn {
 /// Claims the undo of entry `id`, waiting (at most `within`) while another live process
 /// (its warden) undoes it. A claim that cannot be read or written leaves the undo to this
 /// agent: undoing is the safe side.
-pub(super) async fn take_turn<E: Env>(
+pub(super) async fn take_turn<E: Clock>(
     ledger: &Ledger,
     id: &str,
-    env: &E,
+    clock: &E,
     within: Duration,
 ) -> Turn {
-    let until = env.now_ms().saturating_add(within.as_millis() as u64);
+    let until = clock.now_ms().saturating_add(within.as_millis() as u64);
     loop {
         match ledger.claim(id) {
             Ok(Claim::Ours) => return Turn::Ours,
             Ok(Claim::Undone { by }) => return Turn::UndoneBy(by.as_str().to_string()),
-            Ok(Claim::Busy { by, pid }) if env.now_ms() >= until => {
+            Ok(Claim::Busy { by, pid }) if clock.now_ms() >= until => {
                 return Turn::Busy(format!(
                     "the {} (process {pid}) is still undoing it",
                     by.as_str()
                 ));
             }
-            Ok(Claim::Busy { .. }) => env.sleep(Duration::from_millis(20)).await,
+            Ok(Claim::Busy { .. }) => clock.sleep(Duration::from_millis(20)).await,
             Err(e) => {
                 tracing::warn!(ledger_id = id, error = %e, "fault ledger: the claim failed; undoing anyway");
                 return Turn::Ours;

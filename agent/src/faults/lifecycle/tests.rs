@@ -1,5 +1,5 @@
 //! The lifecycle's branches, with a scripted driver, a real ledger in a temporary
-//! directory, and tokio's paused clock behind the injected [`Env`].
+//! directory, and tokio's paused clock behind the injected [`Clock`].
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
@@ -13,15 +13,15 @@ use serde_json::json;
 use super::*;
 
 /// Virtual time from tokio's paused clock, starting at a fixed epoch; seeded randomness.
-struct TestEnv {
+struct TestClock {
     base_ms: u64,
     start: tokio::time::Instant,
     rng: Mutex<StdRng>,
 }
 
-impl TestEnv {
-    fn new() -> TestEnv {
-        TestEnv {
+impl TestClock {
+    fn new() -> TestClock {
+        TestClock {
             base_ms: 1_700_000_000_000,
             start: tokio::time::Instant::now(),
             rng: Mutex::new(StdRng::seed_from_u64(7)),
@@ -34,7 +34,7 @@ impl TestEnv {
     }
 }
 
-impl Env for TestEnv {
+impl Clock for TestClock {
     fn now_ms(&self) -> u64 {
         self.base_ms + self.start.elapsed().as_millis() as u64
     }
@@ -211,7 +211,7 @@ fn policy() -> Policy {
 }
 
 struct Harness {
-    env: TestEnv,
+    clock: TestClock,
     ledger: Ledger,
     _dir: tempfile::TempDir,
     frames: Mutex<Vec<TimelineStep>>,
@@ -222,7 +222,7 @@ impl Harness {
     fn new() -> Harness {
         let dir = tempfile::tempdir().unwrap();
         Harness {
-            env: TestEnv::new(),
+            clock: TestClock::new(),
             ledger: Ledger::open(dir.path()).unwrap(),
             _dir: dir,
             frames: Mutex::new(Vec::new()),
@@ -234,7 +234,7 @@ impl Harness {
         Run {
             run_id: "run-1".into(),
             driver,
-            env: &self.env,
+            clock: &self.clock,
             ledger: &self.ledger,
             policy,
             target_port: 8080,
@@ -497,7 +497,7 @@ async fn a_cancel_during_a_pause_or_a_probe_is_seen_at_once() {
     let j = h.run(&driver, &e, &policy(), false).await;
     assert_eq!(j.status, JournalStatus::Interrupted);
     // The undo starts the moment the cancel comes (then the 5 s rollback action runs).
-    assert_eq!(h.env.elapsed(j.rollbacks[0].start), 20_000);
+    assert_eq!(h.clock.elapsed(j.rollbacks[0].start), 20_000);
     assert!(!driver.log().contains(&"probe /slow".to_string()));
     assert!(driver.log().contains(&"undo 1".to_string()));
 }
@@ -529,7 +529,7 @@ async fn a_fault_is_undone_at_its_deadline_while_the_method_goes_on() {
     let late_probe = log.iter().position(|l| l == "probe /late").unwrap();
     assert!(undo_1 < late_probe, "{log:?}");
     assert_eq!(
-        h.env.elapsed(short.applied_at),
+        h.clock.elapsed(short.applied_at),
         1000,
         "after the 1 s hypothesis probe"
     );
@@ -631,7 +631,7 @@ async fn recovery_undoes_open_entries_newest_first() {
             .unwrap();
     }
     let driver = Scripted::default();
-    let left = recover(&driver, &h.env, &h.ledger, Retry::default())
+    let left = recover(&driver, &h.clock, &h.ledger, Retry::default())
         .await
         .unwrap();
     assert!(left.is_empty());
@@ -650,7 +650,7 @@ fn a_run_is_a_send_future_and_its_timeline_goes_out_as_frames() {
     let run = Run {
         run_id: "r".into(),
         driver: &driver,
-        env: &RealEnv,
+        clock: &SystemClock,
         ledger: &h.ledger,
         policy: &policy,
         target_port: 8080,
