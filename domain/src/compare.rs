@@ -289,6 +289,12 @@ impl Comparison {
     }
 }
 
+/// What a kind whose results cannot be read as its own says.
+pub(crate) fn not_compared(out: &mut Comparison) {
+    out.notes
+        .push("the results of this kind are not compared yet".to_string());
+}
+
 /// Compares `after` with `before`; refused when they are not two measures of one thing.
 pub fn compare(before: &Side, after: &Side, noise_floor: f64) -> Result<Comparison, Refusal> {
     for side in [before, after] {
@@ -322,10 +328,7 @@ pub fn compare(before: &Side, after: &Side, noise_floor: f64) -> Result<Comparis
             });
         }
     }
-    if !matches!(
-        before.kind,
-        RunKind::Checks | RunKind::Load | RunKind::Replay | RunKind::Capacity
-    ) {
+    if !before.kind.traits().compared {
         return Err(Refusal::Kind(before.kind));
     }
     let mut out = Comparison {
@@ -349,24 +352,7 @@ pub fn compare(before: &Side, after: &Side, noise_floor: f64) -> Result<Comparis
     }
     let parse = |side: &Side| side.result.cloned();
     match (parse(before), parse(after)) {
-        (Some(b), Some(a)) => {
-            if before.kind == RunKind::Capacity {
-                compare_capacity_values(b, a, &mut out);
-            } else if let (Ok(b), Ok(a)) = (
-                serde_json::from_value::<ChecksResult>(b.clone()),
-                serde_json::from_value::<ChecksResult>(a.clone()),
-            ) {
-                compare_checks(&b, &a, &mut out);
-            } else if let (Ok(b), Ok(a)) = (
-                serde_json::from_value::<LoadResult>(b),
-                serde_json::from_value::<LoadResult>(a),
-            ) {
-                compare_load(&b, &a, &mut out);
-            } else {
-                out.notes
-                    .push("the results of this kind are not compared yet".to_string());
-            }
-        }
+        (Some(b), Some(a)) => crate::kind::compare(before.kind, b, a, &mut out),
         _ => out
             .notes
             .push("a run has no result: nothing to compare".to_string()),
@@ -407,7 +393,7 @@ fn verdict_change(
     });
 }
 
-fn compare_checks(before: &ChecksResult, after: &ChecksResult, out: &mut Comparison) {
+pub(crate) fn compare_checks(before: &ChecksResult, after: &ChecksResult, out: &mut Comparison) {
     let earlier: BTreeMap<&str, bool> = before
         .checks
         .iter()
@@ -564,7 +550,7 @@ impl IntervalsUsed {
     }
 }
 
-fn compare_load(before: &LoadResult, after: &LoadResult, out: &mut Comparison) {
+pub(crate) fn compare_load(before: &LoadResult, after: &LoadResult, out: &mut Comparison) {
     out.samples = Some((before.latency.samples, after.latency.samples));
     let mut pairs = vec![LoadPair {
         name: "total",
@@ -740,7 +726,7 @@ pub fn add_new_findings(out: &mut Comparison, before: &[RunFinding], after: &[Ru
 // Capacity runs: p50 and p99 at every offered rate both sweeps measured, and the knee
 // recomputed over the range of rates both share, normalised alike.
 
-fn compare_capacity_values(before: Value, after: Value, out: &mut Comparison) {
+pub(crate) fn compare_capacity_values(before: Value, after: Value, out: &mut Comparison) {
     match (
         serde_json::from_value::<CapacityResult>(before),
         serde_json::from_value::<CapacityResult>(after),

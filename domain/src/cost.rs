@@ -10,6 +10,34 @@ use crate::faults::experiment::{Activity, Experiment, LoadProbe, Provider};
 use crate::faults::tolerance::Tolerance;
 use crate::load::{LoadPlan, Model, WarmupPlan};
 
+/// What a valid spec may cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunCost {
+    /// The units (requests) the run reserves.
+    pub units: u64,
+    /// The longest the run can last and what in the spec makes it so, for the kinds whose
+    /// length the plan caps (load, replay, capacity).
+    pub length: Option<(Duration, &'static str)>,
+}
+
+impl RunCost {
+    /// A run whose length a plan does not cap.
+    pub fn unbounded(units: u64) -> RunCost {
+        RunCost {
+            units,
+            length: None,
+        }
+    }
+
+    /// A run that lasts at most `length`, because of `what` in its spec.
+    pub fn bounded(units: u64, length: Duration, what: &'static str) -> RunCost {
+        RunCost {
+            units,
+            length: Some((length, what)),
+        }
+    }
+}
+
 /// Seconds as a `Duration`, saturating: a cost is a bound, never a panic.
 fn seconds(secs: f64) -> Duration {
     Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX)

@@ -29,8 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::checks::ChecksResult;
-use crate::load::{Comparison, Counts, Metric, Threshold, status_class};
+use crate::load::{Comparison, Counts, Metric, Threshold};
 use crate::run::{RunKind, UnknownWord};
 
 /// The error-rate limit of an operation when the spec sets none: more than 1% of its
@@ -254,34 +253,39 @@ pub fn signature(facts: &RunFacts, kind: FindingKind, subject: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
+/// A finding as its kind derives it from a result, before it has a signature.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    pub kind: FindingKind,
+    pub subject: String,
+    pub title: String,
+    pub detail: String,
+}
+
+impl Found {
+    pub fn new(kind: FindingKind, subject: String, title: String, detail: String) -> Found {
+        Found {
+            kind,
+            subject,
+            title,
+            detail,
+        }
+    }
+}
+
 /// The findings of a finished run, one per signature, ordered by signature (the order
 /// the store locks them in, so two runs never wait on each other in a cycle).
 pub fn derive(facts: &RunFacts) -> Vec<Derived> {
-    let mut found: Vec<(FindingKind, String, String, String)> = Vec::new();
-    match facts.kind {
-        RunKind::Checks => checks_findings(facts.result, &mut found),
-        RunKind::Load | RunKind::Replay => {
-            let limit = spec_error_limit(facts.spec);
-            if let Some(ops) = facts.result.get("operations") {
-                let ops: Vec<NamedCounts> = serde_json::from_value(ops.clone()).unwrap_or_default();
-                let counts = ops.into_iter().map(|op| (op.name, op.counts));
-                operation_findings(counts, &limit, &mut found);
-            }
-        }
-        RunKind::Scenario => {
-            if let Some(ops) = facts.result.get("ops") {
-                let ops: Vec<ScenarioOp> = serde_json::from_value(ops.clone()).unwrap_or_default();
-                let counts = ops
-                    .into_iter()
-                    .map(|op| (format!("{} {}", op.method, op.path), op.counts()));
-                operation_findings(counts, &ErrorLimit::default(), &mut found);
-            }
-        }
-        RunKind::Capacity => capacity_findings(facts.spec, facts.result, &mut found),
-        RunKind::Faults => faults_findings(facts.result, &mut found),
-    }
+    let mut found: Vec<Found> = Vec::new();
+    crate::kind::findings(facts, &mut found);
     let mut by_signature: BTreeMap<String, Derived> = BTreeMap::new();
-    for (kind, subject, title, detail) in found {
+    for Found {
+        kind,
+        subject,
+        title,
+        detail,
+    } in found
+    {
         let signature = signature(facts, kind, &subject);
         // Two checks of one name are one problem: their details are kept side by side.
         match by_signature.get_mut(&signature) {
@@ -312,32 +316,6 @@ fn cut(text: &str, max: usize) -> String {
         let mut short: String = text.chars().take(max - 1).collect();
         short.push('…');
         short
-    }
-}
-
-fn checks_findings(result: &Value, found: &mut Vec<(FindingKind, String, String, String)>) {
-    let Ok(result) = serde_json::from_value::<ChecksResult>(result.clone()) else {
-        return;
-    };
-    for check in result.checks.iter().filter(|c| !c.passed) {
-        let mut why = check.failures.join("; ");
-        if why.is_empty() {
-            why = check.error.clone().unwrap_or_else(|| "failed".to_string());
-        }
-        found.push((
-            FindingKind::CheckFailed,
-            check.name.clone(),
-            format!("check {} failed", check.name),
-            why,
-        ));
-    }
-    for invariant in result.invariants.iter().filter(|i| !i.passed) {
-        found.push((
-            FindingKind::InvariantBroken,
-            invariant.name.clone(),
-            format!("invariant {} broken", invariant.name),
-            invariant.failures.join("; "),
-        ));
     }
 }
 
@@ -385,44 +363,16 @@ pub fn spec_error_limit(spec: Option<&Value>) -> ErrorLimit {
 }
 
 #[derive(Deserialize)]
-struct NamedCounts {
-    name: String,
+pub(crate) struct NamedCounts {
+    pub(crate) name: String,
     #[serde(flatten)]
-    counts: Counts,
+    pub(crate) counts: Counts,
 }
 
-#[derive(Deserialize)]
-struct ScenarioOp {
-    method: String,
-    path: String,
-    #[serde(default)]
-    by_status: BTreeMap<u16, u64>,
-    #[serde(default)]
-    errors: BTreeMap<String, u64>,
-}
-
-impl ScenarioOp {
-    fn counts(&self) -> Counts {
-        let mut counts = Counts::default();
-        for (status, n) in &self.by_status {
-            *counts
-                .responses
-                .entry(status_class(*status).to_string())
-                .or_default() += n;
-            counts.requests += n;
-        }
-        for (kind, n) in &self.errors {
-            *counts.errors.entry(kind.clone()).or_default() += n;
-            counts.requests += n;
-        }
-        counts
-    }
-}
-
-fn operation_findings(
+pub(crate) fn operation_findings(
     ops: impl Iterator<Item = (String, Counts)>,
     limit: &ErrorLimit,
-    found: &mut Vec<(FindingKind, String, String, String)>,
+    found: &mut Vec<Found>,
 ) {
     // Operations of one name (a scenario may send one METHOD PATH twice) count together.
     let mut merged: BTreeMap<String, Counts> = BTreeMap::new();
@@ -439,7 +389,7 @@ fn operation_findings(
             .filter_map(|c| counts.responses.get(*c).map(|n| format!("{c} {n}")))
             .collect();
         kinds.extend(counts.errors.iter().map(|(k, n)| format!("{k} {n}")));
-        found.push((
+        found.push(Found::new(
             FindingKind::OperationErrors,
             name.clone(),
             format!("operation {name}: error rate over its limit"),
@@ -457,73 +407,6 @@ fn operation_findings(
 
 /// The subject of the one capacity finding a scenario can have.
 pub const CAPACITY_SUBJECT: &str = "max rate meeting the SLO";
-
-fn capacity_findings(
-    spec: Option<&Value>,
-    result: &Value,
-    found: &mut Vec<(FindingKind, String, String, String)>,
-) {
-    let Some(floor) = spec.and_then(|s| s.get("floor")).and_then(Value::as_f64) else {
-        return;
-    };
-    // Absent: the result says nothing about it. Null: no step met the SLO.
-    let Some(max) = result.get("max_rate_meeting_slo") else {
-        return;
-    };
-    let detail = match max.as_f64() {
-        Some(rate) if rate >= floor => return,
-        Some(rate) => format!("the highest rate meeting the SLO is {rate:.1}/s, floor {floor}/s"),
-        None if max.is_null() => format!("no rate met the SLO, floor {floor}/s"),
-        None => return,
-    };
-    found.push((
-        FindingKind::CapacityBelowFloor,
-        CAPACITY_SUBJECT.to_string(),
-        format!("capacity below its floor of {floor}/s"),
-        detail,
-    ));
-}
-
-/// A faults run's journal: probes that missed after the method, faults never undone.
-fn faults_findings(result: &Value, found: &mut Vec<(FindingKind, String, String, String)>) {
-    if result.get("deviated").and_then(Value::as_bool) == Some(true) {
-        let probes = result["steady_states"]["after"]["probes"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        for probe in probes.iter().filter(|p| p["tolerance_met"] == false) {
-            let name = probe["activity"]["name"].as_str().unwrap_or("probe");
-            let detail = probe["exception"]
-                .as_str()
-                .unwrap_or("its tolerance was not met")
-                .to_string();
-            found.push((
-                FindingKind::SteadyStateDeviated,
-                name.to_string(),
-                format!("steady state deviated under faults: probe {name}"),
-                detail,
-            ));
-        }
-    }
-    let ledger = result["ledger"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    for entry in ledger.iter().filter(|e| e["undone_at"].is_null()) {
-        let activity = entry["activity"].as_str().unwrap_or("fault");
-        let fault = entry["fault"]["fault"].as_str().unwrap_or("fault");
-        found.push((
-            FindingKind::FaultLeftApplied,
-            activity.to_string(),
-            format!("{fault} fault {activity} could not be undone"),
-            format!(
-                "the agent's ledger keeps it (entry {}) and undoes it again at its next start; {}",
-                entry["id"].as_str().unwrap_or("?"),
-                result["reason"].as_str().unwrap_or("rollback failed")
-            ),
-        ));
-    }
-}
 
 #[cfg(test)]
 mod tests {

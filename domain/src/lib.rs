@@ -10,6 +10,7 @@ pub mod faults;
 pub mod finding;
 pub mod frame;
 pub mod histogram;
+pub mod kind;
 pub mod load;
 pub mod quantile;
 pub mod redact;

@@ -5,54 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// What a run does: every kind runs on agents (see `iohr_agent::execute`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunKind {
-    Checks,
-    Load,
-    Scenario,
-    Faults,
-    Capacity,
-    Replay,
-}
-
-impl RunKind {
-    pub const ALL: [RunKind; 6] = [
-        RunKind::Checks,
-        RunKind::Load,
-        RunKind::Scenario,
-        RunKind::Faults,
-        RunKind::Capacity,
-        RunKind::Replay,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunKind::Checks => "checks",
-            RunKind::Load => "load",
-            RunKind::Scenario => "scenario",
-            RunKind::Faults => "faults",
-            RunKind::Capacity => "capacity",
-            RunKind::Replay => "replay",
-        }
-    }
-
-    /// Load, faults and capacity runs would measure each other: at most one at a time
-    /// per agent. Replay is load with recorded spacing, so it is exclusive too.
-    pub fn is_exclusive(self) -> bool {
-        matches!(
-            self,
-            RunKind::Load | RunKind::Faults | RunKind::Capacity | RunKind::Replay
-        )
-    }
-}
-
-impl fmt::Display for RunKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::kind::RunKind;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} {value:?}; expected one of: {expected}")]
@@ -60,20 +13,6 @@ pub struct UnknownWord {
     pub what: &'static str,
     pub value: String,
     pub expected: String,
-}
-
-impl FromStr for RunKind {
-    type Err = UnknownWord;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        RunKind::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| UnknownWord {
-                what: "kind",
-                value: s.to_string(),
-                expected: RunKind::ALL.map(|k| k.as_str()).join(", "),
-            })
-    }
 }
 
 /// `queued -> running -> passed | failed | error | cancelled`, or `refused` before it runs.

@@ -8,12 +8,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use iohr_domain::RunKind;
-use iohr_domain::capacity::CapacitySpec;
-use iohr_domain::checks::ChecksSpec;
-use iohr_domain::faults::Experiment;
-use iohr_domain::load::LoadSpec;
-use iohr_domain::replay::ReplaySpec;
-use iohr_domain::scenario_kind::ScenarioSpec;
+use iohr_domain::cost::RunCost;
 
 use super::error::ApiError;
 use crate::Shared;
@@ -23,81 +18,19 @@ use crate::store::Account;
 /// as running ones end, seconds to an hour later; half a minute keeps retries cheap.
 pub const QUEUED_RETRY_AFTER: Duration = Duration::from_secs(30);
 
-/// What a valid spec may cost.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SpecCost {
-    /// The units (requests) the run reserves.
-    pub units: u64,
-    /// The longest the run can last and what in the spec makes it so, for the kinds whose
-    /// length the plan caps (load, replay, capacity).
-    pub length: Option<(Duration, &'static str)>,
-}
-
-fn invalid(e: impl ToString) -> ApiError {
-    ApiError::bad_request("invalid_spec", e.to_string())
-}
-
-/// Validates a spec for its kind and says what it may cost.
-pub fn spec_cost(kind: RunKind, spec: &serde_json::Value) -> Result<SpecCost, ApiError> {
-    let unbounded = |units: u64| SpecCost {
-        units,
-        length: None,
-    };
-    match kind {
-        RunKind::Checks => {
-            let spec = ChecksSpec::from_json(spec).map_err(invalid)?;
-            Ok(unbounded(spec.checks.len() as u64))
-        }
-        RunKind::Load => {
-            let spec = LoadSpec::from_json(spec).map_err(invalid)?;
-            let plan = spec.plan().map_err(invalid)?;
-            let what = match (plan.warmup_length().is_zero(), spec.stages.is_empty()) {
-                (true, true) => "spec.duration",
-                (true, false) => "spec.stages",
-                (false, true) => "spec.warmup + spec.duration",
-                (false, false) => "spec.warmup + spec.stages",
-            };
-            Ok(SpecCost {
-                // A closed-model run's count is not known before it runs: it reserves
-                // nothing and spends what it sends.
-                units: plan.units_to_reserve().unwrap_or(0),
-                length: Some((plan.run_length(), what)),
-            })
-        }
-        RunKind::Scenario => {
-            let spec = ScenarioSpec::from_json(spec).map_err(invalid)?;
-            Ok(unbounded(spec.total_requests()))
-        }
-        RunKind::Replay => {
-            let plan = ReplaySpec::from_json(spec)
-                .and_then(|spec| spec.plan())
-                .map_err(invalid)?;
-            Ok(SpecCost {
-                units: plan.units_to_reserve().unwrap_or(0),
-                length: Some((plan.run_length(), "the log's span over spec.speed")),
-            })
-        }
-        RunKind::Faults => {
-            let experiment = Experiment::from_json(spec).map_err(invalid)?;
-            Ok(unbounded(experiment.expected_requests()))
-        }
-        RunKind::Capacity => {
-            let plan = CapacitySpec::from_json(spec)
-                .and_then(|spec| spec.plan())
-                .map_err(invalid)?;
-            Ok(SpecCost {
-                units: plan.expected_requests(),
-                length: Some((
-                    plan.run_length(),
-                    "the whole sweep (its steps, bisection rounds and cooldowns)",
-                )),
-            })
-        }
-    }
+/// Validates a spec for its kind and says what it may cost (the kind's contract,
+/// `iohr_domain::kind`); with a target, also that the spec stays on it.
+pub fn spec_cost(
+    kind: RunKind,
+    spec: &serde_json::Value,
+    target: Option<&str>,
+) -> Result<RunCost, ApiError> {
+    iohr_domain::kind::cost(kind, spec, target)
+        .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))
 }
 
 /// Refuses a run longer than its account's plan allows, naming both and the limit.
-pub fn check_length(kind: RunKind, cost: &SpecCost, account: &Account) -> Result<(), ApiError> {
+pub fn check_length(kind: RunKind, cost: &RunCost, account: &Account) -> Result<(), ApiError> {
     let Some((length, what)) = cost.length else {
         return Ok(());
     };

@@ -6,7 +6,6 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use iohr_domain::faults::Experiment;
 use iohr_domain::faults::confirmation::{
     DEFAULT_CONFIRM_WITHIN, MAX_CONFIRM_WITHIN, confirmation_hash,
 };
@@ -71,7 +70,7 @@ pub fn parse_kind(text: &str) -> Result<RunKind, ApiError> {
 
 /// Validates a spec for its kind; returns the units the run may spend.
 pub fn validate_spec(kind: RunKind, spec: &serde_json::Value) -> Result<u64, ApiError> {
-    super::limits::spec_cost(kind, spec).map(|cost| cost.units)
+    super::limits::spec_cost(kind, spec, None).map(|cost| cost.units)
 }
 
 /// A replay `from_run`: the earlier scenario run of this account (finished), its spec's
@@ -132,12 +131,10 @@ pub async fn create(
             ),
         ));
     };
-    let needs_confirmation = kind == RunKind::Faults && environment.production;
+    let needs_confirmation = kind.traits().confirmed_in_production && environment.production;
     let confirm_within = confirmation_window(body.confirm_within.as_deref(), needs_confirmation)?;
     let target = run_guards::target(&body.target)?;
-    if target.starts_with("https://")
-        && !matches!(kind, RunKind::Load | RunKind::Replay | RunKind::Capacity)
-    {
+    if target.starts_with("https://") && !kind.traits().https {
         return Err(ApiError::bad_request(
             "invalid_target",
             "target: https targets are supported by load, replay and capacity runs only so far; use http://",
@@ -216,15 +213,10 @@ pub async fn create(
             ));
         }
     };
-    let cost = super::limits::spec_cost(kind, &scenario.spec)?;
+    // A faults probe's url must name the run's own target.
+    let cost = super::limits::spec_cost(kind, &scenario.spec, Some(&target))?;
     super::limits::check_length(kind, &cost, account)?;
     let units = cost.units;
-    if kind == RunKind::Faults {
-        // A probe's url must name the run's own target.
-        Experiment::from_json(&scenario.spec)
-            .and_then(|e| e.check_target(&target))
-            .map_err(|e| ApiError::bad_request("invalid_spec", e.to_string()))?;
-    }
     let confirmation = confirm_within.map(|within| {
         let hash = confirmation_hash(&scenario.version, &target, &body.environment);
         (hash, now_ms() + within.as_millis() as i64)

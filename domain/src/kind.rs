@@ -1,0 +1,210 @@
+//! The kind contract: what every kind of run says for itself, in one place per kind.
+//!
+//! A kind is a [`RunKind`] word and a type implementing [`Kind`] in `kind/NAME.rs`: how its
+//! spec is read and planned, what a run of it costs, what it may do (exclusive, https,
+//! confirmed in production), the findings its result gives and how two of its results
+//! compare. [`visit`] is the registry, the one `match` over the kinds: the controller, the
+//! findings and compare reach every kind through it, so adding a variant to [`RunKind`]
+//! makes the compiler name the registry, and the trait names every item the new kind must
+//! fill. The agent keeps its own registry for what only it does (executing, dry runs).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::compare::Comparison;
+use crate::cost::RunCost;
+use crate::finding::{Found, RunFacts};
+use crate::request::SpecError;
+use crate::run::UnknownWord;
+
+pub mod capacity;
+pub mod checks;
+pub mod faults;
+pub mod load;
+pub mod replay;
+pub mod scenario;
+
+/// What a run does: every kind runs on agents (see `iohr_agent::execute`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunKind {
+    Checks,
+    Load,
+    Scenario,
+    Faults,
+    Capacity,
+    Replay,
+}
+
+/// What a kind may do, as the queue and the API ask it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Traits {
+    /// Runs that would measure each other: at most one at a time per agent.
+    pub exclusive: bool,
+    /// Whether the target may be `https://`.
+    pub https: bool,
+    /// Whether a run in a production environment waits for a person's confirmation.
+    pub confirmed_in_production: bool,
+    /// Whether two of its results compare (else compare refuses the kind).
+    pub compared: bool,
+}
+
+/// One kind of run. Every item is about the spec or the result as JSON, so that each side
+/// (controller, agent, CLI) reads them the same way.
+pub trait Kind {
+    const KIND: RunKind;
+    const TRAITS: Traits;
+    /// The spec as read from JSON.
+    type Spec;
+    /// The spec checked and ready to run.
+    type Plan;
+
+    /// Reads a spec; the error names the field.
+    fn spec(value: &Value) -> Result<Self::Spec, SpecError>;
+    /// Checks every range and planning rule of a spec.
+    fn plan(spec: &Self::Spec) -> Result<Self::Plan, SpecError>;
+    /// The units a run reserves and, for the kinds a plan caps, the longest it can last.
+    fn cost(spec: &Self::Spec, plan: &Self::Plan) -> RunCost;
+    /// Refuses a spec that reaches outside the run's target (faults' probes).
+    fn check_target(_plan: &Self::Plan, _target: &str) -> Result<(), SpecError> {
+        Ok(())
+    }
+    /// The findings a finished run's result gives.
+    fn findings(facts: &RunFacts, found: &mut Vec<Found>);
+    /// Compares two results of this kind (only called when `TRAITS.compared`).
+    fn compare(before: Value, after: Value, out: &mut Comparison);
+
+    /// Reads and plans a spec in one step.
+    fn read(value: &Value) -> Result<(Self::Spec, Self::Plan), SpecError> {
+        let spec = Self::spec(value)?;
+        let plan = Self::plan(&spec)?;
+        Ok((spec, plan))
+    }
+}
+
+/// Something done with a kind's type: [`visit`] calls `visit::<K>` for the kind named.
+pub trait KindVisitor {
+    type Output;
+    fn visit<K: Kind>(self) -> Self::Output;
+}
+
+/// The registry: the one place that maps each [`RunKind`] to its [`Kind`].
+pub fn visit<V: KindVisitor>(kind: RunKind, visitor: V) -> V::Output {
+    match kind {
+        RunKind::Checks => visitor.visit::<checks::Checks>(),
+        RunKind::Load => visitor.visit::<load::Load>(),
+        RunKind::Scenario => visitor.visit::<scenario::Scenario>(),
+        RunKind::Faults => visitor.visit::<faults::Faults>(),
+        RunKind::Capacity => visitor.visit::<capacity::Capacity>(),
+        RunKind::Replay => visitor.visit::<replay::Replay>(),
+    }
+}
+
+struct TraitsOf;
+impl KindVisitor for TraitsOf {
+    type Output = Traits;
+    fn visit<K: Kind>(self) -> Traits {
+        K::TRAITS
+    }
+}
+
+/// Validates a spec for its kind and says what a run of it may cost; with `target`, also
+/// that the spec stays on that target.
+pub fn cost(kind: RunKind, spec: &Value, target: Option<&str>) -> Result<RunCost, SpecError> {
+    struct CostOf<'a>(&'a Value, Option<&'a str>);
+    impl KindVisitor for CostOf<'_> {
+        type Output = Result<RunCost, SpecError>;
+        fn visit<K: Kind>(self) -> Self::Output {
+            let (spec, plan) = K::read(self.0)?;
+            if let Some(target) = self.1 {
+                K::check_target(&plan, target)?;
+            }
+            Ok(K::cost(&spec, &plan))
+        }
+    }
+    visit(kind, CostOf(spec, target))
+}
+
+/// The findings of a finished run's result, as its kind derives them.
+pub(crate) fn findings(facts: &RunFacts, found: &mut Vec<Found>) {
+    struct FindingsOf<'a, 'b>(&'a RunFacts<'a>, &'b mut Vec<Found>);
+    impl KindVisitor for FindingsOf<'_, '_> {
+        type Output = ();
+        fn visit<K: Kind>(self) {
+            K::findings(self.0, self.1)
+        }
+    }
+    visit(facts.kind, FindingsOf(facts, found))
+}
+
+/// Compares two results of one kind into `out`.
+pub(crate) fn compare(kind: RunKind, before: Value, after: Value, out: &mut Comparison) {
+    struct CompareOf<'a>(Value, Value, &'a mut Comparison);
+    impl KindVisitor for CompareOf<'_> {
+        type Output = ();
+        fn visit<K: Kind>(self) {
+            K::compare(self.0, self.1, self.2)
+        }
+    }
+    visit(kind, CompareOf(before, after, out))
+}
+
+impl RunKind {
+    pub const ALL: [RunKind; 6] = [
+        RunKind::Checks,
+        RunKind::Load,
+        RunKind::Scenario,
+        RunKind::Faults,
+        RunKind::Capacity,
+        RunKind::Replay,
+    ];
+
+    /// The kind's word in the API, the store and the CLI (serde's lowercase name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Checks => "checks",
+            RunKind::Load => "load",
+            RunKind::Scenario => "scenario",
+            RunKind::Faults => "faults",
+            RunKind::Capacity => "capacity",
+            RunKind::Replay => "replay",
+        }
+    }
+
+    /// What this kind may do.
+    pub fn traits(self) -> Traits {
+        visit(self, TraitsOf)
+    }
+
+    /// Load, faults, capacity and replay runs would measure each other: at most one at a
+    /// time per agent.
+    pub fn is_exclusive(self) -> bool {
+        self.traits().exclusive
+    }
+}
+
+impl fmt::Display for RunKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunKind {
+    type Err = UnknownWord;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RunKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| UnknownWord {
+                what: "kind",
+                value: s.to_string(),
+                expected: RunKind::ALL.map(|k| k.as_str()).join(", "),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests;

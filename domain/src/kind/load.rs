@@ -1,0 +1,77 @@
+//! Load: an open or closed model against the target's operations.
+
+use serde_json::Value;
+
+use super::{Kind, RunKind, Traits};
+use crate::compare::{Comparison, compare_load, not_compared};
+use crate::cost::RunCost;
+use crate::finding::{Found, NamedCounts, RunFacts, operation_findings, spec_error_limit};
+use crate::load::{LoadPlan, LoadResult, LoadSpec};
+use crate::request::SpecError;
+
+pub struct Load;
+
+impl Kind for Load {
+    const KIND: RunKind = RunKind::Load;
+    const TRAITS: Traits = Traits {
+        exclusive: true,
+        https: true,
+        confirmed_in_production: false,
+        compared: true,
+    };
+    type Spec = LoadSpec;
+    type Plan = LoadPlan;
+
+    fn spec(value: &Value) -> Result<LoadSpec, SpecError> {
+        LoadSpec::from_json(value)
+    }
+
+    fn plan(spec: &LoadSpec) -> Result<LoadPlan, SpecError> {
+        spec.plan()
+    }
+
+    fn cost(spec: &LoadSpec, plan: &LoadPlan) -> RunCost {
+        let what = match (plan.warmup_length().is_zero(), spec.stages.is_empty()) {
+            (true, true) => "spec.duration",
+            (true, false) => "spec.stages",
+            (false, true) => "spec.warmup + spec.duration",
+            (false, false) => "spec.warmup + spec.stages",
+        };
+        // A closed-model run's count is not known before it runs: it reserves nothing
+        // and spends what it sends.
+        RunCost::bounded(
+            plan.units_to_reserve().unwrap_or(0),
+            plan.run_length(),
+            what,
+        )
+    }
+
+    fn findings(facts: &RunFacts, found: &mut Vec<Found>) {
+        operation_errors(facts, found)
+    }
+
+    fn compare(before: Value, after: Value, out: &mut Comparison) {
+        compare_load_values(before, after, out)
+    }
+}
+
+/// An operation over the spec's error-rate limit (load and replay results).
+pub(crate) fn operation_errors(facts: &RunFacts, found: &mut Vec<Found>) {
+    let limit = spec_error_limit(facts.spec);
+    if let Some(ops) = facts.result.get("operations") {
+        let ops: Vec<NamedCounts> = serde_json::from_value(ops.clone()).unwrap_or_default();
+        let counts = ops.into_iter().map(|op| (op.name, op.counts));
+        operation_findings(counts, &limit, found);
+    }
+}
+
+/// Two load results (load and replay) compared.
+pub(crate) fn compare_load_values(before: Value, after: Value, out: &mut Comparison) {
+    match (
+        serde_json::from_value::<LoadResult>(before),
+        serde_json::from_value::<LoadResult>(after),
+    ) {
+        (Ok(b), Ok(a)) => compare_load(&b, &a, out),
+        _ => not_compared(out),
+    }
+}

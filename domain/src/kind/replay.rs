@@ -1,0 +1,60 @@
+//! Replay: a recorded log's requests sent again with their spacing, on the load engine.
+
+use serde_json::Value;
+
+use super::{Kind, RunKind, Traits};
+use crate::compare::Comparison;
+use crate::cost::RunCost;
+use crate::finding::{Found, RunFacts};
+use crate::load::LoadPlan;
+use crate::replay::ReplaySpec;
+use crate::request::SpecError;
+
+pub struct Replay;
+
+/// A replay runs as a load plan of the log's arrivals.
+#[derive(Debug, Clone)]
+pub struct ReplayPlan {
+    pub load: LoadPlan,
+    /// Kept for describing the run: the plan's gaps are already divided by it.
+    pub speed: f64,
+}
+
+impl Kind for Replay {
+    const KIND: RunKind = RunKind::Replay;
+    const TRAITS: Traits = Traits {
+        exclusive: true,
+        https: true,
+        confirmed_in_production: false,
+        compared: true,
+    };
+    type Spec = ReplaySpec;
+    type Plan = ReplayPlan;
+
+    fn spec(value: &Value) -> Result<ReplaySpec, SpecError> {
+        ReplaySpec::from_json(value)
+    }
+
+    fn plan(spec: &ReplaySpec) -> Result<ReplayPlan, SpecError> {
+        Ok(ReplayPlan {
+            load: spec.plan()?,
+            speed: spec.speed,
+        })
+    }
+
+    fn cost(_spec: &ReplaySpec, plan: &ReplayPlan) -> RunCost {
+        RunCost::bounded(
+            plan.load.units_to_reserve().unwrap_or(0),
+            plan.load.run_length(),
+            "the log's span over spec.speed",
+        )
+    }
+
+    fn findings(facts: &RunFacts, found: &mut Vec<Found>) {
+        super::load::operation_errors(facts, found)
+    }
+
+    fn compare(before: Value, after: Value, out: &mut Comparison) {
+        super::load::compare_load_values(before, after, out)
+    }
+}

@@ -1,0 +1,107 @@
+use serde_json::json;
+
+use super::*;
+
+/// The kind a visit reaches, to check the registry against each kind's `KIND`.
+struct KindOf;
+impl KindVisitor for KindOf {
+    type Output = RunKind;
+    fn visit<K: Kind>(self) -> RunKind {
+        K::KIND
+    }
+}
+
+#[test]
+fn the_registry_sends_each_kind_to_its_own_contract() {
+    for kind in RunKind::ALL {
+        assert_eq!(visit(kind, KindOf), kind);
+    }
+}
+
+#[test]
+fn all_lists_every_kind_once_and_its_word_is_serdes() {
+    let mut words: Vec<&str> = RunKind::ALL.iter().map(|k| k.as_str()).collect();
+    words.sort_unstable();
+    words.dedup();
+    assert_eq!(words.len(), RunKind::ALL.len());
+    for kind in RunKind::ALL {
+        assert_eq!(serde_json::to_value(kind).unwrap(), json!(kind.as_str()));
+        assert_eq!(kind.as_str().parse::<RunKind>(), Ok(kind));
+    }
+}
+
+#[test]
+fn what_each_kind_may_do() {
+    let table: Vec<(RunKind, bool, bool, bool, bool)> = RunKind::ALL
+        .iter()
+        .map(|k| {
+            let t = k.traits();
+            (
+                *k,
+                t.exclusive,
+                t.https,
+                t.confirmed_in_production,
+                t.compared,
+            )
+        })
+        .collect();
+    assert_eq!(
+        table,
+        vec![
+            (RunKind::Checks, false, false, false, true),
+            (RunKind::Load, true, true, false, true),
+            (RunKind::Scenario, false, false, false, false),
+            (RunKind::Faults, true, false, true, false),
+            (RunKind::Capacity, true, true, false, true),
+            (RunKind::Replay, true, true, false, true),
+        ]
+    );
+}
+
+#[test]
+fn a_spec_costs_what_its_kind_says() {
+    let checks = json!({"checks": [{"path": "/a"}, {"path": "/b"}]});
+    let cost = super::cost(RunKind::Checks, &checks, None).unwrap();
+    assert_eq!(cost, RunCost::unbounded(2));
+
+    let load = json!({
+        "model": "open", "rate": 10, "duration": "2s",
+        "operations": [{"name": "home", "path": "/"}]
+    });
+    let cost = super::cost(RunKind::Load, &load, None).unwrap();
+    assert_eq!(cost.units, 20);
+    assert_eq!(
+        cost.length,
+        Some((std::time::Duration::from_secs(2), "spec.duration"))
+    );
+}
+
+#[test]
+fn a_spec_of_another_kind_is_refused_naming_the_field() {
+    let checks = json!({"checks": [{"path": "/a"}]});
+    let refused = super::cost(RunKind::Load, &checks, None).unwrap_err();
+    assert!(refused.field.starts_with("spec"), "{refused:?}");
+}
+
+#[test]
+fn a_faults_probe_off_the_target_is_refused_only_when_a_target_is_given() {
+    let experiment = json!({
+        "title": "home survives latency",
+        "description": "latency through the fault proxy",
+        "steady-state-hypothesis": {"title": "up", "probes": [{
+            "type": "probe", "name": "home", "tolerance": 200,
+            "provider": {"type": "http", "url": "http://127.0.0.1:8080/"}
+        }]},
+        "method": [{"type": "action", "name": "slow-down",
+            "provider": {"type": "iohr", "fault": "network",
+                         "toxic": {"type": "latency", "latency_ms": 100}, "duration": "30s"}}]
+    });
+    assert!(super::cost(RunKind::Faults, &experiment, None).is_ok());
+    assert!(super::cost(RunKind::Faults, &experiment, Some("http://127.0.0.1:8080")).is_ok());
+    let refused =
+        super::cost(RunKind::Faults, &experiment, Some("http://127.0.0.1:9")).unwrap_err();
+    assert_eq!(
+        refused.field,
+        "steady-state-hypothesis.probes[0].provider.url"
+    );
+}
