@@ -139,10 +139,19 @@ impl Dispatcher {
         timing: Timing,
         shutdown: CancellationToken,
     ) -> Result<(DispatcherHandle, tokio::task::JoinHandle<()>), StoreError> {
+        let (mut dispatcher, handle) = Dispatcher::new(store, hub, timing);
+        dispatcher.rebuild().await?;
+        let task = tokio::spawn(dispatcher.run(shutdown));
+        Ok((handle, task))
+    }
+
+    /// A dispatcher with empty queues and its handle, before it runs (the tests drive one
+    /// by hand).
+    fn new(store: Store, hub: FrameHub, timing: Timing) -> (Dispatcher, DispatcherHandle) {
         let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
         let epoch = Instant::now();
         let (reasons, connected) = waiting::Reasons::new();
-        let mut dispatcher = Dispatcher {
+        let dispatcher = Dispatcher {
             store,
             hub,
             timing,
@@ -155,15 +164,13 @@ impl Dispatcher {
             reasons,
             rx,
         };
-        dispatcher.rebuild().await?;
         let handle = DispatcherHandle {
             tx,
             epoch,
             next_session: Arc::new(AtomicU64::new(1)),
             connected,
         };
-        let task = tokio::spawn(dispatcher.run(shutdown));
-        Ok((handle, task))
+        (dispatcher, handle)
     }
 
     async fn rebuild(&mut self) -> Result<(), StoreError> {

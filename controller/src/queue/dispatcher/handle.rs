@@ -157,3 +157,6 @@ impl DispatcherHandle {
         rx.await.map_err(|_| Refused::Stopped)
     }
 }
+
+#[cfg(test)]
+mod tests;
