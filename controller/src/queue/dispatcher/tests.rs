@@ -6,12 +6,12 @@
 
 use std::time::Duration;
 
-use iohr_domain::{Executor, RunKind, StartedBy};
+use iohr_domain::{Executor, RunKind};
 use iohr_proto::link::{CancelLease, ControllerMessage, LeaseOffer, controller_message};
 use serde_json::json;
 
 use super::*;
-use crate::store::{Account, Declaration, Ending, NewRun};
+use crate::store::{Account, Declaration, Ending, NewRun, PlanChange};
 
 /// Nothing but offers lapses on its own here: agents are never suspected silent and lost
 /// leases wait an hour, so a test that moves the clock sees only what it is about.
@@ -23,10 +23,6 @@ fn timing() -> Timing {
         lease_grace: hour,
         ..Timing::default()
     }
-}
-
-fn checks_spec() -> serde_json::Value {
-    json!({"checks": [{"path": "/health", "expect": {"status": 200}}], "timeout_ms": 1500})
 }
 
 /// Holds the paused clock still while the store works on its own threads: tokio does not
@@ -51,8 +47,9 @@ struct Bench {
     handle: DispatcherHandle,
     store: Store,
     account: Account,
-    /// The scenario every run uses: (id, version).
-    scenario: (String, String),
+    /// The store tests' seeded run: every run here is of its scenario, environment and
+    /// target. It stays queued in the store unannounced, so the dispatcher never sees it.
+    template: RunRow,
 }
 
 struct TestAgent {
@@ -91,21 +88,16 @@ fn run_ids(offers: &[LeaseOffer]) -> Vec<&str> {
 }
 
 impl Bench {
-    async fn new() -> Bench {
+    /// An account whose plan lets `max_running` runs run at once.
+    async fn new(max_running: i64) -> Bench {
         let clock = hold_clock();
         let store = crate::store::tests::sqlite_store().await;
-        let account = store
-            .create_account("acme", 10, false)
-            .await
-            .expect("account");
-        store
-            .add_environment(&account.id, "staging", false)
-            .await
-            .expect("env");
-        let scenario = store
-            .put_scenario(&account.id, "home", "checks", &checks_spec())
-            .await
-            .expect("scenario");
+        let (account, template) = crate::store::tests::seed(&store).await;
+        let plan = PlanChange {
+            max_running: Some(max_running),
+            ..PlanChange::default()
+        };
+        let account = store.set_plan(&account.id, &plan).await.expect("plan");
         let (dispatcher, handle) = Dispatcher::new(store.clone(), FrameHub::default(), timing());
         Bench {
             _clock: clock,
@@ -113,7 +105,7 @@ impl Bench {
             handle,
             store,
             account,
-            scenario: (scenario.id, scenario.version),
+            template,
         }
     }
 
@@ -169,16 +161,12 @@ impl Bench {
                 &NewRun {
                     account_id: self.account.id.clone(),
                     kind,
-                    scenario_id: self.scenario.0.clone(),
-                    scenario_version: self.scenario.1.clone(),
-                    environment: "staging".into(),
-                    target: "http://127.0.0.1:9".into(),
+                    scenario_id: self.template.scenario_id.clone(),
+                    scenario_version: self.template.scenario_version.clone(),
+                    environment: self.template.environment.clone(),
+                    target: self.template.target.clone(),
                     executor,
-                    started_by: StartedBy {
-                        kind: "token".into(),
-                        id: "t1".into(),
-                        change: None,
-                    },
+                    started_by: self.template.started_by.clone(),
                     units_reserved: 1,
                     reason: None,
                     confirmation: None,
@@ -249,7 +237,7 @@ impl Bench {
 /// goes first (the older session on a tie), and a run no agent has room for waits queued.
 #[tokio::test(start_paused = true)]
 async fn max_concurrent_jobs_caps_each_agent_and_the_least_busy_goes_first() {
-    let mut bench = Bench::new().await;
+    let mut bench = Bench::new(10).await;
     let mut edge1 = bench.agent("edge-1", &[RunKind::Checks], 2).await;
     let mut edge2 = bench.agent("edge-2", &[RunKind::Checks], 1).await;
     let mut runs = Vec::new();
@@ -283,7 +271,7 @@ async fn max_concurrent_jobs_caps_each_agent_and_the_least_busy_goes_first() {
 /// run is placed once the agent's exclusive run ends.
 #[tokio::test(start_paused = true)]
 async fn an_exclusive_run_waits_until_its_agent_runs_no_other() {
-    let mut bench = Bench::new().await;
+    let mut bench = Bench::new(10).await;
     let mut edge = bench
         .agent("edge-1", &[RunKind::Checks, RunKind::Load], 4)
         .await;
@@ -312,7 +300,7 @@ async fn an_exclusive_run_waits_until_its_agent_runs_no_other() {
 /// idle and would be chosen first; pinned to an agent not connected, it waits and says so.
 #[tokio::test(start_paused = true)]
 async fn a_run_pinned_to_an_agent_goes_to_that_agent_only() {
-    let mut bench = Bench::new().await;
+    let mut bench = Bench::new(10).await;
     let mut edge1 = bench.agent("edge-1", &[RunKind::Checks], 4).await;
     let mut edge2 = bench.agent("edge-2", &[RunKind::Checks], 4).await;
     let pinned = bench
@@ -345,7 +333,7 @@ async fn a_run_pinned_to_an_agent_goes_to_that_agent_only() {
 /// the lease the store granted (its id and epoch) and how long the agent has to accept.
 #[tokio::test(start_paused = true)]
 async fn an_offer_carries_the_runs_spec_and_its_lease_epoch() {
-    let mut bench = Bench::new().await;
+    let mut bench = Bench::new(10).await;
     let mut edge = bench.agent("edge-1", &[RunKind::Checks], 1).await;
     let run_id = bench.queue(RunKind::Checks, Executor::Any).await;
     bench.round().await;
@@ -355,12 +343,9 @@ async fn an_offer_carries_the_runs_spec_and_its_lease_epoch() {
     };
     assert_eq!(offer.run_id, run_id);
     assert_eq!(offer.kind, "checks");
-    assert_eq!(
-        offer.spec_json,
-        iohr_domain::version::compact_json(&checks_spec())
-    );
-    assert_eq!(offer.scenario_id, bench.scenario.0);
-    assert_eq!(offer.scenario_version, bench.scenario.1);
+    assert_eq!(offer.spec_json, r#"{"checks":[{"path":"/"}]}"#, "as stored");
+    assert_eq!(offer.scenario_id, bench.template.scenario_id);
+    assert_eq!(offer.scenario_version, bench.template.scenario_version);
     assert_eq!(offer.target, "http://127.0.0.1:9");
     assert_eq!(offer.environment, "staging");
     assert_eq!(offer.accept_within_ms, 5000);
@@ -376,7 +361,7 @@ async fn an_offer_carries_the_runs_spec_and_its_lease_epoch() {
 /// first; the agent that let it lapse gets it again only when no other can take it.
 #[tokio::test(start_paused = true)]
 async fn an_unanswered_offer_lapses_and_goes_to_another_agent() {
-    let mut bench = Bench::new().await;
+    let mut bench = Bench::new(10).await;
     let mut edge1 = bench.agent("edge-1", &[RunKind::Checks], 1).await;
     let run_id = bench.queue(RunKind::Checks, Executor::Any).await;
     bench.round().await;
@@ -437,7 +422,7 @@ async fn an_unanswered_offer_lapses_and_goes_to_another_agent() {
 /// on it; the completion of a lease no longer tracked (a stale epoch) frees nothing.
 #[tokio::test(start_paused = true)]
 async fn a_lease_ending_frees_its_slot_for_the_next_queued_run() {
-    let mut bench = Bench::new().await;
+    let mut bench = Bench::new(10).await;
     let mut edge = bench.agent("edge-1", &[RunKind::Checks], 1).await;
     let first = bench.queue(RunKind::Checks, Executor::Any).await;
     let second = bench.queue(RunKind::Checks, Executor::Any).await;
@@ -471,8 +456,7 @@ async fn a_lease_ending_frees_its_slot_for_the_next_queued_run() {
 /// ending lets the account's next run go, to whichever agent has room.
 #[tokio::test(start_paused = true)]
 async fn the_plans_concurrency_holds_runs_back_until_one_ends() {
-    let mut bench = Bench::new().await;
-    bench.account.max_running = 1;
+    let mut bench = Bench::new(1).await;
     let mut edge1 = bench.agent("edge-1", &[RunKind::Checks], 4).await;
     let mut edge2 = bench.agent("edge-2", &[RunKind::Checks], 4).await;
     let first = bench.queue(RunKind::Checks, Executor::Any).await;
