@@ -1,0 +1,155 @@
+//! Offers: the `LeaseOffer` of a placed run (its spec read once per scenario version and
+//! kept), and the agent's answer to it.
+
+use std::sync::Arc;
+
+use iohr_proto::link::{CancelLease, ControllerMessage, LeaseOffer, controller_message};
+
+use super::{Dispatcher, LeaseState};
+use crate::queue::scheduler::{QueuedRun, SessionId};
+use crate::store::LeaseGuard;
+
+/// Scenario specs kept in memory before the cache starts over.
+const SPEC_CACHE: usize = 4096;
+
+impl Dispatcher {
+    /// The offer of a placed run. Specs are read once per scenario version and kept:
+    /// versions never change, and reading one per offer would cost a store round trip.
+    pub(super) async fn offer_message(
+        &mut self,
+        run: &QueuedRun,
+        guard: &LeaseGuard,
+    ) -> Option<ControllerMessage> {
+        let key = (run.account_id.clone(), run.scenario_version.clone());
+        let spec_json = match self.specs.get(&key) {
+            Some(spec) => spec.clone(),
+            None => {
+                let scenario = self
+                    .store
+                    .scenario(&run.account_id, &run.scenario_version)
+                    .await
+                    .ok()??;
+                let spec: Arc<str> = iohr_domain::version::compact_json(&scenario.spec).into();
+                if self.specs.len() >= SPEC_CACHE {
+                    self.specs.clear();
+                }
+                self.specs.insert(key, spec.clone());
+                spec
+            }
+        };
+        Some(ControllerMessage {
+            body: Some(controller_message::Body::Offer(LeaseOffer {
+                lease_id: guard.lease_id.clone(),
+                epoch: guard.epoch,
+                run_id: run.run_id.clone(),
+                kind: run.kind.as_str().to_string(),
+                spec_json: spec_json.to_string(),
+                target: run.target.clone(),
+                environment: run.environment.clone(),
+                accept_within_ms: self.timing.offer_timeout.as_millis() as u32,
+                scenario_id: run.scenario_id.clone(),
+                scenario_version: run.scenario_version.clone(),
+                confirmed_by: run.confirmed_by.clone().unwrap_or_default(),
+            })),
+        })
+    }
+
+    pub(super) async fn lease_answer(
+        &mut self,
+        session: SessionId,
+        guard: LeaseGuard,
+        accepted: bool,
+        retry_later: bool,
+        reason: String,
+    ) {
+        let run_id = self
+            .leases
+            .iter()
+            .find(|(_, l)| l.guard == guard && l.session == Some(session))
+            .map(|(id, _)| id.clone());
+        let Some(run_id) = run_id else {
+            // An answer to an offer that was withdrawn: make sure the agent drops it.
+            self.send(
+                Some(session),
+                controller_message::Body::Cancel(CancelLease {
+                    lease_id: guard.lease_id,
+                    epoch: guard.epoch,
+                    run_id: String::new(),
+                    reason: "offer withdrawn".to_string(),
+                }),
+            );
+            return;
+        };
+        let Some(lease) = self.leases.get(&run_id).cloned() else {
+            return;
+        };
+        if !matches!(lease.state, LeaseState::Offered { .. }) {
+            return;
+        }
+        if accepted {
+            match self.store.accept_lease(&run_id, &guard).await {
+                Ok(true) => {
+                    if let Some(l) = self.leases.get_mut(&run_id) {
+                        l.state = LeaseState::Running;
+                    }
+                    tracing::debug!(run = %run_id, session, "lease accepted");
+                }
+                Ok(false) => {
+                    self.send(
+                        Some(session),
+                        Self::cancel_message(&guard, &run_id, "lease no longer valid"),
+                    );
+                    self.forget_lease(&run_id);
+                }
+                // The offer stays as it is and lapses (the agent is told to stop then).
+                Err(error) => {
+                    tracing::error!(run = %run_id, %error, "storing an acceptance failed")
+                }
+            }
+        } else {
+            tracing::info!(run = %run_id, session, reason, retry_later, "lease refused");
+            // A refusal for now (the agent is full) only puts this agent last for the run.
+            let (refused, lapsed) = if retry_later {
+                (None, Some(session))
+            } else {
+                (Some(session), None)
+            };
+            if self.requeue(&run_id, lease, refused, lapsed).await && !retry_later {
+                // Said in the record, so a run that no agent will take does not wait
+                // silently; the next agent that accepts it clears the reason.
+                let agent = self
+                    .sessions
+                    .get(&session)
+                    .map(|s| s.name.clone())
+                    .unwrap_or_default();
+                let why = format!("refused by agent {agent}: {reason}");
+                match self.store.set_reason(&run_id, Some(&why)).await {
+                    Ok(()) => self.note_reason(&run_id, why),
+                    Err(error) => {
+                        tracing::warn!(run = %run_id, %error, "recording a refusal failed")
+                    }
+                }
+            }
+        }
+    }
+
+    /// An offer not accepted in time: the agent is told to drop it and the run goes back
+    /// to the queue (or ends, if it was cancelled meanwhile).
+    pub(super) async fn lapse_offer(&mut self, run_id: &str) {
+        if let Some(lease) = self.leases.get(run_id).cloned() {
+            self.send(
+                lease.session,
+                Self::cancel_message(&lease.guard, run_id, "offer not accepted in time"),
+            );
+            if lease.cancel_requested {
+                self.lease_lost(run_id, "cancelled").await;
+            } else {
+                // Not refused: a wedged agent gets it again only if no other can.
+                let session = lease.session;
+                if !self.requeue(run_id, lease, None, session).await {
+                    self.retry_next_tick(run_id, false);
+                }
+            }
+        }
+    }
+}
