@@ -548,6 +548,7 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E,
         let start = clock.now_ms();
         self.step("rollback", Some(&name), "started", Some(by.to_string()));
         let mut attempts = 0;
+        let mut waits = retry_waits(retry, clock);
         let mut last_error = None;
         // The fault's warden (or an operator) may have undone it, or be undoing it: then
         // this agent does not undo it too.
@@ -576,7 +577,7 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E,
                     tracing::warn!(run = %self.run.run_id, activity = %name, attempt = attempts, error = %e, "undo failed");
                     last_error = Some(e.clone());
                     if attempts < retry.attempts {
-                        let wait = backoff(retry, attempts, clock.random());
+                        let wait = waits.next().unwrap_or(retry.max_wait);
                         self.step(
                             "rollback",
                             Some(&name),
@@ -834,16 +835,14 @@ async fn sleep_for<E: Clock>(clock: &E, wait: Option<Duration>) {
     }
 }
 
-/// The wait before try `attempt + 1`: doubling from `first_wait`, capped at `max_wait`,
-/// drawn from the upper half so that retries neither bunch up nor come back too soon.
-fn backoff(retry: Retry, attempt: u32, random: f64) -> Duration {
-    let doubled = retry
-        .first_wait
-        .saturating_mul(1u32 << (attempt - 1).min(16))
-        .min(retry.max_wait);
-    // A share of at most 1 of a capped wait: no `Duration` overflow (`mul_f64` panics on one).
-    Duration::try_from_secs_f64(doubled.as_secs_f64() * (0.5 + 0.5 * random.clamp(0.0, 1.0)))
-        .unwrap_or(doubled)
+/// The waits between the tries of one undo: [`crate::backoff`]'s, drawn with a seed from
+/// the injected clock so that tests on a paused clock repeat.
+fn retry_waits<E: Clock>(retry: Retry, clock: &E) -> impl Iterator<Item = Duration> + Send {
+    crate::backoff::waits(
+        retry.first_wait,
+        retry.max_wait,
+        Some(crate::backoff::seed(clock.random())),
+    )
 }
 
 fn seconds(start: u64, end: u64) -> f64 {
