@@ -15,7 +15,6 @@ mod output;
 mod run;
 mod runs;
 mod scenarios;
-mod sse;
 
 use std::process::ExitCode;
 
