@@ -6,10 +6,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::Ctx;
-use crate::client::{query, segment};
+use crate::client::segment;
 use crate::error::{Failure, Result};
 use crate::output::{Table, emit, emit_json, or_dash};
-use crate::runs::shell_word;
+use crate::page;
 
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -130,13 +130,6 @@ fn render_finding(f: &Finding) -> String {
     out
 }
 
-#[derive(Deserialize)]
-struct Page {
-    findings: Vec<Finding>,
-    #[serde(default)]
-    next_cursor: Option<String>,
-}
-
 async fn list(ctx: &Ctx, args: ListArgs) -> Result<u8> {
     let filters = [
         ("status", args.status.map(|s| s.to_string())),
@@ -144,19 +137,19 @@ async fn list(ctx: &Ctx, args: ListArgs) -> Result<u8> {
         ("environment", args.environment.clone()),
         ("limit", args.limit.map(|n| n.to_string())),
     ];
-    let mut pairs = filters.to_vec();
-    pairs.push(("cursor", args.cursor.clone()));
-    let raw = ctx
-        .api
-        .get(&format!("/v1/reliability/findings{}", query(&pairs)))
-        .await?;
-    let page = Page::deserialize(&raw)
-        .map_err(|e| Failure::protocol(format!("the answer is not a page of findings: {e}")))?;
+    let (raw, page) = page::fetch::<Finding>(
+        &ctx.api,
+        "/v1/reliability/findings",
+        "findings",
+        &filters,
+        args.cursor,
+    )
+    .await?;
     if ctx.json {
         emit_json(&raw)?;
     } else {
         emit(&render_page(
-            &page.findings,
+            &page.items,
             page.next_cursor.as_deref(),
             &filters,
         ))?;
@@ -194,20 +187,7 @@ fn render_page(
         }
         t.render()
     };
-    if let Some(cursor) = next.filter(|c| !c.is_empty()) {
-        // The same filters again: a cursor is a position within this listing.
-        let mut command = format!(
-            "next: iohr reliability findings --cursor {}",
-            shell_word(cursor)
-        );
-        for (flag, value) in filters {
-            if let Some(value) = value {
-                command.push_str(&format!(" --{flag} {}", shell_word(value)));
-            }
-        }
-        out.push_str(&command);
-        out.push('\n');
-    }
+    page::push_next(&mut out, "iohr reliability findings", next, filters);
     out
 }
 

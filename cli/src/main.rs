@@ -12,6 +12,7 @@ mod error;
 mod findings;
 mod follow;
 mod output;
+mod page;
 mod run;
 mod runs;
 mod scenarios;
