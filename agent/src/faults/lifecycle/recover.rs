@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use super::super::ledger::{Ledger, LedgerEntry};
 use super::super::warden::Claim;
-use super::{Clock, Driver, Retry, retry_waits};
+use super::retry::retry_waits;
+use super::{Clock, Driver, Retry};
 
 /// Undoes every open entry of the ledger, newest first (a starting agent, before it takes
 /// work). Returns what stayed open: entries whose undo failed after the retries.
