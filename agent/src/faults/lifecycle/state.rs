@@ -4,8 +4,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-use iohr_domain::faults::experiment::{ActivityType, Provider};
-use iohr_domain::faults::journal::{ActivityStatus, PlannedFault, TimelineStep};
+use iohr_domain::faults::experiment::{Activity, ActivityType, Provider};
+use iohr_domain::faults::journal::{ActivityStatus, PlannedFault, SteadyState, TimelineStep};
 use iohr_domain::faults::{Experiment, Fault, Journal, JournalStatus, Touch};
 use serde_json::{Value, json};
 
@@ -63,19 +63,12 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E,
             return;
         }
         if let Some(h) = &experiment.hypothesis {
-            self.step("hypothesis_before", None, "started", None);
-            let Some(before) = self.verify("hypothesis_before", &h.probes).await else {
+            let Some(before) = self.hypothesis("hypothesis_before", &h.probes).await else {
                 self.end_as(JournalStatus::Interrupted, "cancelled before the method");
                 return;
             };
             let met = before.steady_state_met;
             self.journal.steady_states.before = Some(before);
-            self.step(
-                "hypothesis_before",
-                None,
-                if met { "met" } else { "missed" },
-                None,
-            );
             if !met {
                 self.end_as(
                     JournalStatus::Failed,
@@ -87,18 +80,11 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E,
 
         let method_ended = self.method(experiment).await;
         if method_ended && let Some(h) = &experiment.hypothesis {
-            self.step("hypothesis_after", None, "started", None);
-            match self.verify("hypothesis_after", &h.probes).await {
+            match self.hypothesis("hypothesis_after", &h.probes).await {
                 None => self.end_as(JournalStatus::Interrupted, "cancelled after the method"),
                 Some(after) => {
                     let met = after.steady_state_met;
                     self.journal.steady_states.after = Some(after);
-                    self.step(
-                        "hypothesis_after",
-                        None,
-                        if met { "met" } else { "missed" },
-                        None,
-                    );
                     if !met {
                         self.journal.deviated = true;
                         self.end_as(
@@ -110,6 +96,20 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E,
             }
         }
         self.rollbacks(experiment).await;
+    }
+
+    /// Verifies the hypothesis in `phase`, between its `started` and its `met` or `missed`
+    /// step; `None` if cancelled meanwhile.
+    async fn hypothesis(&mut self, phase: &str, probes: &[Activity]) -> Option<SteadyState> {
+        self.step(phase, None, "started", None);
+        let state = self.verify(phase, probes).await?;
+        let verdict = if state.steady_state_met {
+            "met"
+        } else {
+            "missed"
+        };
+        self.step(phase, None, verdict, None);
+        Some(state)
     }
 
     /// Lists what would be applied and how it would be undone; applies nothing.
