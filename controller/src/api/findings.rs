@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::ApiError;
-use super::runs::page_limit;
+use super::page::{page_answer, page_limit};
 use crate::Shared;
 use crate::store::FindingFilter;
 
@@ -61,9 +61,7 @@ pub async fn list(
         .list_findings(caller.account_id(), &filter)
         .await?;
     let findings: Vec<Finding> = findings.iter().map(|f| f.to_api(None)).collect();
-    Ok(Json(
-        serde_json::json!({"findings": findings, "next_cursor": next}),
-    ))
+    Ok(page_answer("findings", &findings, next))
 }
 
 pub async fn get(
