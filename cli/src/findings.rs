@@ -130,6 +130,13 @@ fn render_finding(f: &Finding) -> String {
     out
 }
 
+const LISTING: page::Listing = page::Listing {
+    path: "/v1/reliability/findings",
+    field: "findings",
+    none: "no findings\n",
+    command: "iohr reliability findings",
+};
+
 async fn list(ctx: &Ctx, args: ListArgs) -> Result<u8> {
     let filters = [
         ("status", args.status.map(|s| s.to_string())),
@@ -137,24 +144,7 @@ async fn list(ctx: &Ctx, args: ListArgs) -> Result<u8> {
         ("environment", args.environment.clone()),
         ("limit", args.limit.map(|n| n.to_string())),
     ];
-    let (raw, page) = page::fetch::<Finding>(
-        &ctx.api,
-        "/v1/reliability/findings",
-        "findings",
-        &filters,
-        args.cursor,
-    )
-    .await?;
-    if ctx.json {
-        emit_json(&raw)?;
-    } else {
-        emit(&render_page(
-            &page.items,
-            page.next_cursor.as_deref(),
-            &filters,
-        ))?;
-    }
-    Ok(0)
+    page::list(ctx, &LISTING, &filters, args.cursor, render_page).await
 }
 
 fn render_page(
@@ -162,33 +152,31 @@ fn render_page(
     next: Option<&str>,
     filters: &[(&str, Option<String>)],
 ) -> String {
-    let mut out = if findings.is_empty() {
-        "no findings\n".to_string()
-    } else {
-        let mut t = Table::new(&[
-            "ID",
-            "STATUS",
-            "SEEN",
-            "LAST SEEN",
-            "ENVIRONMENT",
-            "SCENARIO",
-            "TITLE",
+    page::render(&LISTING, findings, table, next, filters)
+}
+
+fn table(findings: &[Finding]) -> String {
+    let mut t = Table::new(&[
+        "ID",
+        "STATUS",
+        "SEEN",
+        "LAST SEEN",
+        "ENVIRONMENT",
+        "SCENARIO",
+        "TITLE",
+    ]);
+    for f in findings {
+        t.row([
+            f.id.clone(),
+            f.status.to_string(),
+            f.times_seen.to_string(),
+            f.last_seen_at.clone(),
+            f.environment.clone(),
+            f.scenario.clone(),
+            f.title.clone(),
         ]);
-        for f in findings {
-            t.row([
-                f.id.clone(),
-                f.status.to_string(),
-                f.times_seen.to_string(),
-                f.last_seen_at.clone(),
-                f.environment.clone(),
-                f.scenario.clone(),
-                f.title.clone(),
-            ]);
-        }
-        t.render()
-    };
-    page::push_next(&mut out, "iohr reliability findings", next, filters);
-    out
+    }
+    t.render()
 }
 
 #[cfg(test)]

@@ -5,22 +5,33 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::Ctx;
 use crate::client::{Api, query};
 use crate::error::{Failure, Result};
+use crate::output::{emit, emit_json};
 
 /// A listing's filters as query pairs (`--flag value` on the command line); `None` is left
 /// out.
 pub type Filters<'a> = [(&'a str, Option<String>)];
 
+/// What a listing is: where its pages are, under which field of the answer their items
+/// are, what it says when a page is empty, and the command that lists it.
+pub struct Listing {
+    pub path: &'static str,
+    pub field: &'static str,
+    pub none: &'static str,
+    pub command: &'static str,
+}
+
 /// One page: its items and the cursor of the next page.
-pub struct Page<T> {
-    pub items: Vec<T>,
-    pub next_cursor: Option<String>,
+struct Page<T> {
+    items: Vec<T>,
+    next_cursor: Option<String>,
 }
 
 /// Gets the page of `path` after `cursor`: the raw answer (what `--json` prints, with
 /// fields newer than this CLI) and its items, found under `field`.
-pub async fn fetch<T: DeserializeOwned>(
+async fn fetch<T: DeserializeOwned>(
     api: &Api,
     path: &str,
     field: &str,
@@ -33,6 +44,42 @@ pub async fn fetch<T: DeserializeOwned>(
     let page = parse(&raw, field)
         .map_err(|e| Failure::protocol(format!("the answer is not a page of {field}: {e}")))?;
     Ok((raw, page))
+}
+
+/// A `list` command: the page after `cursor` as the answer's JSON with `--json`, else as
+/// `render` writes it (its items, the next cursor and the filters for the `next:` line).
+pub async fn list<T: DeserializeOwned>(
+    ctx: &Ctx,
+    listing: &Listing,
+    filters: &Filters<'_>,
+    cursor: Option<String>,
+    render: impl Fn(&[T], Option<&str>, &Filters<'_>) -> String,
+) -> Result<u8> {
+    let (raw, page) = fetch::<T>(&ctx.api, listing.path, listing.field, filters, cursor).await?;
+    if ctx.json {
+        emit_json(&raw)?;
+    } else {
+        emit(&render(&page.items, page.next_cursor.as_deref(), filters))?;
+    }
+    Ok(0)
+}
+
+/// A page as text: the listing's `none` when it is empty, else its `table`; then the
+/// `next:` line.
+pub fn render<T>(
+    listing: &Listing,
+    items: &[T],
+    table: impl FnOnce(&[T]) -> String,
+    next: Option<&str>,
+    filters: &Filters<'_>,
+) -> String {
+    let mut out = if items.is_empty() {
+        listing.none.to_string()
+    } else {
+        table(items)
+    };
+    push_next(&mut out, listing.command, next, filters);
+    out
 }
 
 fn parse<T: DeserializeOwned>(raw: &Value, field: &str) -> serde_json::Result<Page<T>> {
@@ -51,7 +98,7 @@ fn parse<T: DeserializeOwned>(raw: &Value, field: &str) -> serde_json::Result<Pa
 
 /// Appends the command that lists the next page (`next: <command> --cursor C` and the
 /// same filters again: a cursor is a position within this listing), if there is one.
-pub fn push_next(out: &mut String, command: &str, next: Option<&str>, filters: &Filters<'_>) {
+fn push_next(out: &mut String, command: &str, next: Option<&str>, filters: &Filters<'_>) {
     let Some(cursor) = next.filter(|c| !c.is_empty()) else {
         return;
     };

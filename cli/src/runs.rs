@@ -152,6 +152,13 @@ pub fn print_record(ctx: &Ctx, raw: &Value) -> Result<RunRecord> {
     Ok(run)
 }
 
+const LISTING: page::Listing = page::Listing {
+    path: "/v1/reliability/runs",
+    field: "runs",
+    none: "no runs\n",
+    command: "iohr reliability runs list",
+};
+
 async fn list(ctx: &Ctx, args: ListArgs) -> Result<u8> {
     let filters = [
         ("status", args.status.map(|s| s.to_string())),
@@ -160,24 +167,7 @@ async fn list(ctx: &Ctx, args: ListArgs) -> Result<u8> {
         ("agent", args.agent.clone()),
         ("limit", args.limit.map(|n| n.to_string())),
     ];
-    let (raw, page) = page::fetch::<RunRecord>(
-        &ctx.api,
-        "/v1/reliability/runs",
-        "runs",
-        &filters,
-        args.cursor,
-    )
-    .await?;
-    if ctx.json {
-        emit_json(&raw)?;
-        return Ok(0);
-    }
-    emit(&render_page(
-        &page.items,
-        page.next_cursor.as_deref(),
-        &filters,
-    ))?;
-    Ok(0)
+    page::list(ctx, &LISTING, &filters, args.cursor, render_page).await
 }
 
 fn render_page(
@@ -185,33 +175,31 @@ fn render_page(
     next: Option<&str>,
     filters: &[(&str, Option<String>)],
 ) -> String {
-    let mut out = if runs.is_empty() {
-        "no runs\n".to_string()
-    } else {
-        let mut t = Table::new(&[
-            "ID",
-            "KIND",
-            "STATUS",
-            "ENVIRONMENT",
-            "TARGET",
-            "AGENT",
-            "CREATED",
+    page::render(&LISTING, runs, table, next, filters)
+}
+
+fn table(runs: &[RunRecord]) -> String {
+    let mut t = Table::new(&[
+        "ID",
+        "KIND",
+        "STATUS",
+        "ENVIRONMENT",
+        "TARGET",
+        "AGENT",
+        "CREATED",
+    ]);
+    for run in runs {
+        t.row([
+            run.id.clone(),
+            run.kind.to_string(),
+            run.status.to_string(),
+            run.environment.clone(),
+            run.target.clone(),
+            or_dash(run.agent.as_deref()),
+            run.created_at.clone(),
         ]);
-        for run in runs {
-            t.row([
-                run.id.clone(),
-                run.kind.to_string(),
-                run.status.to_string(),
-                run.environment.clone(),
-                run.target.clone(),
-                or_dash(run.agent.as_deref()),
-                run.created_at.clone(),
-            ]);
-        }
-        t.render()
-    };
-    page::push_next(&mut out, "iohr reliability runs list", next, filters);
-    out
+    }
+    t.render()
 }
 
 #[cfg(test)]
