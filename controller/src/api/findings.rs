@@ -32,11 +32,7 @@ pub async fn list(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(query) = query?;
-    let status = query
-        .status
-        .map(|s| s.parse::<FindingStatus>())
-        .transpose()
-        .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))?;
+    let status = super::page::filter::<FindingStatus>(query.status)?;
     let limit = page_limit(query.limit)?;
     for (name, value) in [
         ("scenario", &query.scenario),

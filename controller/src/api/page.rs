@@ -20,6 +20,17 @@ pub fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
     }
 }
 
+/// A filter of a list (`?status=`, `?kind=`) parsed, or the query refused with why.
+pub fn filter<T: std::str::FromStr>(value: Option<String>) -> Result<Option<T>, ApiError>
+where
+    T::Err: std::fmt::Display,
+{
+    value
+        .map(|s| s.parse::<T>())
+        .transpose()
+        .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))
+}
+
 /// The answer to a list: the items under `field` and the cursor of the next page (`null`
 /// on the last).
 pub fn page_answer<T: Serialize>(field: &str, items: &[T], next: Option<String>) -> Json<Value> {

@@ -334,16 +334,8 @@ pub async fn list(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(query) = query?;
-    let status = query
-        .status
-        .map(|s| s.parse::<RunStatus>())
-        .transpose()
-        .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))?;
-    let kind = query
-        .kind
-        .map(|s| s.parse::<RunKind>())
-        .transpose()
-        .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))?;
+    let status = super::page::filter::<RunStatus>(query.status)?;
+    let kind = super::page::filter::<RunKind>(query.kind)?;
     let limit = super::page::page_limit(query.limit)?;
     let filter = RunFilter {
         status,
