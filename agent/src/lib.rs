@@ -9,6 +9,7 @@ pub mod cpu_quota;
 pub mod dry_run;
 pub mod execute;
 pub mod faults;
+pub mod http_client;
 pub mod kinds;
 pub mod leases;
 pub mod link;

@@ -6,10 +6,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::Ctx;
-use crate::client::{query, segment};
+use crate::client::segment;
 use crate::error::{Failure, Result};
 use crate::output::{Table, emit, emit_json, or_dash};
-use crate::runs::shell_word;
+use crate::page;
 
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -130,12 +130,12 @@ fn render_finding(f: &Finding) -> String {
     out
 }
 
-#[derive(Deserialize)]
-struct Page {
-    findings: Vec<Finding>,
-    #[serde(default)]
-    next_cursor: Option<String>,
-}
+const LISTING: page::Listing = page::Listing {
+    path: "/v1/reliability/findings",
+    field: "findings",
+    none: "no findings\n",
+    command: "iohr reliability findings",
+};
 
 async fn list(ctx: &Ctx, args: ListArgs) -> Result<u8> {
     let filters = [
@@ -144,24 +144,7 @@ async fn list(ctx: &Ctx, args: ListArgs) -> Result<u8> {
         ("environment", args.environment.clone()),
         ("limit", args.limit.map(|n| n.to_string())),
     ];
-    let mut pairs = filters.to_vec();
-    pairs.push(("cursor", args.cursor.clone()));
-    let raw = ctx
-        .api
-        .get(&format!("/v1/reliability/findings{}", query(&pairs)))
-        .await?;
-    let page = Page::deserialize(&raw)
-        .map_err(|e| Failure::protocol(format!("the answer is not a page of findings: {e}")))?;
-    if ctx.json {
-        emit_json(&raw)?;
-    } else {
-        emit(&render_page(
-            &page.findings,
-            page.next_cursor.as_deref(),
-            &filters,
-        ))?;
-    }
-    Ok(0)
+    page::list(ctx, &LISTING, &filters, args.cursor, render_page).await
 }
 
 fn render_page(
@@ -169,46 +152,31 @@ fn render_page(
     next: Option<&str>,
     filters: &[(&str, Option<String>)],
 ) -> String {
-    let mut out = if findings.is_empty() {
-        "no findings\n".to_string()
-    } else {
-        let mut t = Table::new(&[
-            "ID",
-            "STATUS",
-            "SEEN",
-            "LAST SEEN",
-            "ENVIRONMENT",
-            "SCENARIO",
-            "TITLE",
+    page::render(&LISTING, findings, table, next, filters)
+}
+
+fn table(findings: &[Finding]) -> String {
+    let mut t = Table::new(&[
+        "ID",
+        "STATUS",
+        "SEEN",
+        "LAST SEEN",
+        "ENVIRONMENT",
+        "SCENARIO",
+        "TITLE",
+    ]);
+    for f in findings {
+        t.row([
+            f.id.clone(),
+            f.status.to_string(),
+            f.times_seen.to_string(),
+            f.last_seen_at.clone(),
+            f.environment.clone(),
+            f.scenario.clone(),
+            f.title.clone(),
         ]);
-        for f in findings {
-            t.row([
-                f.id.clone(),
-                f.status.to_string(),
-                f.times_seen.to_string(),
-                f.last_seen_at.clone(),
-                f.environment.clone(),
-                f.scenario.clone(),
-                f.title.clone(),
-            ]);
-        }
-        t.render()
-    };
-    if let Some(cursor) = next.filter(|c| !c.is_empty()) {
-        // The same filters again: a cursor is a position within this listing.
-        let mut command = format!(
-            "next: iohr reliability findings --cursor {}",
-            shell_word(cursor)
-        );
-        for (flag, value) in filters {
-            if let Some(value) = value {
-                command.push_str(&format!(" --{flag} {}", shell_word(value)));
-            }
-        }
-        out.push_str(&command);
-        out.push('\n');
     }
-    out
+    t.render()
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use http_body_util::BodyExt;
 use iohr_domain::Frame;
 use serde::Deserialize;
@@ -11,7 +12,7 @@ use serde_json::Value;
 use crate::client::{Api, segment};
 use crate::error::{Failure, Result, chain};
 use crate::output::note;
-use crate::sse::SseParser;
+use iohr_cli::sse::SseParser;
 
 /// Reconnects in a row without receiving a new frame before giving up.
 const MAX_RECONNECTS: u32 = 8;
@@ -80,14 +81,20 @@ pub async fn follow(
 }
 
 /// The first reconnect after progress is immediate; then the server's `retry:` (or
-/// 250 ms), doubling, capped.
+/// 250 ms), doubling, capped: backon's delays, as the agent's, but without jitter: one
+/// person's stream, paced by the server's `retry:`.
 fn backoff(attempt: u32, server: Option<Duration>) -> Duration {
     if attempt <= 1 {
         return Duration::ZERO;
     }
     let base = server.unwrap_or(DEFAULT_BACKOFF).min(MAX_BACKOFF);
-    base.saturating_mul(1 << (attempt - 2).min(16))
-        .min(MAX_BACKOFF)
+    ExponentialBuilder::new()
+        .with_min_delay(base)
+        .with_max_delay(MAX_BACKOFF)
+        .without_max_times()
+        .build()
+        .nth((attempt - 2).min(16) as usize)
+        .unwrap_or(MAX_BACKOFF)
 }
 
 /// One connection: `Ok(true)` after `finished`, `Ok(false)` on a clean end before it.

@@ -12,10 +12,10 @@ mod error;
 mod findings;
 mod follow;
 mod output;
+mod page;
 mod run;
 mod runs;
 mod scenarios;
-mod sse;
 
 use std::process::ExitCode;
 

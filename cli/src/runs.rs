@@ -6,10 +6,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::Ctx;
-use crate::client::{query, segment};
+use crate::client::segment;
 use crate::error::{Failure, Result};
 use crate::follow::follow;
 use crate::output::{Table, emit, emit_json, frame_line, or_dash, record};
+use crate::page;
 
 #[derive(Subcommand, Debug)]
 pub enum RunsCommand {
@@ -151,12 +152,12 @@ pub fn print_record(ctx: &Ctx, raw: &Value) -> Result<RunRecord> {
     Ok(run)
 }
 
-#[derive(Deserialize)]
-struct Page {
-    runs: Vec<RunRecord>,
-    #[serde(default)]
-    next_cursor: Option<String>,
-}
+const LISTING: page::Listing = page::Listing {
+    path: "/v1/reliability/runs",
+    field: "runs",
+    none: "no runs\n",
+    command: "iohr reliability runs list",
+};
 
 async fn list(ctx: &Ctx, args: ListArgs) -> Result<u8> {
     let filters = [
@@ -166,24 +167,7 @@ async fn list(ctx: &Ctx, args: ListArgs) -> Result<u8> {
         ("agent", args.agent.clone()),
         ("limit", args.limit.map(|n| n.to_string())),
     ];
-    let mut pairs = filters.to_vec();
-    pairs.push(("cursor", args.cursor.clone()));
-    let raw = ctx
-        .api
-        .get(&format!("/v1/reliability/runs{}", query(&pairs)))
-        .await?;
-    let page = Page::deserialize(&raw)
-        .map_err(|e| Failure::protocol(format!("the answer is not a page of runs: {e}")))?;
-    if ctx.json {
-        emit_json(&raw)?;
-        return Ok(0);
-    }
-    emit(&render_page(
-        &page.runs,
-        page.next_cursor.as_deref(),
-        &filters,
-    ))?;
-    Ok(0)
+    page::list(ctx, &LISTING, &filters, args.cursor, render_page).await
 }
 
 fn render_page(
@@ -191,59 +175,31 @@ fn render_page(
     next: Option<&str>,
     filters: &[(&str, Option<String>)],
 ) -> String {
-    let mut out = if runs.is_empty() {
-        "no runs\n".to_string()
-    } else {
-        let mut t = Table::new(&[
-            "ID",
-            "KIND",
-            "STATUS",
-            "ENVIRONMENT",
-            "TARGET",
-            "AGENT",
-            "CREATED",
-        ]);
-        for run in runs {
-            t.row([
-                run.id.clone(),
-                run.kind.to_string(),
-                run.status.to_string(),
-                run.environment.clone(),
-                run.target.clone(),
-                or_dash(run.agent.as_deref()),
-                run.created_at.clone(),
-            ]);
-        }
-        t.render()
-    };
-    if let Some(cursor) = next.filter(|c| !c.is_empty()) {
-        // The same filters again: a cursor is a position within this listing.
-        let mut command = format!(
-            "next: iohr reliability runs list --cursor {}",
-            shell_word(cursor)
-        );
-        for (flag, value) in filters {
-            if let Some(value) = value {
-                command.push_str(&format!(" --{flag} {}", shell_word(value)));
-            }
-        }
-        out.push_str(&command);
-        out.push('\n');
-    }
-    out
+    page::render(&LISTING, runs, table, next, filters)
 }
 
-/// Quotes a word for a POSIX shell when it needs it, so the `next:` line can be pasted.
-pub fn shell_word(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.:/=+,@%".contains(c));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
+fn table(runs: &[RunRecord]) -> String {
+    let mut t = Table::new(&[
+        "ID",
+        "KIND",
+        "STATUS",
+        "ENVIRONMENT",
+        "TARGET",
+        "AGENT",
+        "CREATED",
+    ]);
+    for run in runs {
+        t.row([
+            run.id.clone(),
+            run.kind.to_string(),
+            run.status.to_string(),
+            run.environment.clone(),
+            run.target.clone(),
+            or_dash(run.agent.as_deref()),
+            run.created_at.clone(),
+        ]);
     }
+    t.render()
 }
 
 #[cfg(test)]
@@ -278,12 +234,5 @@ mod tests {
              next: iohr reliability runs list --cursor c2 --status queued\n"
         );
         assert_eq!(render_page(&[], None, &[]), "no runs\n");
-    }
-
-    #[test]
-    fn shell_words_are_quoted_only_when_needed() {
-        assert_eq!(shell_word("eyJhIjoxfQ=="), "eyJhIjoxfQ==");
-        assert_eq!(shell_word("a b"), "'a b'");
-        assert_eq!(shell_word("it's"), r"'it'\''s'");
     }
 }

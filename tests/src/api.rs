@@ -1,15 +1,17 @@
 //! A small client of the controller's REST API and its SSE stream, for tests.
 
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
+use hyper::body::{Body, Bytes, Incoming};
 use hyper::{Method, Request, Response};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use iohr_cli::sse::{SseEvent, SseParser};
 use serde_json::Value;
 use tokio_rustls::rustls;
 
@@ -199,10 +201,7 @@ impl Api {
             )
             .await;
         assert_eq!(response.status().as_u16(), 200, "events of {id}");
-        Sse {
-            body: response.into_body(),
-            buffer: String::new(),
-        }
+        Sse::from_body(response.into_body())
     }
 }
 
@@ -214,46 +213,55 @@ pub struct Event {
     pub data: Value,
 }
 
-pub struct Sse {
-    body: Incoming,
-    buffer: String,
+/// A run's event stream, read with the CLI's parser (a chunk may end anywhere, even
+/// inside a character).
+pub struct Sse<B = Incoming> {
+    body: B,
+    parser: SseParser,
+    ready: VecDeque<SseEvent>,
 }
 
-impl Sse {
+impl<B> Sse<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Debug,
+{
+    pub fn from_body(body: B) -> Sse<B> {
+        Sse {
+            body,
+            parser: SseParser::new(),
+            ready: VecDeque::new(),
+        }
+    }
+
     /// The next event, or `None` when the stream ends. Keep-alive comments do not count:
     /// `limit` bounds the wait for a real event.
     pub async fn next(&mut self, limit: Duration) -> Option<Event> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let mut event = Event {
-                    id: None,
-                    event: "message".into(),
-                    data: Value::Null,
-                };
-                let mut data = String::new();
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("id:") {
-                        event.id = v.trim().parse().ok();
-                    } else if let Some(v) = line.strip_prefix("event:") {
-                        event.event = v.trim().to_string();
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        data.push_str(v.strip_prefix(' ').unwrap_or(v));
-                    }
-                }
-                if data.is_empty() && event.id.is_none() {
-                    continue; // a keep-alive comment
-                }
-                event.data = serde_json::from_str(&data).unwrap_or(Value::Null);
-                return Some(event);
+            if let Some(event) = self.ready.pop_front() {
+                return Some(Event {
+                    id: event.id.and_then(|id| id.trim().parse().ok()),
+                    event: event.event,
+                    data: serde_json::from_str(&event.data).unwrap_or(Value::Null),
+                });
             }
             let frame = tokio::time::timeout_at(deadline, self.body.frame())
                 .await
-                .expect("an event within the time limit")?;
-            let frame = frame.expect("SSE body");
-            if let Ok(bytes) = frame.into_data() {
-                self.buffer.push_str(&String::from_utf8_lossy(&bytes));
+                .expect("an event within the time limit");
+            match frame {
+                None => {
+                    self.ready.extend(self.parser.finish());
+                    if self.ready.is_empty() {
+                        return None;
+                    }
+                }
+                Some(frame) => {
+                    if let Ok(bytes) = frame.expect("SSE body").into_data() {
+                        let events = self.parser.push(&bytes).expect("SSE lines");
+                        self.ready.extend(events);
+                    }
+                }
             }
         }
     }
@@ -282,3 +290,6 @@ async fn json_of(response: Response<Incoming>) -> Value {
         .to_bytes();
     serde_json::from_slice(&bytes).unwrap_or(Value::Null)
 }
+
+#[cfg(test)]
+mod tests;

@@ -5,7 +5,7 @@
 //!
 //! HTTP probes reuse the load engine's pieces: [`Endpoint`] reads the base URL and
 //! [`PreparedOp`] builds the request (method, path, `${env:NAME}` headers); the request goes
-//! on one plain HTTP/1.1 connection by hyper. Load probes are [`crate::load::run_with_env`]
+//! on one plain HTTP/1.1 connection of its own ([`one_connection`]). Load probes are [`crate::load::run_with_env`]
 //! with a plan of one operation. Bodies are read (at most [`MAX_BODY`] bytes) for the
 //! tolerances only.
 
@@ -15,15 +15,14 @@ use std::time::Duration;
 
 use http_body_util::BodyExt;
 use hyper::Uri;
-use hyper_util::rt::TokioIo;
 use iohr_domain::faults::ProbeOutput;
 use iohr_domain::faults::experiment::{HttpProbe, LoadProbe, Provider};
 use iohr_domain::load::{HttpVersion, LatencySummary, LoadResult, Operation};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::lifecycle::ProbeError;
+use crate::http_client::one_connection;
 use crate::kinds::FrameSender;
 use crate::load::TargetOptions;
 use crate::load::client::Endpoint;
@@ -95,17 +94,9 @@ impl Prober {
         let (host, port) = host_port(&self.send_to)?;
         let started = Instant::now();
         let exchange = async {
-            let tcp = TcpStream::connect((host.as_str(), port))
+            let mut sender = one_connection(&host, port)
                 .await
-                .map_err(|e| fail(format!("connect: {e}")))?;
-            let _ = tcp.set_nodelay(true);
-            let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-                .await
-                .map_err(|e| fail(format!("handshake: {e}")))?;
-            tokio::spawn(async move {
-                // Its end is seen by the sender.
-                let _ = connection.await;
-            });
+                .map_err(|e| fail(e.to_string()))?;
             // Counted as it goes out: a request the target never answers was still sent.
             self.sent.fetch_add(1, Ordering::Relaxed);
             let response = sender

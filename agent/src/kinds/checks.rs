@@ -11,9 +11,6 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, USER_AGENT};
 use hyper::{Method, Request};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use iohr_domain::checks::{
     Check, CheckVerdict, ChecksResult, ChecksSpec, Observation, judge_check, judge_invariant,
     summarise,
@@ -28,8 +25,7 @@ use super::describe::describe;
 use super::headers::{HeaderError, resolve_headers, scrub};
 use super::target::Target;
 use super::{FrameSender, Outcome, emit, to_json};
-
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+use crate::http_client::{self, HttpClient};
 
 const AGENT_USER_AGENT: &str = concat!("iohr-agent/", env!("CARGO_PKG_VERSION"));
 
@@ -72,9 +68,7 @@ async fn run_with_env(
     )
     .await;
 
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    let client: HttpClient = Client::builder(TokioExecutor::new()).build(connector);
+    let client = http_client::pooled();
     let timeout = Duration::from_millis(spec.timeout_ms);
 
     let mut verdicts: Vec<CheckVerdict> = Vec::with_capacity(spec.checks.len());

@@ -3,6 +3,9 @@
 //! reused buffer, parsing the head with `httparse` and reading the body to its end
 //! without keeping it. No task and no channel per connection (as hyper's client has), no
 //! header map per request: what a request costs is its two syscalls and a parse.
+//! It is measured to be what makes the engine match wrk (docs/benchmarks.md), so it stays
+//! apart from the agent's plain client ([`crate::http_client`]) that checks, scenarios and
+//! probes share.
 //!
 //! Framing follows RFC 9112 section 6.3 as hyper's client does: no body for a HEAD
 //! request and for 1xx/204/304 answers (informational answers other than 101 are

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::ApiError;
-use super::runs::page_limit;
+use super::page::{page_answer, page_limit};
 use crate::Shared;
 use crate::store::FindingFilter;
 
@@ -32,11 +32,7 @@ pub async fn list(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(query) = query?;
-    let status = query
-        .status
-        .map(|s| s.parse::<FindingStatus>())
-        .transpose()
-        .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))?;
+    let status = super::page::filter::<FindingStatus>(query.status)?;
     let limit = page_limit(query.limit)?;
     for (name, value) in [
         ("scenario", &query.scenario),
@@ -61,9 +57,7 @@ pub async fn list(
         .list_findings(caller.account_id(), &filter)
         .await?;
     let findings: Vec<Finding> = findings.iter().map(|f| f.to_api(None)).collect();
-    Ok(Json(
-        serde_json::json!({"findings": findings, "next_cursor": next}),
-    ))
+    Ok(page_answer("findings", &findings, next))
 }
 
 pub async fn get(

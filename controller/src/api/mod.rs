@@ -13,6 +13,7 @@ pub mod events;
 pub mod faults;
 pub mod findings;
 pub mod limits;
+pub mod page;
 pub mod run_guards;
 pub mod runs;
 pub mod scenarios;

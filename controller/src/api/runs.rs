@@ -45,19 +45,6 @@ pub struct CreateRun {
     pub confirm_within: Option<String>,
 }
 
-/// The page size of a list (`?limit=`, default 50, at most 500).
-pub fn page_limit(limit: Option<u32>) -> Result<u32, ApiError> {
-    let limit = limit.unwrap_or(50);
-    if (1..=500).contains(&limit) {
-        Ok(limit)
-    } else {
-        Err(ApiError::bad_request(
-            "invalid_query",
-            "limit must be between 1 and 500",
-        ))
-    }
-}
-
 /// The longest name, change reference or cancel reason accepted.
 pub const MAX_NAME: usize = 200;
 
@@ -339,17 +326,9 @@ pub async fn list(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(query) = query?;
-    let status = query
-        .status
-        .map(|s| s.parse::<RunStatus>())
-        .transpose()
-        .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))?;
-    let kind = query
-        .kind
-        .map(|s| s.parse::<RunKind>())
-        .transpose()
-        .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))?;
-    let limit = page_limit(query.limit)?;
+    let status = super::page::filter::<RunStatus>(query.status)?;
+    let kind = super::page::filter::<RunKind>(query.kind)?;
+    let limit = super::page::page_limit(query.limit)?;
     let filter = RunFilter {
         status,
         kind,
@@ -360,7 +339,7 @@ pub async fn list(
     };
     let (runs, next) = shared.store.list_runs(caller.account_id(), &filter).await?;
     let runs: Vec<RunRecord> = runs.iter().map(|r| r.to_record()).collect();
-    Ok(Json(serde_json::json!({"runs": runs, "next_cursor": next})))
+    Ok(super::page::page_answer("runs", &runs, next))
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -9,6 +9,7 @@ use iohr_domain::finding::{
 use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 
 use super::audit::AuditLine;
+use super::page::Keyset;
 use super::runs::RunRow;
 use super::{Result, Store, StoreError, format_ms, new_id};
 
@@ -227,42 +228,22 @@ impl Store {
         account_id: &str,
         filter: &FindingFilter,
     ) -> Result<(Vec<FindingRow>, Option<String>)> {
-        let mut sql = "SELECT * FROM findings WHERE account_id = $1".to_string();
-        let mut binds: Vec<String> = vec![account_id.to_string()];
-        let mut push = |clause: &str, value: String, sql: &mut String| {
-            binds.push(value);
-            sql.push_str(&format!(" AND {clause} ${}", binds.len()));
-        };
-        if let Some(status) = filter.status {
-            push("status =", status.as_str().to_string(), &mut sql);
-        }
-        if let Some(scenario) = &filter.scenario {
-            push("scenario_id =", scenario.clone(), &mut sql);
-        }
-        if let Some(environment) = &filter.environment {
-            push("environment =", environment.clone(), &mut sql);
-        }
-        if let Some(cursor) = &filter.cursor {
-            push("id <", cursor.clone(), &mut sql);
-        }
-        let limit = filter.limit.clamp(1, 500);
-        sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", limit + 1));
-        let mut query = sqlx::query(AssertSqlSafe(sql));
-        for value in &binds {
-            query = query.bind(value);
-        }
-        let rows = query.fetch_all(&self.pool).await?;
-        let mut findings = rows
-            .iter()
-            .map(finding_from_row)
-            .collect::<Result<Vec<_>>>()?;
-        let next = if findings.len() > limit as usize {
-            findings.truncate(limit as usize);
-            findings.last().map(|f| f.id.clone())
-        } else {
-            None
-        };
-        Ok((findings, next))
+        let mut page = Keyset::new(
+            "SELECT * FROM findings WHERE account_id = $1".to_string(),
+            account_id,
+        );
+        page.and("status =", filter.status.map(|s| s.as_str().to_string()));
+        page.and("scenario_id =", filter.scenario.clone());
+        page.and("environment =", filter.environment.clone());
+        page.fetch(
+            &self.pool,
+            "id",
+            filter.cursor.as_deref(),
+            filter.limit,
+            finding_from_row,
+            |f: &FindingRow| &f.id,
+        )
+        .await
     }
 
     /// Closes a finding of this account and writes the audit line, in one transaction.

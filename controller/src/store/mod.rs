@@ -12,6 +12,7 @@ mod claim;
 mod confirmations;
 mod findings;
 mod frames;
+mod page;
 mod reasons;
 mod runs;
 mod scenarios;

@@ -11,6 +11,7 @@ use sqlx::{AssertSqlSafe, Row};
 use super::admission::Verdict;
 use super::audit::AuditLine;
 use super::frames::StoredFrame;
+use super::page::Keyset;
 use super::{Result, Store, StoreError, format_ms, new_id, now_ms, to_json};
 
 #[derive(Debug, Clone)]
@@ -299,44 +300,25 @@ impl Store {
         account_id: &str,
         filter: &RunFilter,
     ) -> Result<(Vec<RunRow>, Option<String>)> {
-        let mut sql = format!(
-            "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.account_id = $1"
+        let mut page = Keyset::new(
+            format!(
+                "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.account_id = $1"
+            ),
+            account_id,
         );
-        let mut binds: Vec<String> = vec![account_id.to_string()];
-        let mut push = |clause: &str, value: String, sql: &mut String| {
-            binds.push(value);
-            sql.push_str(&format!(" AND {clause} ${}", binds.len()));
-        };
-        if let Some(status) = filter.status {
-            push("r.status =", status.as_str().to_string(), &mut sql);
-        }
-        if let Some(kind) = filter.kind {
-            push("r.kind =", kind.as_str().to_string(), &mut sql);
-        }
-        if let Some(environment) = &filter.environment {
-            push("r.environment =", environment.clone(), &mut sql);
-        }
-        if let Some(agent) = &filter.agent {
-            push("a.name =", agent.clone(), &mut sql);
-        }
-        if let Some(cursor) = &filter.cursor {
-            push("r.id <", cursor.clone(), &mut sql);
-        }
-        let limit = filter.limit.clamp(1, 500);
-        sql.push_str(&format!(" ORDER BY r.id DESC LIMIT {}", limit + 1));
-        let mut query = sqlx::query(AssertSqlSafe(sql));
-        for value in &binds {
-            query = query.bind(value);
-        }
-        let rows = query.fetch_all(&self.pool).await?;
-        let mut runs = rows.iter().map(run_from_row).collect::<Result<Vec<_>>>()?;
-        let next = if runs.len() > limit as usize {
-            runs.truncate(limit as usize);
-            runs.last().map(|r| r.id.clone())
-        } else {
-            None
-        };
-        Ok((runs, next))
+        page.and("r.status =", filter.status.map(|s| s.as_str().to_string()));
+        page.and("r.kind =", filter.kind.map(|k| k.as_str().to_string()));
+        page.and("r.environment =", filter.environment.clone());
+        page.and("a.name =", filter.agent.clone());
+        page.fetch(
+            &self.pool,
+            "r.id",
+            filter.cursor.as_deref(),
+            filter.limit,
+            run_from_row,
+            |r: &RunRow| &r.id,
+        )
+        .await
     }
 
     /// Queued and running runs, oldest first: what a restarted controller rebuilds from.

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use super::super::ledger::{Ledger, LedgerEntry};
 use super::super::warden::Claim;
-use super::{Clock, Driver, Retry, backoff};
+use super::retry::retry_waits;
+use super::{Clock, Driver, Retry};
 
 /// Undoes every open entry of the ledger, newest first (a starting agent, before it takes
 /// work). Returns what stayed open: entries whose undo failed after the retries.
@@ -30,6 +31,7 @@ pub async fn recover<D: Driver, E: Clock>(
             }
         }
         let mut last = None;
+        let mut waits = retry_waits(retry, clock);
         for attempt in 1..=retry.attempts.max(1) {
             let outcome = tokio::select! {
                 out = driver.undo(&entry.undo) => out.map_err(|e| e.to_string()),
@@ -43,7 +45,7 @@ pub async fn recover<D: Driver, E: Clock>(
                 Err(e) => {
                     last = Some(e);
                     if attempt < retry.attempts {
-                        clock.sleep(backoff(retry, attempt, clock.random())).await;
+                        clock.sleep(waits.next().unwrap_or(retry.max_wait)).await;
                     }
                 }
             }

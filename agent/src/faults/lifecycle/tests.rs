@@ -4,13 +4,16 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
+use iohr_domain::faults::JournalStatus;
 use iohr_domain::faults::fault::CpuHog;
 use iohr_domain::faults::journal::ActivityStatus;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use serde_json::json;
+use serde_json::{Value, json};
 
+use super::super::ledger::LedgerEntry;
 use super::*;
+use crate::kinds::FrameSender;
 
 /// Virtual time from tokio's paused clock, starting at a fixed epoch; seeded randomness.
 struct TestClock {

@@ -10,20 +10,16 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
 use hyper::{Method, Request, Uri};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use iohr_domain::scenario_kind::{Identity, PlannedRequest, ScenarioSpec};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::http_client::{self, HttpClient};
 use crate::kinds::bounded::{Bounded, bounded};
 use crate::kinds::describe::describe;
 use crate::kinds::headers::{HeaderError, resolve_headers, scrub};
 use crate::kinds::target::Target;
 use crate::load::client::Failure;
-
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
@@ -121,12 +117,8 @@ impl Sender {
                 .map_err(|_| PrepareError::UserAgent(spec.slug.clone()))
         };
         let user_agents = [user_agent(false)?, user_agent(true)?];
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
         Ok(Sender {
-            // The pool's retry of a "canceled" request only moves a request never written
-            // (its reused idle connection was found closed): each seq still goes out once.
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            client: http_client::pooled(),
             ops,
             headers: resolved.headers,
             secrets: resolved.secrets,
