@@ -1,13 +1,8 @@
 //! What `iohr-agent exec --dry-run` says of a plan: the plan a run would execute
 //! ([`execute::plan`](crate::execute::plan) reads the spec into it exactly as for a run),
 //! in words and as one JSON object, with nothing sent. Each kind describes its own plan
-//! (`load`, `replay`, `checks` and `capacity` in the modules here, scenario with the
-//! domain's `scenario_kind::DryRun`); a faults dry run goes through its lifecycle.
-
-pub mod capacity;
-pub mod checks;
-pub mod load;
-pub mod replay;
+//! (`kinds::NAME::dry_run` with the pieces here, scenario with the domain's
+//! `scenario_kind::DryRun`); a faults dry run goes through its lifecycle.
 
 use std::time::Duration;
 

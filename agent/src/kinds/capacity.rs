@@ -10,6 +10,8 @@
 //! `phase` frame when a step starts and one when it ends (with its point), and the
 //! engine's per-second `load` frames in between, each marked with its step and rate.
 
+pub mod dry_run;
+
 use iohr_domain::capacity::{
     CapacityPlan, CapacityResult, CapacitySpec, Sweep, SweepPoint, knee_of, rate_text,
 };
@@ -20,7 +22,7 @@ use serde_json::{Value, json};
 
 use super::registry::{Kind, indented, read};
 use super::{FrameSender, Outcome, RunContext, emit, to_json};
-use crate::dry_run::{self, Described};
+use crate::dry_run::Described;
 use crate::load;
 
 pub struct Capacity;
@@ -39,7 +41,7 @@ impl Kind for Capacity {
     }
 
     fn dry_run(plan: &CapacityPlan, ctx: &RunContext) -> Result<Option<Described>, String> {
-        dry_run::capacity::dry_run(plan, ctx)
+        dry_run::dry_run(plan, ctx)
     }
 
     fn summary(result: &Value) -> Option<Vec<String>> {

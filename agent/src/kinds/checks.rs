@@ -5,6 +5,8 @@
 //! credential-named headers (and of anything read from the agent's environment) are
 //! scrubbed from every message this module produces.
 
+pub mod dry_run;
+
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
@@ -29,7 +31,7 @@ use super::headers::{HeaderError, resolve_headers, scrub};
 use super::registry::Kind;
 use super::target::Target;
 use super::{Outcome, RunContext, emit, to_json};
-use crate::dry_run::{self, Described};
+use crate::dry_run::Described;
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
@@ -49,7 +51,7 @@ impl Kind for Checks {
     }
 
     fn dry_run(spec: &ChecksSpec, ctx: &RunContext) -> Result<Option<Described>, String> {
-        dry_run::checks::dry_run(spec, ctx)
+        dry_run::dry_run(spec, ctx)
     }
 
     /// A checks result has no summary of its own: read as a load result, it is shown as

@@ -1,11 +1,13 @@
 //! The `load` kind: the load engine ([`crate::load`]) on the spec's plan.
 
+pub mod dry_run;
+
 use iohr_domain::load::{LoadPlan, LoadResult, LoadSpec};
 use serde_json::Value;
 
 use super::registry::{Kind, indented, read};
 use super::{Outcome, RunContext};
-use crate::dry_run::{self, Described};
+use crate::dry_run::Described;
 
 pub struct Load;
 
@@ -23,7 +25,7 @@ impl Kind for Load {
     }
 
     fn dry_run(plan: &LoadPlan, ctx: &RunContext) -> Result<Option<Described>, String> {
-        dry_run::load::dry_run(plan, ctx)
+        dry_run::dry_run(plan, ctx)
     }
 
     fn summary(result: &Value) -> Option<Vec<String>> {

@@ -1,7 +1,11 @@
 //! What the agent executes, one module per kind. Each kind takes its parsed spec and the
 //! run's [`RunContext`] (target, options, frame sender, cancel token, `${env:NAME}`
 //! lookup, faults configuration), honours the cancel token, and returns an [`Outcome`].
-//! [`registry`] is the one place that lists the kinds.
+//! The list at the end of this file is the one place that names every kind.
+//!
+//! Adding a kind: its module `agent/src/kinds/NAME.rs` (and `NAME/` for its parts, such as
+//! `NAME/dry_run.rs`) implementing [`registry::Kind`], declared here, and its line in the
+//! `kinds!` list.
 //!
 //! The HTTP kinds share private helpers: `target` (the base URL), `headers`
 //! (`${env:NAME}` values and scrubbing them), `bounded` (deadline and cancel) and
@@ -35,4 +39,14 @@ pub fn to_json<T: serde::Serialize>(value: &T) -> Value {
         tracing::warn!(error = %e, "could not serialise a result value");
         Value::Null
     })
+}
+
+// The kinds this agent runs, in the order its hello names them: one line per kind.
+registry::kinds! {
+    Checks => checks::Checks,
+    Load => load::Load,
+    Scenario => scenario::Scenario,
+    Replay => replay::Replay,
+    Faults => faults::Faults,
+    Capacity => capacity::Capacity,
 }

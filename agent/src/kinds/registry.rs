@@ -1,14 +1,10 @@
-//! The one place that lists the kinds this agent runs. Each kind is a module of
-//! [`crate::kinds`] implementing [`Kind`]; the [`kinds!`] line below generates, from that
-//! list, the [`Plan`] an accepted lease holds, the kinds the agent announces and every
-//! `match` over them (the compiler refuses a [`RunKind`] missing from the list).
-//!
-//! Adding a kind: its module in `agent/src/kinds/` implementing [`Kind`], and one line
-//! in the `kinds!` invocation at the end of this file.
+//! What a kind is to the agent ([`Kind`]) and the `kinds!` macro that turns the list of
+//! kinds in [`crate::kinds`] into the [`Plan`] an accepted lease holds, the kinds the
+//! agent announces and every `match` over them (the compiler refuses a [`RunKind`](iohr_domain::RunKind)
+//! missing from the list).
 
 use std::future::Future;
 
-use iohr_domain::RunKind;
 use serde_json::Value;
 
 use super::{Outcome, RunContext};
@@ -83,75 +79,72 @@ pub fn indented(lines: Vec<String>) -> Vec<String> {
     lines.iter().map(|l| format!("  {l}")).collect()
 }
 
+/// Generates, from the list of kinds, everything that names each of them.
 macro_rules! kinds {
     ($($variant:ident => $kind:ty),* $(,)?) => {
         /// The kinds this agent can execute, in the order its hello names them.
-        pub const SUPPORTED_KINDS: &[RunKind] = &[$(RunKind::$variant),*];
+        pub const SUPPORTED_KINDS: &[::iohr_domain::RunKind] = &[$(::iohr_domain::RunKind::$variant),*];
 
         /// A spec parsed for its kind, ready to run.
         #[derive(Debug, Clone)]
         pub enum Plan {
-            $($variant(<$kind as Kind>::Plan)),*
+            $($variant(<$kind as $crate::kinds::registry::Kind>::Plan)),*
         }
 
         impl Plan {
             /// Parses a spec of `kind`; the error is the reason the offer is refused.
-            pub fn parse(kind: RunKind, spec: &Value) -> Result<Plan, String> {
+            pub fn parse(kind: ::iohr_domain::RunKind, spec: &::serde_json::Value) -> Result<Plan, String> {
                 match kind {
-                    $(RunKind::$variant => <$kind as Kind>::plan(spec).map(Plan::$variant)),*
+                    $(::iohr_domain::RunKind::$variant => <$kind as $crate::kinds::registry::Kind>::plan(spec).map(Plan::$variant)),*
                 }
             }
 
-            pub fn kind(&self) -> RunKind {
+            pub fn kind(&self) -> ::iohr_domain::RunKind {
                 match self {
-                    $(Plan::$variant(_) => RunKind::$variant),*
+                    $(Plan::$variant(_) => ::iohr_domain::RunKind::$variant),*
                 }
             }
 
-            pub fn bind(&mut self, run: &RunOf<'_>) -> Result<(), String> {
+            pub fn bind(&mut self, run: &$crate::kinds::registry::RunOf<'_>) -> Result<(), String> {
                 match self {
-                    $(Plan::$variant(plan) => <$kind as Kind>::bind(plan, run)),*
+                    $(Plan::$variant(plan) => <$kind as $crate::kinds::registry::Kind>::bind(plan, run)),*
                 }
             }
 
-            pub async fn run(self, ctx: &RunContext) -> Outcome {
+            pub async fn run(self, ctx: &$crate::kinds::RunContext) -> $crate::kinds::Outcome {
                 match self {
-                    $(Plan::$variant(plan) => <$kind as Kind>::run(plan, ctx).await),*
+                    $(Plan::$variant(plan) => <$kind as $crate::kinds::registry::Kind>::run(plan, ctx).await),*
                 }
             }
 
-            pub fn dry_run(&self, ctx: &RunContext) -> Result<Option<Described>, String> {
+            pub fn dry_run(&self, ctx: &$crate::kinds::RunContext) -> Result<Option<$crate::dry_run::Described>, String> {
                 match self {
-                    $(Plan::$variant(plan) => <$kind as Kind>::dry_run(plan, ctx)),*
+                    $(Plan::$variant(plan) => <$kind as $crate::kinds::registry::Kind>::dry_run(plan, ctx)),*
                 }
             }
         }
 
-        pub fn needs_faults(kind: RunKind) -> bool {
+        pub fn needs_faults(kind: ::iohr_domain::RunKind) -> bool {
             match kind {
-                $(RunKind::$variant => <$kind as Kind>::NEEDS_FAULTS),*
+                $(::iohr_domain::RunKind::$variant => <$kind as $crate::kinds::registry::Kind>::NEEDS_FAULTS),*
             }
         }
 
-        pub fn summary(kind: RunKind, result: &Value) -> Option<Vec<String>> {
+        pub fn summary(kind: ::iohr_domain::RunKind, result: &::serde_json::Value) -> Option<Vec<String>> {
             match kind {
-                $(RunKind::$variant => <$kind as Kind>::summary(result)),*
+                $(::iohr_domain::RunKind::$variant => <$kind as $crate::kinds::registry::Kind>::summary(result)),*
             }
         }
 
-        pub fn stored(kind: RunKind, result: Value, lease: &Leased<'_>) -> Value {
+        pub fn stored(kind: ::iohr_domain::RunKind, result: ::serde_json::Value, lease: &$crate::kinds::registry::Leased<'_>) -> ::serde_json::Value {
             match kind {
-                $(RunKind::$variant => <$kind as Kind>::stored(result, lease)),*
+                $(::iohr_domain::RunKind::$variant => <$kind as $crate::kinds::registry::Kind>::stored(result, lease)),*
             }
         }
     };
 }
 
-kinds! {
-    Checks => super::checks::Checks,
-    Load => super::load::Load,
-    Scenario => super::scenario::Scenario,
-    Replay => super::replay::Replay,
-    Faults => super::faults::Faults,
-    Capacity => super::capacity::Capacity,
-}
+pub(crate) use kinds;
+
+// What `kinds!` generated in [`crate::kinds`], where the list is.
+pub use super::{Plan, SUPPORTED_KINDS, needs_faults, stored, summary};

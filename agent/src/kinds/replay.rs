@@ -1,12 +1,14 @@
 //! The `replay` kind: the load engine with a log's arrivals in place of a schedule.
 
+pub mod dry_run;
+
 use iohr_domain::load::LoadPlan;
 use iohr_domain::replay::ReplaySpec;
 use serde_json::Value;
 
 use super::registry::Kind;
 use super::{Outcome, RunContext};
-use crate::dry_run::{self, Described};
+use crate::dry_run::Described;
 
 pub struct Replay;
 
@@ -37,7 +39,7 @@ impl Kind for Replay {
     }
 
     fn dry_run(plan: &ReplayPlan, ctx: &RunContext) -> Result<Option<Described>, String> {
-        dry_run::replay::dry_run(&plan.plan, plan.speed, ctx)
+        dry_run::dry_run(&plan.plan, plan.speed, ctx)
     }
 
     fn summary(result: &Value) -> Option<Vec<String>> {

@@ -5,7 +5,7 @@ use iohr_domain::capacity::rate_text;
 use iohr_domain::load::{HttpVersion, LoadPlan, Model, WarmupPlan};
 use serde::Serialize;
 
-use super::{
+use crate::dry_run::{
     Described, DryRun, OperationDry, PlanLines, millis, ms_text, operation_lines, thresholds_line,
     transport_line,
 };

@@ -5,7 +5,7 @@ use iohr_domain::load::{HttpVersion, LoadPlan};
 use iohr_domain::text::decimal;
 use serde::Serialize;
 
-use super::{
+use crate::dry_run::{
     Described, DryRun, OperationDry, PlanLines, duration_text, millis, operation_lines,
     thresholds_line, transport_line,
 };
@@ -73,7 +73,7 @@ impl PlanLines for ReplayDry {
     }
 }
 
-/// Prepared as a run prepares it (see [`super::load::describe`]).
+/// Prepared as a run prepares it (see [`crate::kinds::load::dry_run::describe`]).
 pub fn dry_run(plan: &LoadPlan, speed: f64, ctx: &RunContext) -> Result<Option<Described>, String> {
     load::prepare(plan, &ctx.target, &ctx.options, &ctx.env_fn())?;
     DryRun::new(RunKind::Replay, &ctx.target, ReplayDry::new(plan, speed))

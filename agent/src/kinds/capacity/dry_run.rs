@@ -6,7 +6,7 @@ use iohr_domain::load::{HttpVersion, LoadPlan};
 use iohr_domain::text::decimal;
 use serde::Serialize;
 
-use super::{
+use crate::dry_run::{
     Described, DryRun, OperationDry, PlanLines, duration_text, millis, ms_text, operation_lines,
     transport_line,
 };
@@ -92,7 +92,7 @@ impl PlanLines for CapacityDry {
 }
 
 /// Every step runs the same load plan at its own rate: the first is prepared as a run
-/// prepares it (see [`super::load::describe`]).
+/// prepares it (see [`crate::kinds::load::dry_run::describe`]).
 pub fn dry_run(plan: &CapacityPlan, ctx: &RunContext) -> Result<Option<Described>, String> {
     let step = plan.step_plan(plan.grid.first().copied().unwrap_or(0.0));
     load::prepare(&step, &ctx.target, &ctx.options, &ctx.env_fn())?;

@@ -4,7 +4,7 @@ use iohr_domain::RunKind;
 use iohr_domain::checks::ChecksSpec;
 use serde::Serialize;
 
-use super::{Described, DryRun, PlanLines, ms_text};
+use crate::dry_run::{Described, DryRun, PlanLines, ms_text};
 use crate::kinds::RunContext;
 use crate::kinds::headers::resolve_headers;
 
