@@ -18,6 +18,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 pub mod budget;
+mod frames;
 
 use budget::{Charge, DEFAULT_FRAME_BUFFER_BYTES, FrameBudget};
 

@@ -1,16 +1,20 @@
 //! The agent of iohr reliability.
 //!
 //! It holds one mTLS stream to the controller ([`link`]), takes leased runs into its
-//! [`leases`] table, executes them ([`execute`], one module per kind in [`kinds`]) and
-//! streams their numbered frames back until the controller has acknowledged every one.
+//! [`leases`] table, executes them ([`execute`], one module per kind in [`kinds`], listed
+//! once in [`kinds::registry`]) and streams their numbered frames back until the
+//! controller has acknowledged every one. The load engine ([`load`]) stands on the leaves
+//! [`frames`] and [`run_context`] only.
 
 pub mod backoff;
 pub mod cpu_quota;
 pub mod dry_run;
 pub mod execute;
 pub mod faults;
+pub mod frames;
 pub mod http_client;
 pub mod kinds;
 pub mod leases;
 pub mod link;
 pub mod load;
+pub mod run_context;

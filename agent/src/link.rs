@@ -53,6 +53,8 @@ pub struct AgentConfig {
     pub reconnect_min: Duration,
     pub reconnect_max: Duration,
     pub target_options: crate::load::TargetOptions,
+    /// The fault policy and ledger; without them faults runs end in an error.
+    pub faults: Option<std::sync::Arc<crate::kinds::faults::FaultsConfig>>,
 }
 
 fn tls(config: &AgentConfig) -> Result<ClientTlsConfig, LinkError> {
@@ -236,7 +238,6 @@ impl Session<'_> {
             incarnation: self.incarnation.to_string(),
             recovered: self
                 .config
-                .target_options
                 .faults
                 .as_ref()
                 .map(|f| {
@@ -353,6 +354,7 @@ impl Session<'_> {
                         self.leases,
                         &self.config.name,
                         &self.config.target_options,
+                        self.config.faults.clone(),
                         execute::Accepted {
                             lease_id: offer.lease_id.clone(),
                             epoch: offer.epoch,
@@ -415,10 +417,13 @@ impl Session<'_> {
             ));
         }
         let mut plan = execute::plan(kind, &offer.spec_json).map_err(Refusal::for_good)?;
-        if let execute::Plan::Faults(faults) = &mut plan {
-            faults.run_id = offer.run_id.clone();
-            faults.confirmed_by = Some(offer.confirmed_by.clone()).filter(|p| !p.is_empty());
-        }
+        plan.bind(&execute::RunOf {
+            run_id: &offer.run_id,
+            confirmed_by: Some(offer.confirmed_by.as_str()).filter(|p| !p.is_empty()),
+            dry_run: false,
+            check_target: None,
+        })
+        .map_err(Refusal::for_good)?;
         Ok((kind, plan))
     }
 }

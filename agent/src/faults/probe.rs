@@ -5,7 +5,7 @@
 //!
 //! HTTP probes reuse the load engine's pieces: [`Endpoint`] reads the base URL and
 //! [`PreparedOp`] builds the request (method, path, `${env:NAME}` headers); the request goes
-//! on one plain HTTP/1.1 connection of its own ([`one_connection`]). Load probes are [`crate::load::run_with_env`]
+//! on one plain HTTP/1.1 connection of its own ([`one_connection`]). Load probes are [`crate::load::run`]
 //! with a plan of one operation. Bodies are read (at most [`MAX_BODY`] bytes) for the
 //! tolerances only.
 
@@ -22,11 +22,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::lifecycle::ProbeError;
+use crate::frames::FrameSender;
 use crate::http_client::one_connection;
-use crate::kinds::FrameSender;
-use crate::load::TargetOptions;
 use crate::load::client::Endpoint;
 use crate::load::request::PreparedOp;
+use crate::run_context::{EnvVars, RunContext};
 
 /// The most of a body a tolerance sees.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -60,7 +60,7 @@ impl Prober {
     pub async fn probe(
         &self,
         provider: &Provider,
-        env: &(impl Fn(&str) -> Option<String> + Sync),
+        env: &(impl Fn(&str) -> Option<String> + Send + Sync + Clone + 'static),
     ) -> Result<ProbeOutput, ProbeError> {
         match provider {
             Provider::Http(h) => self.http(h, env).await,
@@ -128,7 +128,7 @@ impl Prober {
     async fn load(
         &self,
         probe: &LoadProbe,
-        env: &impl Fn(&str) -> Option<String>,
+        env: &(impl Fn(&str) -> Option<String> + Send + Sync + Clone + 'static),
     ) -> Result<ProbeOutput, ProbeError> {
         let plan = probe.plan().map_err(|e| ProbeError(e.to_string()))?;
         // The burst's per-second frames are not the faults run's: they go nowhere.
@@ -136,15 +136,10 @@ impl Prober {
         // Dropping this future (a cancelled run) stops the burst's tasks too.
         let cancel = CancellationToken::new();
         let _stop = cancel.clone().drop_guard();
-        let outcome = crate::load::run_with_env(
-            plan,
-            &self.send_to,
-            &TargetOptions::default(),
-            &frames,
-            cancel,
-            env,
-        )
-        .await;
+        let ctx = RunContext::<()>::new(&self.send_to, frames)
+            .with_cancel(cancel)
+            .with_env(EnvVars::from_fn(env.clone()));
+        let outcome = crate::load::run(plan, &ctx).await;
         self.sent.fetch_add(outcome.units_spent, Ordering::Relaxed);
         let result: LoadResult = serde_json::from_value(outcome.result).map_err(|_| {
             ProbeError(

@@ -10,27 +10,43 @@
 //! `phase` frame when a step starts and one when it ends (with its point), and the
 //! engine's per-second `load` frames in between, each marked with its step and rate.
 
-use iohr_domain::capacity::{CapacityPlan, CapacityResult, Sweep, SweepPoint, knee_of, rate_text};
+pub mod dry_run;
+
+use iohr_domain::capacity::{
+    CapacityPlan, CapacityResult, CapacitySpec, Sweep, SweepPoint, knee_of, rate_text,
+};
 use iohr_domain::load::LoadResult;
 use iohr_domain::quantile::Percentile;
 use iohr_domain::{FrameKind, RunStatus};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
-use super::{FrameSender, Outcome, emit, to_json};
-use crate::load::{self, TargetOptions};
+use super::registry::{Kind, indented, read};
+use super::{FrameSender, Outcome, RunContext, emit, to_json};
+use crate::dry_run::Described;
+use crate::load;
 
-pub async fn run(
-    plan: CapacityPlan,
-    target: &str,
-    options: &TargetOptions,
-    frames: &FrameSender,
-    cancel: CancellationToken,
-) -> Outcome {
-    run_with_env(plan, target, options, frames, cancel, |name| {
-        std::env::var(name).ok()
-    })
-    .await
+pub struct Capacity;
+
+impl Kind for Capacity {
+    type Plan = CapacityPlan;
+
+    fn plan(spec: &Value) -> Result<CapacityPlan, String> {
+        CapacitySpec::from_json(spec)
+            .and_then(|spec| spec.plan())
+            .map_err(|e| e.to_string())
+    }
+
+    async fn run(plan: CapacityPlan, ctx: &RunContext) -> Outcome {
+        run(plan, ctx).await
+    }
+
+    fn dry_run(plan: &CapacityPlan, ctx: &RunContext) -> Result<Option<Described>, String> {
+        dry_run::dry_run(plan, ctx)
+    }
+
+    fn summary(result: &Value) -> Option<Vec<String>> {
+        read::<CapacityResult>(result).map(|r| indented(r.summary()))
+    }
 }
 
 /// What one step measured.
@@ -47,14 +63,9 @@ enum StepEnd {
     Failed(String),
 }
 
-pub async fn run_with_env(
-    plan: CapacityPlan,
-    target: &str,
-    options: &TargetOptions,
-    frames: &FrameSender,
-    cancel: CancellationToken,
-    env: impl Fn(&str) -> Option<String>,
-) -> Outcome {
+/// Sweeps the plan's rates against the context's target, one engine run per step.
+pub async fn run(plan: CapacityPlan, ctx: &RunContext) -> Outcome {
+    let (frames, cancel) = (&ctx.frames, &ctx.cancel);
     let mut sweep = Sweep::new(plan.grid.clone(), plan.bisect);
     let mut points: Vec<SweepPoint> = Vec::new();
     let mut units = 0u64;
@@ -75,10 +86,7 @@ pub async fn run_with_env(
             rate = step.rate,
             "capacity step"
         );
-        let (end, spent) = run_step(
-            &plan, step.rate, number, target, options, frames, &cancel, &env,
-        )
-        .await;
+        let (end, spent) = run_step(&plan, step.rate, number, ctx).await;
         units += spent;
         if cancel.is_cancelled() {
             return finish(&plan, sweep, points, units, Some("cancelled".to_string()));
@@ -120,23 +128,13 @@ pub async fn run_with_env(
 
 /// One step: the engine at a constant rate, cut at the step's end, its `load` frames
 /// marked with the step. Returns how it ended and the requests it sent.
-#[allow(clippy::too_many_arguments)]
-async fn run_step(
-    plan: &CapacityPlan,
-    rate: f64,
-    number: u32,
-    target: &str,
-    options: &TargetOptions,
-    frames: &FrameSender,
-    cancel: &CancellationToken,
-    env: &impl Fn(&str) -> Option<String>,
-) -> (StepEnd, u64) {
+async fn run_step(plan: &CapacityPlan, rate: f64, number: u32, ctx: &RunContext) -> (StepEnd, u64) {
     // The step's engine sends into a channel that never waits; the forwarder waits for room
     // in the agent's bound (a capacity run is exclusive: without the controller it stops
     // after one lease TTL, so the channel holds at most that many seconds of frames).
     let (tx, mut rx) = FrameSender::channel();
     let forward = {
-        let frames = frames.clone();
+        let frames = ctx.frames.clone();
         tokio::spawn(async move {
             // Completions of warm-up requests up to the judged part's start.
             let mut warmup_before = 0u64;
@@ -153,7 +151,7 @@ async fn run_step(
             warmup_before
         })
     };
-    let step_cancel = cancel.child_token();
+    let step_cancel = ctx.cancel.child_token();
     let stopper = {
         let token = step_cancel.clone();
         let ends = tokio::time::Instant::now() + plan.step;
@@ -162,10 +160,11 @@ async fn run_step(
             token.cancel();
         })
     };
-    let outcome =
-        load::run_with_env(plan.step_plan(rate), target, options, &tx, step_cancel, env).await;
+    // The step's context holds the channel's only sender: dropping it ends the forwarder.
+    let step = ctx.part::<()>(tx, step_cancel);
+    let outcome = load::run(plan.step_plan(rate), &step).await;
     stopper.abort();
-    drop(tx);
+    drop(step);
     let warmup_before = forward.await.unwrap_or(0);
     // The step's own cut ends the engine `cancelled`; its result is what was measured.
     let end = match serde_json::from_value::<LoadResult>(outcome.result) {

@@ -5,6 +5,8 @@
 //! credential-named headers (and of anything read from the agent's environment) are
 //! scrubbed from every message this module produces.
 
+pub mod dry_run;
+
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
@@ -23,40 +25,49 @@ use tokio_util::sync::CancellationToken;
 use super::bounded::{Bounded, bounded};
 use super::describe::describe;
 use super::headers::{HeaderError, resolve_headers, scrub};
+use super::registry::Kind;
 use super::target::Target;
-use super::{FrameSender, Outcome, emit, to_json};
+use super::{Outcome, RunContext, emit, to_json};
+use crate::dry_run::Described;
 use crate::http_client::{self, HttpClient};
 
 const AGENT_USER_AGENT: &str = concat!("iohr-agent/", env!("CARGO_PKG_VERSION"));
 
-/// Runs the checks of `spec` against `target`, reading `${env:NAME}` header values from
-/// the agent's own environment.
-pub async fn run(
-    spec: ChecksSpec,
-    target: &str,
-    frames: &FrameSender,
-    cancel: CancellationToken,
-) -> Outcome {
-    run_with_env(spec, target, frames, cancel, |name| {
-        std::env::var(name).ok()
-    })
-    .await
+pub struct Checks;
+
+impl Kind for Checks {
+    type Plan = ChecksSpec;
+
+    fn plan(spec: &Value) -> Result<ChecksSpec, String> {
+        ChecksSpec::from_json(spec).map_err(|e| e.to_string())
+    }
+
+    async fn run(spec: ChecksSpec, ctx: &RunContext) -> Outcome {
+        run(spec, ctx).await
+    }
+
+    fn dry_run(spec: &ChecksSpec, ctx: &RunContext) -> Result<Option<Described>, String> {
+        dry_run::dry_run(spec, ctx)
+    }
+
+    /// A checks result has no summary of its own: read as a load result, it is shown as
+    /// its JSON.
+    fn summary(result: &Value) -> Option<Vec<String>> {
+        super::load::summary(result)
+    }
 }
 
-/// [`run`] with the environment lookup passed in, so tests need not mutate the process
-/// environment (unsafe in edition 2024).
-async fn run_with_env(
-    spec: ChecksSpec,
-    target: &str,
-    frames: &FrameSender,
-    cancel: CancellationToken,
-    env: impl Fn(&str) -> Option<String>,
-) -> Outcome {
+/// Runs the checks of `spec` against the context's target, reading `${env:NAME}` header
+/// values through the context's lookup.
+pub async fn run(spec: ChecksSpec, ctx: &RunContext) -> Outcome {
+    let frames = &ctx.frames;
+    let cancel = &ctx.cancel;
+    let env = ctx.env_fn();
     // The controller validates too; the agent does not trust that it did.
     if let Err(e) = spec.validate() {
         return Outcome::error(format!("invalid spec: {e}"), 0);
     }
-    let base = match Target::parse(target) {
+    let base = match Target::parse(&ctx.target) {
         Ok(base) => base,
         Err(e) => return Outcome::error(e.to_string(), 0),
     };
@@ -80,7 +91,7 @@ async fn run_with_env(
         if cancel.is_cancelled() {
             return cancelled_outcome(verdicts, sent);
         }
-        let step = run_check(&client, &base, check, timeout, &cancel, &env).await;
+        let step = run_check(&client, &base, check, timeout, cancel, &env).await;
         let seen = match step {
             Step::NotSent(seen) => seen,
             Step::Sent(seen) => {
@@ -342,8 +353,8 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
-    use crate::kinds::NewFrame;
     use crate::kinds::test_server::start_server;
+    use crate::kinds::{EnvVars, FrameSender, NewFrame};
 
     fn spec(value: serde_json::Value) -> ChecksSpec {
         ChecksSpec::from_json(&value).expect("valid spec")
@@ -376,7 +387,7 @@ mod tests {
             "invariants": [{"rule": "no_5xx"}, {"rule": "no_errors"}],
         }));
         let (tx, rx) = FrameSender::channel();
-        let outcome = run(spec, &target, &tx, CancellationToken::new()).await;
+        let outcome = run(spec, &RunContext::new(&target, tx.clone())).await;
         drop(tx);
 
         assert_eq!(outcome.status, RunStatus::Failed, "{:?}", outcome.reason);
@@ -430,13 +441,7 @@ mod tests {
         let spec =
             spec(json!({"checks": [{"path": "/ok"}], "invariants": [{"rule": "no_errors"}]}));
         let (tx, _rx) = FrameSender::channel();
-        let outcome = run(
-            spec,
-            &format!("{target}/api/"),
-            &tx,
-            CancellationToken::new(),
-        )
-        .await;
+        let outcome = run(spec, &RunContext::new(format!("{target}/api/"), tx.clone())).await;
         assert_eq!(outcome.status, RunStatus::Passed, "{:?}", outcome.reason);
         assert!(result_of(&outcome).passed);
         let head = seen.recv().await.expect("a request");
@@ -455,13 +460,7 @@ mod tests {
         drop(listener);
         let spec = spec(json!({"checks": [{"path": "/"}, {"path": "/health"}]}));
         let (tx, rx) = FrameSender::channel();
-        let outcome = run(
-            spec,
-            &format!("http://{addr}"),
-            &tx,
-            CancellationToken::new(),
-        )
-        .await;
+        let outcome = run(spec, &RunContext::new(format!("http://{addr}"), tx.clone())).await;
         drop(tx);
 
         assert_eq!(outcome.status, RunStatus::Error);
@@ -489,7 +488,7 @@ mod tests {
         let (target, _seen) = start_server().await;
         let spec = spec(json!({"checks": [{"path": "/hang"}], "timeout_ms": 100}));
         let (tx, _rx) = FrameSender::channel();
-        let outcome = run(spec, &target, &tx, CancellationToken::new()).await;
+        let outcome = run(spec, &RunContext::new(&target, tx.clone())).await;
         assert_eq!(outcome.status, RunStatus::Error);
         assert_eq!(
             outcome.reason.as_deref(),
@@ -508,7 +507,11 @@ mod tests {
         let (tx, rx) = FrameSender::channel();
         let run_cancel = cancel.clone();
         let task = tokio::spawn(async move {
-            let outcome = run(spec, &target, &tx, run_cancel).await;
+            let outcome = run(
+                spec,
+                &RunContext::new(&target, tx.clone()).with_cancel(run_cancel),
+            )
+            .await;
             drop(tx);
             outcome
         });
@@ -552,7 +555,11 @@ mod tests {
         }));
         let (tx, rx) = FrameSender::channel();
         let env = |name: &str| (name == "IOHR_TEST_TOKEN").then(|| SECRET.to_string());
-        let outcome = run_with_env(spec, &target, &tx, CancellationToken::new(), env).await;
+        let outcome = run(
+            spec,
+            &RunContext::new(&target, tx.clone()).with_env(EnvVars::from_fn(env)),
+        )
+        .await;
         drop(tx);
 
         let head = seen.recv().await.expect("a request");
@@ -575,7 +582,7 @@ mod tests {
             "checks": [{"path": "/ok", "headers": {"X-Api-Key": "${env:IOHR_SURELY_UNSET_VARIABLE_1234}"}}],
         }));
         let (tx, _rx) = FrameSender::channel();
-        let outcome = run(spec, &target, &tx, CancellationToken::new()).await;
+        let outcome = run(spec, &RunContext::new(&target, tx.clone())).await;
 
         assert_eq!(outcome.status, RunStatus::Failed);
         assert_eq!(outcome.units_spent, 0);
@@ -609,7 +616,7 @@ mod tests {
         ];
         for (target, reason) in cases {
             let (tx, rx) = FrameSender::channel();
-            let outcome = run(spec.clone(), target, &tx, CancellationToken::new()).await;
+            let outcome = run(spec.clone(), &RunContext::new(target, tx.clone())).await;
             drop(tx);
             assert_eq!(outcome.status, RunStatus::Error, "{target}");
             assert_eq!(outcome.reason.as_deref(), Some(reason), "{target}");

@@ -8,13 +8,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use iohr_domain::RunStatus;
-use iohr_domain::faults::experiment::Provider;
-use iohr_domain::faults::journal::Journal;
-use iohr_domain::faults::{Experiment, Fault, JournalStatus, Policy, ProbeOutput};
-use tokio_util::sync::CancellationToken;
-
-use super::{FrameSender, Outcome, to_json};
+use super::registry::{Kind, RunOf, read};
+use super::{EnvVars, Outcome, RunContext, to_json};
 use crate::faults::ledger::{Ledger, LedgerEntry};
 use crate::faults::lifecycle::{
     Deadline, Driver, ProbeError, Retry, Run, SystemClock, recover, timeline_frames,
@@ -22,6 +17,11 @@ use crate::faults::lifecycle::{
 use crate::faults::probe::Prober;
 use crate::faults::proxy::FaultProxy;
 use crate::faults::{FaultError, Undo, host};
+use iohr_domain::RunStatus;
+use iohr_domain::faults::experiment::Provider;
+use iohr_domain::faults::journal::Journal;
+use iohr_domain::faults::{Experiment, Fault, JournalStatus, Policy, ProbeOutput};
+use serde_json::Value;
 
 /// What the agent's configuration gives every faults run.
 #[derive(Debug)]
@@ -70,6 +70,48 @@ pub struct FaultsPlan {
     pub dry_run: bool,
 }
 
+pub struct Faults;
+
+impl Kind for Faults {
+    type Plan = Box<FaultsPlan>;
+
+    const NEEDS_FAULTS: bool = true;
+
+    fn plan(spec: &Value) -> Result<Box<FaultsPlan>, String> {
+        Experiment::from_json(spec)
+            .map(|experiment| {
+                Box::new(FaultsPlan {
+                    run_id: String::new(),
+                    experiment,
+                    confirmed_by: None,
+                    dry_run: false,
+                })
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    fn bind(plan: &mut Box<FaultsPlan>, run: &RunOf<'_>) -> Result<(), String> {
+        if let Some(target) = run.check_target {
+            // The API's rule: a probe's url must name the run's own target.
+            plan.experiment
+                .check_target(target)
+                .map_err(|e| e.to_string())?;
+        }
+        plan.run_id = run.run_id.to_string();
+        plan.confirmed_by = run.confirmed_by.map(str::to_string);
+        plan.dry_run = run.dry_run;
+        Ok(())
+    }
+
+    async fn run(plan: Box<FaultsPlan>, ctx: &RunContext) -> Outcome {
+        run(*plan, ctx).await
+    }
+
+    fn summary(result: &Value) -> Option<Vec<String>> {
+        read::<Journal>(result).map(|j| j.summary())
+    }
+}
+
 /// The agent's effects: the run's fault proxy (none while recovering: a proxy died with
 /// the agent that ran it), host faults and probes.
 struct AgentDriver<'a> {
@@ -77,6 +119,8 @@ struct AgentDriver<'a> {
     prober: Option<Prober>,
     policy: &'a Policy,
     hog_program: &'a std::path::Path,
+    /// Where probes read `${env:NAME}` values.
+    env: EnvVars,
 }
 
 impl Driver for AgentDriver<'_> {
@@ -126,8 +170,9 @@ impl Driver for AgentDriver<'_> {
     async fn probe(&self, provider: &Provider) -> Result<ProbeOutput, ProbeError> {
         match &self.prober {
             Some(prober) => {
+                let env = self.env.clone();
                 prober
-                    .probe(provider, &|name| std::env::var(name).ok())
+                    .probe(provider, &move |name: &str| env.get(name))
                     .await
             }
             None => Err(ProbeError("no probes while recovering".into())),
@@ -153,6 +198,7 @@ pub async fn recover_left_overs(
         prober: None,
         policy: &config.policy,
         hog_program: &config.hog_program,
+        env: EnvVars::process(),
     };
     let failed: Vec<(LedgerEntry, String)> =
         recover(&driver, &SystemClock, &config.ledger, Retry::default()).await?;
@@ -190,14 +236,13 @@ async fn upstream_of(target: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{host} resolves to no address"))
 }
 
-/// Runs an experiment against `target` and returns its journal as the run's result.
-pub async fn run(
-    plan: FaultsPlan,
-    target: &str,
-    config: &FaultsConfig,
-    frames: &FrameSender,
-    cancel: CancellationToken,
-) -> Outcome {
+/// Runs an experiment against the context's target and returns its journal as the run's
+/// result. An agent without a faults configuration runs none.
+pub async fn run(plan: FaultsPlan, ctx: &RunContext) -> Outcome {
+    let Some(config) = ctx.faults.as_deref() else {
+        return Outcome::error("this agent has no faults configuration".into(), 0);
+    };
+    let target = ctx.target.as_str();
     let upstream = match upstream_of(target).await {
         Ok(addr) => addr,
         Err(e) => return Outcome::error(e, 0),
@@ -222,6 +267,7 @@ pub async fn run(
         prober: Some(prober.clone()),
         policy: &policy,
         hog_program: &config.hog_program,
+        env: ctx.env.clone(),
     };
     let mut journal = Run {
         run_id: plan.run_id.clone(),
@@ -231,8 +277,8 @@ pub async fn run(
         policy: &policy,
         target_port: upstream.port(),
         target: target.to_string(),
-        timeline: timeline_frames(frames.clone()),
-        cancel,
+        timeline: timeline_frames(ctx.frames.clone()),
+        cancel: ctx.cancel.clone(),
         dry_run: plan.dry_run,
         retry: Retry::default(),
     }

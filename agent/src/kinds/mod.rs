@@ -1,5 +1,11 @@
-//! What the agent executes, one module per kind. Each kind takes its parsed spec, the
-//! run's target and a frame sender, honours the cancel token, and returns an [`Outcome`].
+//! What the agent executes, one module per kind. Each kind takes its parsed spec and the
+//! run's [`RunContext`] (target, options, frame sender, cancel token, `${env:NAME}`
+//! lookup, faults configuration), honours the cancel token, and returns an [`Outcome`].
+//! The list at the end of this file is the one place that names every kind.
+//!
+//! Adding a kind: its module `agent/src/kinds/NAME.rs` (and `NAME/` for its parts, such as
+//! `NAME/dry_run.rs`) implementing [`registry::Kind`], declared here, and its line in the
+//! `kinds!` list.
 //!
 //! The HTTP kinds share private helpers: `target` (the base URL), `headers`
 //! (`${env:NAME}` values and scrubbing them), `bounded` (deadline and cancel) and
@@ -11,49 +17,21 @@ pub mod checks;
 mod describe;
 pub mod faults;
 pub(crate) mod headers;
+pub mod load;
+pub mod registry;
+pub mod replay;
 pub mod scenario;
-mod sender;
 mod target;
 #[cfg(test)]
 mod test_server;
 
-use iohr_domain::{FrameKind, RunStatus};
 use serde_json::Value;
 
-pub use sender::FrameSender;
+pub use crate::frames::{FrameSender, NewFrame, emit};
+pub use crate::run_context::{EnvVars, Outcome, TargetOptions};
 
-/// A frame an executor emits; the link numbers it and streams it to the controller.
-#[derive(Debug, Clone)]
-pub struct NewFrame {
-    pub kind: FrameKind,
-    pub data: serde_json::Value,
-}
-
-/// How a run ended on the agent.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub status: RunStatus,
-    pub reason: Option<String>,
-    pub result: serde_json::Value,
-    pub units_spent: u64,
-}
-
-impl Outcome {
-    /// An `error` with no result: the run could not measure anything it can report.
-    pub fn error(reason: String, units_spent: u64) -> Outcome {
-        Outcome {
-            status: RunStatus::Error,
-            reason: Some(reason),
-            result: serde_json::Value::Null,
-            units_spent,
-        }
-    }
-}
-
-/// Sends a frame, waiting while the agent's bound on unacknowledged frames is full.
-pub async fn emit(frames: &FrameSender, kind: FrameKind, data: Value) {
-    frames.send(NewFrame { kind, data }).await
-}
+/// The context every kind runs in: the agent's faults configuration is its `F`.
+pub type RunContext = crate::run_context::RunContext<faults::FaultsConfig>;
 
 /// A result value as JSON; `null` (and a warning) if it cannot be written.
 pub fn to_json<T: serde::Serialize>(value: &T) -> Value {
@@ -61,4 +39,14 @@ pub fn to_json<T: serde::Serialize>(value: &T) -> Value {
         tracing::warn!(error = %e, "could not serialise a result value");
         Value::Null
     })
+}
+
+// The kinds this agent runs, in the order its hello names them: one line per kind.
+registry::kinds! {
+    Checks => checks::Checks,
+    Load => load::Load,
+    Scenario => scenario::Scenario,
+    Replay => replay::Replay,
+    Faults => faults::Faults,
+    Capacity => capacity::Capacity,
 }

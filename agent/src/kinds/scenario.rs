@@ -30,42 +30,67 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::SystemTime;
 
 use iohr_domain::scenario_kind::{
-    PlannedRequest, RequestRecord, ScenarioRecord, ScenarioSpec, check_base_url, plan,
+    DryRun, PlannedRequest, RequestRecord, ScenarioRecord, ScenarioSpec, check_base_url, plan,
+    shell_quote,
 };
 use iohr_domain::{FrameKind, RunStatus};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::registry::{Kind, Leased, read};
 use super::target::Target;
-use super::{FrameSender, Outcome, emit, to_json};
+use super::{Outcome, RunContext, emit, to_json};
+use crate::dry_run::Described;
 use progress::{Phase, Progress};
 use send::{NoResponse, Sender, Sent};
 
-/// Runs `spec` against `target`, reading `${env:NAME}` header values from the agent's
-/// own environment.
-pub async fn run(
-    spec: ScenarioSpec,
-    target: &str,
-    frames: &FrameSender,
-    cancel: CancellationToken,
-) -> Outcome {
-    run_with_env(spec, target, frames, cancel, |name| {
-        std::env::var(name).ok()
-    })
-    .await
+pub struct Scenario;
+
+impl Kind for Scenario {
+    type Plan = ScenarioSpec;
+
+    fn plan(spec: &Value) -> Result<ScenarioSpec, String> {
+        ScenarioSpec::from_json(spec).map_err(|e| e.to_string())
+    }
+
+    async fn run(spec: ScenarioSpec, ctx: &RunContext) -> Outcome {
+        run(spec, ctx).await
+    }
+
+    /// The domain's dry run: the plan with the command that replays it.
+    fn dry_run(spec: &ScenarioSpec, ctx: &RunContext) -> Result<Option<Described>, String> {
+        let dry = DryRun::new(spec, &ctx.target);
+        Described::new(&dry, dry.lines()).map(Some)
+    }
+
+    /// The record to paste as it is.
+    fn summary(result: &Value) -> Option<Vec<String>> {
+        read::<ScenarioRecord>(result).map(|r| r.lines())
+    }
+
+    /// The record as the controller stores it: no request body (see
+    /// `ScenarioRecord::without_bodies`), and the command that runs it again.
+    fn stored(result: Value, lease: &Leased<'_>) -> Value {
+        let command = format!(
+            "iohr reliability run --kind scenario --environment {} --target {} --scenario {} --version {} --wait",
+            shell_quote(lease.environment),
+            shell_quote(lease.target),
+            shell_quote(lease.scenario_id),
+            shell_quote(lease.scenario_version)
+        );
+        match serde_json::from_value::<ScenarioRecord>(result.clone()) {
+            Ok(record) => serde_json::to_value(record.without_bodies(command)).unwrap_or(result),
+            Err(_) => result,
+        }
+    }
 }
 
-/// [`run`] with the environment lookup passed in, so tests need not mutate the process
-/// environment (unsafe in edition 2024).
-async fn run_with_env(
-    spec: ScenarioSpec,
-    target: &str,
-    frames: &FrameSender,
-    cancel: CancellationToken,
-    env: impl Fn(&str) -> Option<String>,
-) -> Outcome {
+/// Runs `spec` against the context's target, reading `${env:NAME}` header values through
+/// the context's lookup.
+pub async fn run(spec: ScenarioSpec, ctx: &RunContext) -> Outcome {
+    let (target, frames, cancel) = (ctx.target.as_str(), &ctx.frames, &ctx.cancel);
     // The controller and `exec` check too; the agent does not trust that they did.
     if let Err(e) = check_base_url(target) {
         return Outcome::error(e.to_string(), 0);
@@ -74,7 +99,7 @@ async fn run_with_env(
         Ok(base) => base,
         Err(e) => return Outcome::error(e.to_string(), 0),
     };
-    let sender = match Sender::new(&spec, &base, &env) {
+    let sender = match Sender::new(&spec, &base, &ctx.env_fn()) {
         Ok(sender) => Arc::new(sender),
         Err(e) => return Outcome::error(e.to_string(), 0),
     };
@@ -291,8 +316,8 @@ mod tests {
     use tokio::sync::mpsc;
 
     use super::*;
-    use crate::kinds::NewFrame;
     use crate::kinds::test_server::start_server;
+    use crate::kinds::{EnvVars, FrameSender, NewFrame};
     use serde_json::Value;
 
     fn spec(value: Value) -> ScenarioSpec {
@@ -320,7 +345,7 @@ mod tests {
 
     async fn run_quietly(spec: ScenarioSpec, target: &str) -> (Outcome, Vec<NewFrame>) {
         let (tx, rx) = FrameSender::channel();
-        let outcome = run(spec, target, &tx, CancellationToken::new()).await;
+        let outcome = run(spec, &RunContext::new(target, tx.clone())).await;
         drop(tx);
         (outcome, drain(rx))
     }
@@ -489,7 +514,13 @@ mod tests {
         let cancel = CancellationToken::new();
         let (tx, _rx) = FrameSender::channel();
         let run_cancel = cancel.clone();
-        let task = tokio::spawn(async move { run(spec, &target, &tx, run_cancel).await });
+        let task = tokio::spawn(async move {
+            run(
+                spec,
+                &RunContext::new(&target, tx.clone()).with_cancel(run_cancel),
+            )
+            .await
+        });
         // The event: the server has the hanging request in hand.
         loop {
             let head = seen.recv().await.expect("requests arrive");
@@ -529,7 +560,11 @@ mod tests {
         }));
         let (tx, rx) = FrameSender::channel();
         let env = |name: &str| (name == "IOHR_TEST_TOKEN").then(|| SECRET.to_string());
-        let outcome = run_with_env(spec, &target, &tx, CancellationToken::new(), env).await;
+        let outcome = run(
+            spec,
+            &RunContext::new(&target, tx.clone()).with_env(EnvVars::from_fn(env)),
+        )
+        .await;
         drop(tx);
         let head = seen.recv().await.expect("a request");
         assert_eq!(header(&head, "authorization"), Some(SECRET), "{head}");

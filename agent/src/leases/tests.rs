@@ -183,7 +183,7 @@ async fn a_revoked_lease_gives_its_room_back() {
 async fn under_backpressure_no_frame_is_dropped_or_reordered() {
     let leases = Leases::with_frame_buffer(200);
     leases.insert("l1", 1, "r1", RunKind::Scenario);
-    let frames = crate::kinds::FrameSender::lease(&leases, "l1");
+    let frames = leases.frame_sender("l1");
     let sender = tokio::spawn(async move {
         for i in 0..500u32 {
             let data = serde_json::json!({"i": i, "pad": "x".repeat((i % 40) as usize)});

@@ -30,7 +30,7 @@ use super::poller::Poller;
 use super::recorder::{Phase, Recorder, Window};
 use super::request::PreparedOp;
 use super::schedule::ArrivalSchedule;
-use crate::kinds::{FrameSender, NewFrame};
+use crate::frames::{FrameSender, NewFrame};
 
 /// A request that starts later than this after its intended time counts as late.
 pub const LATE_TOLERANCE: Duration = Duration::from_millis(10);

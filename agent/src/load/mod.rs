@@ -20,74 +20,25 @@ pub mod recorder;
 pub mod request;
 pub mod schedule;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::run_context::{Outcome, RunContext};
+use client::Endpoint;
+use engine::{Arrivals, Engine, LATE_TOLERANCE, Report};
 use iohr_domain::RunStatus;
 use iohr_domain::load::{
     LoadPlan, LoadResult, Model, OperationResult, ThresholdResult, WarmupResult, judge,
     summarise_latency,
 };
-use tokio_util::sync::CancellationToken;
-
-use crate::kinds::{FrameSender, Outcome};
-use client::Endpoint;
-use engine::{Arrivals, Engine, LATE_TOLERANCE, Report};
 use request::PreparedOp;
 use schedule::{ArrivalSchedule, Stage};
 
-/// What the agent's configuration adds to every run.
-#[derive(Debug, Clone, Default)]
-pub struct TargetOptions {
-    /// PEM roots trusted for https targets besides the system's.
-    pub extra_ca: Option<PathBuf>,
-    /// The fault policy and ledger; without them faults runs end in an error.
-    pub faults: Option<Arc<crate::kinds::faults::FaultsConfig>>,
-}
+pub use crate::run_context::TargetOptions;
 
-/// Runs a load plan (or a replay's) against `target`.
-pub async fn run(
-    plan: LoadPlan,
-    target: &str,
-    options: &TargetOptions,
-    frames: &FrameSender,
-    cancel: CancellationToken,
-) -> Outcome {
-    run_with_env(plan, target, options, frames, cancel, |name| {
-        std::env::var(name).ok()
-    })
-    .await
-}
-
-/// What a run builds before its first connection: the target's endpoint (its TLS roots
-/// read) and each operation's request (credential headers resolved from `env`). The dry
-/// run calls it too, so that it refuses what a run would.
-pub fn prepare(
-    plan: &LoadPlan,
-    target: &str,
-    options: &TargetOptions,
-    env: &impl Fn(&str) -> Option<String>,
-) -> Result<(Endpoint, Vec<PreparedOp>), String> {
-    let endpoint =
-        Endpoint::new(target, plan.http, options.extra_ca.as_deref()).map_err(|e| e.to_string())?;
-    let operations = plan
-        .operations
-        .iter()
-        .map(|op| PreparedOp::new(op, &endpoint, env))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
-    Ok((endpoint, operations))
-}
-
-pub async fn run_with_env(
-    plan: LoadPlan,
-    target: &str,
-    options: &TargetOptions,
-    frames: &FrameSender,
-    cancel: CancellationToken,
-    env: impl Fn(&str) -> Option<String>,
-) -> Outcome {
-    let (endpoint, operations) = match prepare(&plan, target, options, &env) {
+/// Runs a load plan (or a replay's) against the context's target. `F`, the agent's
+/// faults configuration, is not the engine's business.
+pub async fn run<F>(plan: LoadPlan, ctx: &RunContext<F>) -> Outcome {
+    let (endpoint, operations) = match prepare(&plan, &ctx.target, &ctx.options, &ctx.env_fn()) {
         Ok((endpoint, operations)) => (Arc::new(endpoint), Arc::new(operations)),
         Err(e) => return Outcome::error(e, 0),
     };
@@ -122,11 +73,31 @@ pub async fn run_with_env(
         arrivals,
         warmup_rate,
     };
-    let report = match engine.run(frames, cancel).await {
+    let report = match engine.run(&ctx.frames, ctx.cancel.clone()).await {
         Ok(report) => report,
         Err(e) => return Outcome::error(e.to_string(), 0),
     };
     outcome(&plan, report)
+}
+
+/// What a run builds before its first connection: the target's endpoint (its TLS roots
+/// read) and each operation's request (credential headers resolved from `env`). The dry
+/// run calls it too, so that it refuses what a run would.
+pub fn prepare(
+    plan: &LoadPlan,
+    target: &str,
+    options: &TargetOptions,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<(Endpoint, Vec<PreparedOp>), String> {
+    let endpoint =
+        Endpoint::new(target, plan.http, options.extra_ca.as_deref()).map_err(|e| e.to_string())?;
+    let operations = plan
+        .operations
+        .iter()
+        .map(|op| PreparedOp::new(op, &endpoint, env))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    Ok((endpoint, operations))
 }
 
 fn outcome(plan: &LoadPlan, report: Report) -> Outcome {
@@ -319,17 +290,11 @@ mod tests {
         let plan = LoadSpec::from_json(&spec)
             .and_then(|s| s.plan())
             .expect("plan");
-        let (tx, _rx) = FrameSender::channel();
+        let (tx, _rx) = crate::frames::FrameSender::channel();
         let started = std::time::Instant::now();
         let outcome = tokio::time::timeout(
             std::time::Duration::from_secs(10),
-            run(
-                plan,
-                &format!("http://{addr}"),
-                &TargetOptions::default(),
-                &tx,
-                CancellationToken::new(),
-            ),
+            run(plan, &RunContext::<()>::new(format!("http://{addr}"), tx)),
         )
         .await
         .expect("the run ends");

@@ -14,7 +14,8 @@ use iohr_domain::load::{LoadSpec, WarmupPlan};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::{TargetOptions, run};
+use super::run;
+use crate::run_context::RunContext;
 
 async fn serve_ok() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -44,13 +45,12 @@ async fn an_unchecked_warmup_count_runs_until_cancelled_not_into_a_panic() {
         .expect("plan");
     // What the spec of issue 12 asked for, past the check that now refuses it.
     plan.warmup = WarmupPlan::Requests(u64::MAX);
-    let (tx, _rx) = crate::kinds::FrameSender::channel();
+    let (tx, _rx) = crate::frames::FrameSender::channel();
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
-    let run =
-        tokio::spawn(
-            async move { run(plan, &target, &TargetOptions::default(), &tx, cancel).await },
-        );
+    let run = tokio::spawn(async move {
+        run(plan, &RunContext::<()>::new(target, tx).with_cancel(cancel)).await
+    });
     // The warm-up's first request is due at once; cancelling ends the run wherever it is.
     stop.cancel();
     let outcome = tokio::time::timeout(Duration::from_secs(10), run)

@@ -1,0 +1,122 @@
+//! The command line of `iohr-agent`: its commands and their flags.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "iohr-agent", version, about = "The iohr reliability agent")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Hold a stream to the controller and execute the runs it leases.
+    Run(RunArgs),
+    /// Execute a spec against a target on this machine, without a controller.
+    Exec(ExecArgs),
+    /// A fault's hog child (CPU, memory or disk), started by the agent itself.
+    #[command(hide = true, subcommand)]
+    Hog(iohr_agent::faults::hog::HogCommand),
+    /// A fault's warden, started by the agent itself.
+    #[command(hide = true)]
+    Warden(iohr_agent::faults::warden::watch::WardenArgs),
+    /// The fault ledger of a state directory: its open entries and armed wardens, or
+    /// undo them all by hand.
+    #[command(subcommand)]
+    Faults(iohr_agent::faults::warden::admin::FaultsCommand),
+}
+
+/// Where faults are allowed and recorded.
+#[derive(clap::Args)]
+pub struct FaultArgs {
+    /// The fault policy (JSON): the ports, processes, directories and hog sizes faults
+    /// may touch. Without it an agent applies no fault; `exec` allows the run's own target
+    /// port (through the fault proxy) and what the file adds.
+    #[arg(long, env = "IOHR_AGENT_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Where the agent keeps its fault ledger (default: $XDG_STATE_HOME/iohr-agent, or
+    /// ~/.local/state/iohr-agent).
+    #[arg(long, env = "IOHR_AGENT_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
+}
+
+// No doc comment on the argument structs: the variant's is the command's help.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The controller's agent link, e.g. https://127.0.0.1:8443.
+    #[arg(long, env = "IOHR_CONTROLLER")]
+    pub controller: String,
+    /// The dir `iohr-controller agent-cert --out` wrote (agent.key, agent.pem, ca.pem).
+    #[arg(long, env = "IOHR_AGENT_IDENTITY")]
+    pub identity: PathBuf,
+    /// An environment this agent serves (repeatable).
+    #[arg(long = "environment", required = true)]
+    pub environments: Vec<String>,
+    /// A label KEY=VALUE (repeatable).
+    #[arg(long = "label", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+    #[arg(long, default_value_t = 4)]
+    pub max_concurrent_jobs: u32,
+    /// The first reconnect wait window; it doubles up to --reconnect-max-ms.
+    #[arg(long, default_value_t = 500)]
+    pub reconnect_min_ms: u64,
+    #[arg(long, default_value_t = 30_000)]
+    pub reconnect_max_ms: u64,
+    /// The most MiB of frames held unacknowledged by the controller, over every run;
+    /// when full, executors wait (their frames are kept, never dropped).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4095))]
+    pub frame_buffer_mib: u32,
+    /// PEM roots trusted for https targets besides the system's.
+    #[arg(long, env = "IOHR_TARGET_CA")]
+    pub target_ca: Option<PathBuf>,
+    #[command(flatten)]
+    pub faults: FaultArgs,
+}
+
+#[derive(clap::Args)]
+pub struct ExecArgs {
+    #[arg(long)]
+    pub kind: String,
+    #[arg(long)]
+    pub target: String,
+    /// The spec file (JSON), or the spec inline with --spec-json.
+    #[arg(required_unless_present = "spec_json", conflicts_with = "spec_json")]
+    pub spec: Option<PathBuf>,
+    /// The spec inline (JSON), instead of the file.
+    #[arg(long)]
+    pub spec_json: Option<String>,
+    /// Scenario: the ops, one per line (blank lines and `#` comments skipped).
+    #[arg(long)]
+    pub ops_file: Option<PathBuf>,
+    /// Validate the spec, print the plan and send nothing (scenario: with the replay
+    /// command; faults: what would be applied and how it would be undone).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the outcome as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress display, and only warnings and errors on stderr (RUST_LOG, when
+    /// set, still decides the log).
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Also write the JSON object `--json` prints to FILE (whole: FILE.PID.tmp, then
+    /// renamed; a device or pipe such as /dev/stdout is written as it is), whatever
+    /// stdout shows.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// PEM roots trusted for https targets besides the system's.
+    #[arg(long, env = "IOHR_TARGET_CA")]
+    pub target_ca: Option<PathBuf>,
+    #[command(flatten)]
+    pub faults: FaultArgs,
+}

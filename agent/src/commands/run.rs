@@ -1,0 +1,73 @@
+//! `iohr-agent run`: fault start-up, then the link to the controller until a signal.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use iohr_agent::leases::Leases;
+use iohr_agent::link::{self, AgentConfig};
+use iohr_agent::load::TargetOptions;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::RunArgs;
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let RunArgs {
+        controller,
+        identity,
+        environments,
+        labels,
+        max_concurrent_jobs,
+        reconnect_min_ms,
+        reconnect_max_ms,
+        frame_buffer_mib,
+        target_ca,
+        faults,
+    } = args;
+    // Before any work: what a crashed agent left applied is undone first.
+    let faults = faults.config(false).await?;
+    if max_concurrent_jobs == 0 {
+        bail!("--max-concurrent-jobs must be at least 1");
+    }
+    let name = std::fs::read_to_string(iohr_certs::AgentIdentityFiles::in_dir(&identity).name())
+        .map(|n| n.trim().to_string())
+        .unwrap_or_default();
+    let config = AgentConfig {
+        controller,
+        identity_dir: identity,
+        name,
+        environments,
+        labels: labels.into_iter().collect::<BTreeMap<_, _>>(),
+        max_concurrent_jobs,
+        reconnect_min: Duration::from_millis(reconnect_min_ms),
+        reconnect_max: Duration::from_millis(reconnect_max_ms),
+        target_options: TargetOptions {
+            extra_ca: target_ca,
+        },
+        faults: Some(faults),
+    };
+    let shutdown = CancellationToken::new();
+    // At most 4095 MiB (the range above): below u32::MAX bytes.
+    let leases = Leases::with_frame_buffer(frame_buffer_mib.saturating_mul(1024 * 1024));
+    let agent = tokio::spawn(link::run(config, leases, shutdown.clone()));
+    wait_for_signal().await;
+    tracing::info!("shutting down");
+    shutdown.cancel();
+    agent.await.context("agent task")??;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! What a kind is to the agent ([`Kind`]) and the `kinds!` macro that turns the list of
+//! kinds in [`crate::kinds`] into the [`Plan`] an accepted lease holds, the kinds the
+//! agent announces and every `match` over them (the compiler refuses a [`RunKind`](iohr_domain::RunKind)
+//! missing from the list).
+
+use std::future::Future;
+
+use serde_json::Value;
+
+use super::{Outcome, RunContext};
+use crate::dry_run::Described;
+
+/// What a kind of run is to the agent.
+pub trait Kind {
+    /// Its spec, parsed and checked, ready to run.
+    type Plan: std::fmt::Debug + Clone + Send + 'static;
+
+    /// `exec` opens the fault ledger (and holds its lock) only for a kind that needs it:
+    /// other kinds run side by side freely.
+    const NEEDS_FAULTS: bool = false;
+
+    /// Reads the spec with the domain's parser; the error is the reason an offer is
+    /// refused.
+    fn plan(spec: &Value) -> Result<Self::Plan, String>;
+
+    /// Binds the plan to the run it executes (its id, who confirmed it, a dry run).
+    fn bind(_plan: &mut Self::Plan, _run: &RunOf<'_>) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Runs the plan to its outcome, sending frames as it goes.
+    fn run(plan: Self::Plan, ctx: &RunContext) -> impl Future<Output = Outcome> + Send;
+
+    /// `exec --dry-run`: the plan described, nothing sent; `None` for a kind whose dry
+    /// run goes through its run (faults: its lifecycle checks the policy).
+    fn dry_run(_plan: &Self::Plan, _ctx: &RunContext) -> Result<Option<Described>, String> {
+        Ok(None)
+    }
+
+    /// The result for people (`exec` without `--json`), under the status line; `None`
+    /// when the value is not this kind's result.
+    fn summary(result: &Value) -> Option<Vec<String>>;
+
+    /// A leased run's result as the controller will store it.
+    fn stored(result: Value, _lease: &Leased<'_>) -> Value {
+        result
+    }
+}
+
+/// The run a plan is bound to.
+#[derive(Debug, Clone, Copy)]
+pub struct RunOf<'a> {
+    pub run_id: &'a str,
+    /// The person who confirmed a production run.
+    pub confirmed_by: Option<&'a str>,
+    /// `exec --dry-run`.
+    pub dry_run: bool,
+    /// `exec`: the target the spec's own URLs must name (the API checks a lease's).
+    pub check_target: Option<&'a str>,
+}
+
+/// What a lease says of its run besides the plan.
+#[derive(Debug, Clone, Copy)]
+pub struct Leased<'a> {
+    pub target: &'a str,
+    pub environment: &'a str,
+    /// The stored scenario the spec is a version of.
+    pub scenario_id: &'a str,
+    pub scenario_version: &'a str,
+}
+
+/// A result read as its kind's, from the value in place (no copy of a long log).
+pub fn read<'a, T: serde::Deserialize<'a>>(result: &'a Value) -> Option<T> {
+    T::deserialize(result).ok()
+}
+
+/// Summary lines indented under the status line.
+pub fn indented(lines: Vec<String>) -> Vec<String> {
+    lines.iter().map(|l| format!("  {l}")).collect()
+}
+
+/// Generates, from the list of kinds, everything that names each of them.
+macro_rules! kinds {
+    ($($variant:ident => $kind:ty),* $(,)?) => {
+        /// The kinds this agent can execute, in the order its hello names them.
+        pub const SUPPORTED_KINDS: &[::iohr_domain::RunKind] = &[$(::iohr_domain::RunKind::$variant),*];
+
+        /// A spec parsed for its kind, ready to run.
+        #[derive(Debug, Clone)]
+        pub enum Plan {
+            $($variant(<$kind as $crate::kinds::registry::Kind>::Plan)),*
+        }
+
+        impl Plan {
+            /// Parses a spec of `kind`; the error is the reason the offer is refused.
+            pub fn parse(kind: ::iohr_domain::RunKind, spec: &::serde_json::Value) -> Result<Plan, String> {
+                match kind {
+                    $(::iohr_domain::RunKind::$variant => <$kind as $crate::kinds::registry::Kind>::plan(spec).map(Plan::$variant)),*
+                }
+            }
+
+            pub fn kind(&self) -> ::iohr_domain::RunKind {
+                match self {
+                    $(Plan::$variant(_) => ::iohr_domain::RunKind::$variant),*
+                }
+            }
+
+            pub fn bind(&mut self, run: &$crate::kinds::registry::RunOf<'_>) -> Result<(), String> {
+                match self {
+                    $(Plan::$variant(plan) => <$kind as $crate::kinds::registry::Kind>::bind(plan, run)),*
+                }
+            }
+
+            pub async fn run(self, ctx: &$crate::kinds::RunContext) -> $crate::kinds::Outcome {
+                match self {
+                    $(Plan::$variant(plan) => <$kind as $crate::kinds::registry::Kind>::run(plan, ctx).await),*
+                }
+            }
+
+            pub fn dry_run(&self, ctx: &$crate::kinds::RunContext) -> Result<Option<$crate::dry_run::Described>, String> {
+                match self {
+                    $(Plan::$variant(plan) => <$kind as $crate::kinds::registry::Kind>::dry_run(plan, ctx)),*
+                }
+            }
+        }
+
+        pub fn needs_faults(kind: ::iohr_domain::RunKind) -> bool {
+            match kind {
+                $(::iohr_domain::RunKind::$variant => <$kind as $crate::kinds::registry::Kind>::NEEDS_FAULTS),*
+            }
+        }
+
+        pub fn summary(kind: ::iohr_domain::RunKind, result: &::serde_json::Value) -> Option<Vec<String>> {
+            match kind {
+                $(::iohr_domain::RunKind::$variant => <$kind as $crate::kinds::registry::Kind>::summary(result)),*
+            }
+        }
+
+        pub fn stored(kind: ::iohr_domain::RunKind, result: ::serde_json::Value, lease: &$crate::kinds::registry::Leased<'_>) -> ::serde_json::Value {
+            match kind {
+                $(::iohr_domain::RunKind::$variant => <$kind as $crate::kinds::registry::Kind>::stored(result, lease)),*
+            }
+        }
+    };
+}
+
+pub(crate) use kinds;
+
+// What `kinds!` generated in [`crate::kinds`], where the list is.
+pub use super::{Plan, SUPPORTED_KINDS, needs_faults, stored, summary};

@@ -1,0 +1,165 @@
+//! What every executor is given ([`RunContext`]) and what it returns ([`Outcome`]).
+//!
+//! A leaf of the crate (iohr-domain, tokio and std only), like [`crate::frames`]: the load
+//! engine runs on it without knowing the kinds, the faults or the lease table.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use iohr_domain::RunStatus;
+use tokio_util::sync::CancellationToken;
+
+use crate::frames::FrameSender;
+
+/// How a run ended on the agent.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub status: RunStatus,
+    pub reason: Option<String>,
+    pub result: serde_json::Value,
+    pub units_spent: u64,
+}
+
+impl Outcome {
+    /// An `error` with no result: the run could not measure anything it can report.
+    pub fn error(reason: String, units_spent: u64) -> Outcome {
+        Outcome {
+            status: RunStatus::Error,
+            reason: Some(reason),
+            result: serde_json::Value::Null,
+            units_spent,
+        }
+    }
+}
+
+/// What the agent's configuration adds to every run.
+#[derive(Debug, Clone, Default)]
+pub struct TargetOptions {
+    /// PEM roots trusted for https targets besides the system's.
+    pub extra_ca: Option<PathBuf>,
+}
+
+/// Where `${env:NAME}` values are read: the agent's own environment, or (tests) a lookup
+/// of their own, so that they need not mutate the process environment (unsafe in edition
+/// 2024).
+#[derive(Clone)]
+pub struct EnvVars(Arc<Lookup>);
+
+type Lookup = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+impl EnvVars {
+    /// The process environment.
+    pub fn process() -> EnvVars {
+        EnvVars::from_fn(|name| std::env::var(name).ok())
+    }
+
+    pub fn from_fn(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> EnvVars {
+        EnvVars(Arc::new(lookup))
+    }
+
+    pub fn get(&self, name: &str) -> Option<String> {
+        (self.0)(name)
+    }
+}
+
+impl Default for EnvVars {
+    fn default() -> EnvVars {
+        EnvVars::process()
+    }
+}
+
+impl fmt::Debug for EnvVars {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("EnvVars")
+    }
+}
+
+/// Everything a run is given besides its plan. `F` is the faults configuration, a type of
+/// the agent's that this module (and the load engine) never reads; `None` where the agent
+/// has none.
+pub struct RunContext<F = ()> {
+    /// The run's target, as the spec's paths are sent to it.
+    pub target: String,
+    pub options: TargetOptions,
+    pub frames: FrameSender,
+    pub cancel: CancellationToken,
+    pub env: EnvVars,
+    pub faults: Option<Arc<F>>,
+}
+
+impl<F> Clone for RunContext<F> {
+    fn clone(&self) -> RunContext<F> {
+        RunContext {
+            target: self.target.clone(),
+            options: self.options.clone(),
+            frames: self.frames.clone(),
+            cancel: self.cancel.clone(),
+            env: self.env.clone(),
+            faults: self.faults.clone(),
+        }
+    }
+}
+
+impl<F> fmt::Debug for RunContext<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunContext")
+            .field("target", &self.target)
+            .field("options", &self.options)
+            .field("faults", &self.faults.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> RunContext<F> {
+    /// A run against `target` with the default options, a cancel token of its own, the
+    /// process environment and no faults configuration.
+    pub fn new(target: impl Into<String>, frames: FrameSender) -> RunContext<F> {
+        RunContext {
+            target: target.into(),
+            options: TargetOptions::default(),
+            frames,
+            cancel: CancellationToken::new(),
+            env: EnvVars::process(),
+            faults: None,
+        }
+    }
+
+    pub fn with_options(mut self, options: TargetOptions) -> RunContext<F> {
+        self.options = options;
+        self
+    }
+
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> RunContext<F> {
+        self.cancel = cancel;
+        self
+    }
+
+    pub fn with_env(mut self, env: EnvVars) -> RunContext<F> {
+        self.env = env;
+        self
+    }
+
+    pub fn with_faults(mut self, faults: Option<Arc<F>>) -> RunContext<F> {
+        self.faults = faults;
+        self
+    }
+
+    /// A part of this run (a capacity step): the same target, options and environment,
+    /// its own frames and cancel token, and no faults configuration.
+    pub fn part<G>(&self, frames: FrameSender, cancel: CancellationToken) -> RunContext<G> {
+        RunContext {
+            target: self.target.clone(),
+            options: self.options.clone(),
+            frames,
+            cancel,
+            env: self.env.clone(),
+            faults: None,
+        }
+    }
+
+    /// The environment lookup as the closure header resolution takes.
+    pub fn env_fn(&self) -> impl Fn(&str) -> Option<String> + '_ {
+        |name| self.env.get(name)
+    }
+}
