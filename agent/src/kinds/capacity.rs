@@ -12,9 +12,7 @@
 
 pub mod dry_run;
 
-use iohr_domain::capacity::{
-    CapacityPlan, CapacityResult, CapacitySpec, Sweep, SweepPoint, knee_of, rate_text,
-};
+use iohr_domain::capacity::{CapacityPlan, CapacityResult, Sweep, SweepPoint, knee_of, rate_text};
 use iohr_domain::load::LoadResult;
 use iohr_domain::quantile::Percentile;
 use iohr_domain::{FrameKind, RunStatus};
@@ -30,10 +28,10 @@ pub struct Capacity;
 impl Kind for Capacity {
     type Plan = CapacityPlan;
 
-    fn plan(spec: &Value) -> Result<CapacityPlan, String> {
-        CapacitySpec::from_json(spec)
-            .and_then(|spec| spec.plan())
-            .map_err(|e| e.to_string())
+    type Contract = iohr_domain::kind::capacity::Capacity;
+
+    fn from_contract(plan: CapacityPlan) -> CapacityPlan {
+        plan
     }
 
     async fn run(plan: CapacityPlan, ctx: &RunContext) -> Outcome {

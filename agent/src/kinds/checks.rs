@@ -38,8 +38,10 @@ pub struct Checks;
 impl Kind for Checks {
     type Plan = ChecksSpec;
 
-    fn plan(spec: &Value) -> Result<ChecksSpec, String> {
-        ChecksSpec::from_json(spec).map_err(|e| e.to_string())
+    type Contract = iohr_domain::kind::checks::Checks;
+
+    fn from_contract(plan: ChecksSpec) -> ChecksSpec {
+        plan
     }
 
     async fn run(spec: ChecksSpec, ctx: &RunContext) -> Outcome {

@@ -77,17 +77,15 @@ impl Kind for Faults {
 
     const NEEDS_FAULTS: bool = true;
 
-    fn plan(spec: &Value) -> Result<Box<FaultsPlan>, String> {
-        Experiment::from_json(spec)
-            .map(|experiment| {
-                Box::new(FaultsPlan {
-                    run_id: String::new(),
-                    experiment,
-                    confirmed_by: None,
-                    dry_run: false,
-                })
-            })
-            .map_err(|e| e.to_string())
+    type Contract = iohr_domain::kind::faults::Faults;
+
+    fn from_contract(experiment: Experiment) -> Box<FaultsPlan> {
+        Box::new(FaultsPlan {
+            run_id: String::new(),
+            experiment,
+            confirmed_by: None,
+            dry_run: false,
+        })
     }
 
     fn bind(plan: &mut Box<FaultsPlan>, run: &RunOf<'_>) -> Result<(), String> {

@@ -2,7 +2,7 @@
 
 pub mod dry_run;
 
-use iohr_domain::load::{LoadPlan, LoadResult, LoadSpec};
+use iohr_domain::load::{LoadPlan, LoadResult};
 use serde_json::Value;
 
 use super::registry::{Kind, indented, read};
@@ -14,10 +14,10 @@ pub struct Load;
 impl Kind for Load {
     type Plan = LoadPlan;
 
-    fn plan(spec: &Value) -> Result<LoadPlan, String> {
-        LoadSpec::from_json(spec)
-            .and_then(|spec| spec.plan())
-            .map_err(|e| e.to_string())
+    type Contract = iohr_domain::kind::load::Load;
+
+    fn from_contract(plan: LoadPlan) -> LoadPlan {
+        plan
     }
 
     async fn run(plan: LoadPlan, ctx: &RunContext) -> Outcome {

@@ -5,6 +5,7 @@
 
 use std::future::Future;
 
+use iohr_domain::kind::Kind as Contract;
 use serde_json::Value;
 
 use super::{Outcome, RunContext};
@@ -12,6 +13,10 @@ use crate::dry_run::Described;
 
 /// What a kind of run is to the agent.
 pub trait Kind {
+    /// The kind's contract in the domain (`iohr_domain::kind`): its spec, plan, cost,
+    /// findings and compare, which the controller reads too.
+    type Contract: Contract;
+
     /// Its spec, parsed and checked, ready to run.
     type Plan: std::fmt::Debug + Clone + Send + 'static;
 
@@ -19,9 +24,16 @@ pub trait Kind {
     /// other kinds run side by side freely.
     const NEEDS_FAULTS: bool = false;
 
-    /// Reads the spec with the domain's parser; the error is the reason an offer is
-    /// refused.
-    fn plan(spec: &Value) -> Result<Self::Plan, String>;
+    /// The plan as the agent holds it, from the contract's.
+    fn from_contract(plan: <Self::Contract as Contract>::Plan) -> Self::Plan;
+
+    /// Reads and plans the spec by the kind's contract, as the controller checked it;
+    /// the error is the reason an offer is refused.
+    fn plan(spec: &Value) -> Result<Self::Plan, String> {
+        <Self::Contract as Contract>::read(spec)
+            .map(|(_, plan)| Self::from_contract(plan))
+            .map_err(|e| e.to_string())
+    }
 
     /// Binds the plan to the run it executes (its id, who confirmed it, a dry run).
     fn bind(_plan: &mut Self::Plan, _run: &RunOf<'_>) -> Result<(), String> {
@@ -82,6 +94,12 @@ pub fn indented(lines: Vec<String>) -> Vec<String> {
 /// Generates, from the list of kinds, everything that names each of them.
 macro_rules! kinds {
     ($($variant:ident => $kind:ty),* $(,)?) => {
+        // Each line's contract is the domain's for that kind, checked as the crate builds.
+        $(const _: () = assert!(matches!(
+            <<$kind as $crate::kinds::registry::Kind>::Contract as ::iohr_domain::kind::Kind>::KIND,
+            ::iohr_domain::RunKind::$variant
+        ));)*
+
         /// The kinds this agent can execute, in the order its hello names them.
         pub const SUPPORTED_KINDS: &[::iohr_domain::RunKind] = &[$(::iohr_domain::RunKind::$variant),*];
 

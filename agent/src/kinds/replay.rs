@@ -2,8 +2,6 @@
 
 pub mod dry_run;
 
-use iohr_domain::load::LoadPlan;
-use iohr_domain::replay::ReplaySpec;
 use serde_json::Value;
 
 use super::registry::Kind;
@@ -12,34 +10,23 @@ use crate::dry_run::Described;
 
 pub struct Replay;
 
-/// A replay runs as a load plan of the log's arrivals; `speed` is kept for describing it
-/// (its gaps are already divided by it).
-#[derive(Debug, Clone)]
-pub struct ReplayPlan {
-    pub plan: LoadPlan,
-    pub speed: f64,
-}
+pub use iohr_domain::kind::replay::ReplayPlan;
 
 impl Kind for Replay {
     type Plan = ReplayPlan;
 
-    fn plan(spec: &Value) -> Result<ReplayPlan, String> {
-        ReplaySpec::from_json(spec)
-            .and_then(|spec| {
-                spec.plan().map(|plan| ReplayPlan {
-                    plan,
-                    speed: spec.speed,
-                })
-            })
-            .map_err(|e| e.to_string())
+    type Contract = iohr_domain::kind::replay::Replay;
+
+    fn from_contract(plan: ReplayPlan) -> ReplayPlan {
+        plan
     }
 
     async fn run(plan: ReplayPlan, ctx: &RunContext) -> Outcome {
-        crate::load::run(plan.plan, ctx).await
+        crate::load::run(plan.load, ctx).await
     }
 
     fn dry_run(plan: &ReplayPlan, ctx: &RunContext) -> Result<Option<Described>, String> {
-        dry_run::dry_run(&plan.plan, plan.speed, ctx)
+        dry_run::dry_run(&plan.load, plan.speed, ctx)
     }
 
     fn summary(result: &Value) -> Option<Vec<String>> {

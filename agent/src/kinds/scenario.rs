@@ -51,8 +51,10 @@ pub struct Scenario;
 impl Kind for Scenario {
     type Plan = ScenarioSpec;
 
-    fn plan(spec: &Value) -> Result<ScenarioSpec, String> {
-        ScenarioSpec::from_json(spec).map_err(|e| e.to_string())
+    type Contract = iohr_domain::kind::scenario::Scenario;
+
+    fn from_contract(plan: ScenarioSpec) -> ScenarioSpec {
+        plan
     }
 
     async fn run(spec: ScenarioSpec, ctx: &RunContext) -> Outcome {
