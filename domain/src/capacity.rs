@@ -14,8 +14,11 @@
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+// A seeded stream that rand_chacha keeps across releases, and an exact binomial draw: the
+// same points give the same knee after a dependency update.
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Binomial, Distribution};
 use serde::{Deserialize, Serialize};
 
 use crate::histogram::decode;
@@ -701,40 +704,19 @@ impl Ranked {
     }
 
     /// The q-quantile of a bootstrap resample: the sample at rank 1 + Binomial(n, q).
-    fn draw(&self, q: f64, rng: &mut StdRng) -> u64 {
+    fn draw(&self, q: f64, rng: &mut ChaCha8Rng) -> u64 {
         let rank = (binomial(self.total, q, rng) + 1).min(self.total);
         self.at_rank(rank)
     }
 }
 
-/// A Binomial(n, p) draw: by inverting its CDF when the variance is small, by the normal
-/// approximation (with continuity) when it is large enough for it.
-fn binomial(n: u64, p: f64, rng: &mut StdRng) -> u64 {
-    if p > 0.5 {
-        return n - binomial(n, 1.0 - p, rng);
+/// An exact Binomial(n, p) draw (rand_distr's: BTPE for large n p, inversion below).
+fn binomial<R: Rng + ?Sized>(n: u64, p: f64, rng: &mut R) -> u64 {
+    // p is a quantile in [0, 1]; any other would have no draw, and the rank its mean.
+    match Binomial::new(n, p) {
+        Ok(draw) => draw.sample(rng),
+        Err(_) => (n as f64 * p.clamp(0.0, 1.0)).round() as u64,
     }
-    let mean = n as f64 * p;
-    let variance = mean * (1.0 - p);
-    if variance >= 25.0 {
-        let (u1, u2): (f64, f64) = (rng.random_range(1e-12..1.0), rng.random());
-        let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-        return (mean + z * variance.sqrt()).round().clamp(0.0, n as f64) as u64;
-    }
-    // Inverse CDF from k = 0: P(0) = (1-p)^n, P(k+1) = P(k) (n-k)/(k+1) p/(1-p).
-    let u: f64 = rng.random();
-    let mut pmf = (1.0 - p).powf(n as f64);
-    let mut cdf = pmf;
-    let mut k = 0;
-    while cdf < u && k < n {
-        pmf *= (n - k) as f64 / (k + 1) as f64 * p / (1.0 - p);
-        k += 1;
-        cdf += pmf;
-        // The tail past 40 standard deviations carries nothing a double can hold.
-        if pmf < 1e-300 {
-            break;
-        }
-    }
-    k
 }
 
 /// Kneedle (Satopää et al. 2011) on a convex increasing curve already normalised: the
@@ -827,7 +809,7 @@ pub fn knee(points: &[CurvePoint], range: (f64, f64), log_range: (f64, f64)) -> 
             "no knee: p99 does not bend upwards over the sweep".to_string(),
         );
     };
-    let mut rng = StdRng::seed_from_u64(SEED);
+    let mut rng = ChaCha8Rng::seed_from_u64(SEED);
     let mut knees = Vec::with_capacity(REPLICATES);
     let mut ys = vec![0.0; used.len()];
     for _ in 0..REPLICATES {
