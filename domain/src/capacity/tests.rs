@@ -1,6 +1,12 @@
+use hdrhistogram::Histogram;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::knee::binomial;
 use super::*;
 use crate::histogram::latency_histogram;
-use crate::load::WarmupPlan;
+use crate::load::{Counts, LEVEL, Model, WarmupPlan};
+use crate::request::SpecError;
 use serde_json::json;
 
 fn plan(value: serde_json::Value) -> Result<CapacityPlan, SpecError> {
