@@ -23,8 +23,9 @@ use std::time::Duration;
 use iohr_domain::faults::Fault;
 use iohr_domain::faults::fault::Toxic;
 use iohr_domain::request::SpecError;
-use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+// A seeded stream that rand_chacha keeps across releases (StdRng's may change).
+use rand_chacha::ChaCha8Rng;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
@@ -72,11 +73,11 @@ impl From<ProxyError> for FaultError {
 /// request by an HTTP fault of some rate. One draw per decision, in the order decisions are
 /// made.
 #[derive(Debug)]
-pub struct Picks(StdRng);
+pub struct Picks(ChaCha8Rng);
 
 impl Picks {
     pub fn new(seed: u64) -> Self {
-        Picks(StdRng::seed_from_u64(seed))
+        Picks(ChaCha8Rng::seed_from_u64(seed))
     }
 
     /// True for a share `share` of calls (0 < share <= 1).

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use iohr_domain::faults::fault::{Direction, HttpEffect, HttpFault, NetworkFault, Toxic};
-use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+// A seeded stream that rand_chacha keeps across releases (StdRng's may change).
+use rand_chacha::ChaCha8Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{ReadHalf, WriteHalf};
@@ -350,7 +351,7 @@ struct Writer<'a> {
     reset_at: Option<Instant>,
     /// When bandwidth pacing lets the next bytes go.
     paced_until: Option<Instant>,
-    rng: StdRng,
+    rng: ChaCha8Rng,
     end: &'a CancellationToken,
 }
 
@@ -375,7 +376,7 @@ impl<'a> Writer<'a> {
             passed: Vec::new(),
             reset_at: None,
             paced_until: None,
-            rng: StdRng::seed_from_u64(conn.jitter_seed ^ way_seed),
+            rng: ChaCha8Rng::seed_from_u64(conn.jitter_seed ^ way_seed),
             end,
         }
     }

@@ -2,6 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::faults::fault::{NetworkFault, Toxic};
+use crate::request::SpecError;
 
 /// A Chaos Toolkit experiment file that uses only providers iohr runs.
 fn ctk_file() -> Value {

@@ -1,0 +1,416 @@
+use hdrhistogram::Histogram;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::Value;
+
+use super::bootstrap::{Blocks, REPLICATES, bootstrap};
+use super::latency::latency_difference;
+use super::load::IntervalsUsed;
+use super::*;
+use crate::histogram::latency_histogram;
+use crate::load::LEVEL;
+use crate::run::{RunKind, RunStatus};
+
+const GOLDEN_BOOTSTRAP: [(u64, u64); 2] = [(2000, 2000), (8000, 16000)];
+/// The first blocks the bootstrap draws from seed 42 among eight.
+const GOLDEN_PICKS: [usize; 8] = [1, 5, 1, 7, 6, 3, 2, 5];
+
+/// Latencies (µs) from a log-normal-ish distribution: exp of a normal, scaled.
+fn sample(rng: &mut ChaCha8Rng, n: usize, scale: f64) -> Histogram<u64> {
+    let mut h = latency_histogram().expect("histogram");
+    for _ in 0..n {
+        // Box-Muller.
+        let (u1, u2): (f64, f64) = (rng.random_range(1e-12..1.0), rng.random());
+        let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+        let us = (scale * (0.5 * z).exp()).max(1.0) as u64;
+        h.record(us).expect("record");
+    }
+    h
+}
+
+fn empty() -> Comparison {
+    Comparison {
+        before: "a".into(),
+        after: "b".into(),
+        verdict: Verdict::Unchanged,
+        differences: Vec::new(),
+        unchanged: Vec::new(),
+        notes: Vec::new(),
+        level: LEVEL,
+        noise_floor: NOISE_FLOOR,
+        samples: None,
+    }
+}
+
+#[test]
+fn a_a_comparisons_rarely_differ_and_a_30_percent_shift_always_does() {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let (mut false_alarms, trials) = (0, 1000);
+    for _ in 0..trials {
+        let b = sample(&mut rng, 2000, 10_000.0);
+        let a = sample(&mut rng, 2000, 10_000.0);
+        let mut out = empty();
+        latency_difference(&mut out, "p99 total", &b, &a, 0.99, None);
+        latency_difference(&mut out, "p50 total", &b, &a, 0.5, None);
+        if out.differences.iter().any(|d| d.worse) {
+            false_alarms += 1;
+        }
+    }
+    // Each interval misses at most 5%; non-overlap of two is far rarer.
+    assert!(
+        false_alarms <= trials / 20,
+        "{false_alarms} of {trials} A/A comparisons said regressed"
+    );
+    for _ in 0..50 {
+        let b = sample(&mut rng, 2000, 10_000.0);
+        let a = sample(&mut rng, 2000, 13_000.0);
+        let mut out = empty();
+        latency_difference(&mut out, "p50 total", &b, &a, 0.5, None);
+        assert!(
+            out.differences.first().is_some_and(|d| d.worse),
+            "a 30% slower service regresses: {out:?}"
+        );
+    }
+}
+
+#[test]
+fn small_runs_say_how_many_samples_they_need() {
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let (b, a) = (sample(&mut rng, 100, 1000.0), sample(&mut rng, 100, 5000.0));
+    let mut out = empty();
+    latency_difference(&mut out, "p99 total", &b, &a, 0.99, None);
+    assert!(out.differences.is_empty());
+    assert_eq!(
+        out.unchanged,
+        vec!["p99 total (insufficient samples (need 368))".to_string()]
+    );
+}
+
+fn side<'a>(id: &'a str, version: &'a str, status: RunStatus, result: &'a Value) -> Side<'a> {
+    Side {
+        id,
+        kind: RunKind::Checks,
+        scenario_version: version,
+        environment: "staging",
+        target: "http://127.0.0.1:1",
+        status,
+        result: Some(result),
+    }
+}
+
+#[test]
+fn a_check_that_turns_to_fail_regresses_and_mismatches_are_refused() {
+    let verdict = |passed: bool| {
+        serde_json::json!({"passed": passed, "total": 1, "failed": u8::from(!passed),
+            "checks": [{"name": "health", "method": "GET", "path": "/health", "passed": passed,
+                        "status": if passed { 200 } else { 500 }, "latency_ms": 1.0,
+                        "failures": if passed { vec![] } else { vec!["status 500, expected 200"] }}],
+            "invariants": [{"name": "no 5xx", "passed": passed}]})
+    };
+    let (good, bad) = (verdict(true), verdict(false));
+    let before = side("r1", "sha256:1", RunStatus::Passed, &good);
+    let after = side("r2", "sha256:1", RunStatus::Failed, &bad);
+    let out = compare(&before, &after, NOISE_FLOOR).expect("comparable");
+    assert_eq!(out.verdict, Verdict::Regressed);
+    assert_eq!(
+        out.lines(),
+        vec![
+            "regressed".to_string(),
+            "check health: passed -> failed (status 500, expected 200)".to_string(),
+            "invariant no 5xx: broke".to_string(),
+        ]
+    );
+    let healed = compare(&after, &before, NOISE_FLOOR).expect("comparable");
+    assert_eq!(healed.verdict, Verdict::Improved);
+
+    let other = side("r3", "sha256:2", RunStatus::Passed, &good);
+    assert!(matches!(
+        compare(&before, &other, NOISE_FLOOR),
+        Err(Refusal::Different {
+            what: "scenario version",
+            ..
+        })
+    ));
+    // A run stored before targets were normalised compares with one stored after.
+    let slash = Side {
+        target: "HTTP://127.0.0.1:1/",
+        ..side("r6", "sha256:1", RunStatus::Passed, &good)
+    };
+    assert!(compare(&before, &slash, NOISE_FLOOR).is_ok());
+    let elsewhere = Side {
+        target: "http://127.0.0.1:2",
+        ..side("r7", "sha256:1", RunStatus::Passed, &good)
+    };
+    assert!(matches!(
+        compare(&before, &elsewhere, NOISE_FLOOR),
+        Err(Refusal::Different { what: "target", .. })
+    ));
+    let running = side("r4", "sha256:1", RunStatus::Running, &good);
+    assert!(matches!(
+        compare(&before, &running, NOISE_FLOOR),
+        Err(Refusal::NotFinished { .. })
+    ));
+    let errored = side("r5", "sha256:1", RunStatus::Error, &good);
+    let out = compare(&before, &errored, NOISE_FLOOR).expect("an error run compares");
+    assert_eq!(out.verdict, Verdict::Unchanged);
+    assert!(out.notes[0].contains("ended error"), "{:?}", out.notes);
+}
+
+/// A load result of the given operations, each as its blocks (histograms), with the
+/// total's blocks merged from them; `operation_blocks` false writes it as results did
+/// before operations kept blocks.
+fn load_result(operations: &[(&str, Vec<Histogram<u64>>)], operation_blocks: bool) -> Value {
+    use crate::histogram::encode;
+    use crate::load::{
+        Counts, HttpVersion, LoadResult, Model, OperationResult, WarmupPlan, WarmupResult,
+        operation_block_histogram, summarise_latency,
+    };
+    let merge = |blocks: &[Histogram<u64>]| {
+        let mut h = latency_histogram().expect("histogram");
+        blocks.iter().for_each(|b| h.add(b).expect("merge"));
+        h
+    };
+    let count = operations[0].1.len();
+    let total_blocks: Vec<Histogram<u64>> = (0..count)
+        .map(|i| {
+            merge(
+                &operations
+                    .iter()
+                    .map(|(_, b)| b[i].clone())
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .collect();
+    let total = merge(&total_blocks);
+    let summary = summarise_latency(&total).expect("summary");
+    let result = LoadResult {
+        model: Model::Open,
+        http: HttpVersion::Http1,
+        connections: 8,
+        intended_rate: Some(400.0),
+        achieved_rate: 400.0,
+        measured_seconds: count as f64,
+        warmup: WarmupResult {
+            plan: WarmupPlan::None,
+            requests: 0,
+            discarded: true,
+        },
+        counts: Counts::default(),
+        error_rate: 0.0,
+        intended: total.len(),
+        sent: total.len(),
+        late: 0,
+        dropped: 0,
+        late_tolerance_ms: 10,
+        latency: summary.clone(),
+        uncorrected_latency: summary,
+        operations: operations
+            .iter()
+            .map(|(name, blocks)| OperationResult {
+                name: name.to_string(),
+                method: "GET".into(),
+                path: "/".into(),
+                counts: Counts::default(),
+                error_rate: 0.0,
+                latency: summarise_latency(&merge(blocks)).expect("summary"),
+                // Kept at the agent's precision for operation blocks.
+                blocks: if operation_blocks {
+                    blocks
+                        .iter()
+                        .map(|b| {
+                            let mut kept = operation_block_histogram().expect("histogram");
+                            kept.add(b).expect("merge");
+                            encode(&kept).expect("encode")
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+            })
+            .collect(),
+        thresholds: Vec::new(),
+        aborted: None,
+        notes: Vec::new(),
+        blocks: total_blocks
+            .iter()
+            .map(|b| encode(b).expect("encode"))
+            .collect(),
+        block_seconds: 1,
+        operation_block_seconds: u64::from(operation_blocks),
+    };
+    serde_json::to_value(result).expect("json")
+}
+
+fn load_side<'a>(id: &'a str, result: &'a Value) -> Side<'a> {
+    Side {
+        kind: RunKind::Load,
+        ..side(id, "sha256:1", RunStatus::Passed, result)
+    }
+}
+
+/// 60 one-second blocks of 200 latencies around `scale` µs; the block `slow` (if any)
+/// is five times slower throughout, as a pause of the target would make it.
+fn blocks(rng: &mut ChaCha8Rng, scale: f64, slow: Option<usize>) -> Vec<Histogram<u64>> {
+    (0..60)
+        .map(|i| {
+            let factor = if slow == Some(i) { 5.0 } else { 1.0 };
+            sample(rng, 200, scale * factor)
+        })
+        .collect()
+}
+
+#[test]
+fn one_slow_block_of_an_operation_is_judged_with_its_block_bootstrap() {
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let before_ops = [
+        ("GET /a", blocks(&mut rng, 10_000.0, None)),
+        ("GET /b", blocks(&mut rng, 10_000.0, None)),
+    ];
+    let after_ops = [
+        ("GET /a", blocks(&mut rng, 10_000.0, Some(30))),
+        ("GET /b", blocks(&mut rng, 10_000.0, None)),
+    ];
+    // Written as before operations kept blocks: the operation's exact binomial
+    // interval alone takes one slow second for a regression of its p99.
+    let (b, a) = (
+        load_result(&before_ops, false),
+        load_result(&after_ops, false),
+    );
+    let old = compare(&load_side("r1", &b), &load_side("r2", &a), NOISE_FLOOR).expect("comparable");
+    assert_eq!(old.verdict, Verdict::Regressed, "{:?}", old.lines());
+    assert_eq!(
+        old.differences
+            .iter()
+            .map(|d| d.measure.as_str())
+            .collect::<Vec<_>>(),
+        vec!["p99 GET /a"]
+    );
+    assert!(
+        old.notes.iter().any(|n| n.starts_with("total intervals: ")
+            && n.ends_with(
+                "; 2 operations: exact binomial only (a run keeps fewer than 5 blocks of them)"
+            )),
+        "{:?}",
+        old.notes
+    );
+    // With its blocks, the operation's interval covers how much one second weighs.
+    let (b, a) = (
+        load_result(&before_ops, true),
+        load_result(&after_ops, true),
+    );
+    let new = compare(&load_side("r1", &b), &load_side("r2", &a), NOISE_FLOOR).expect("comparable");
+    assert_eq!(new.verdict, Verdict::Unchanged, "{:?}", new.lines());
+    assert!(new.unchanged.contains(&"p99 GET /a".to_string()));
+    assert_eq!(
+        new.notes,
+        vec![format!(
+            "total and operation intervals (2 operations): exact binomial widened by a block bootstrap (60 and 60 blocks of 1 s, {REPLICATES} resamples)"
+        )]
+    );
+    // A shift of every second is still a regression.
+    let slower = [
+        ("GET /a", blocks(&mut rng, 13_000.0, None)),
+        ("GET /b", blocks(&mut rng, 10_000.0, None)),
+    ];
+    let a = load_result(&slower, true);
+    let out = compare(&load_side("r1", &b), &load_side("r3", &a), NOISE_FLOOR).expect("comparable");
+    assert!(
+        out.differences
+            .iter()
+            .any(|d| d.measure == "p50 GET /a" && d.worse),
+        "{:?}",
+        out.lines()
+    );
+}
+
+#[test]
+fn results_without_operation_blocks_still_read_and_compare() {
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    let ops = |rng: &mut ChaCha8Rng| {
+        [
+            ("GET /a", blocks(rng, 10_000.0, None)),
+            ("GET /b", blocks(rng, 20_000.0, None)),
+        ]
+    };
+    let old = load_result(&ops(&mut rng), false);
+    assert!(
+        old["operations"][0].get("blocks").is_none(),
+        "no empty field is written"
+    );
+    let new = load_result(&ops(&mut rng), true);
+    assert_eq!(
+        new["operations"][0]["blocks"].as_array().map(Vec::len),
+        Some(60)
+    );
+    for (b, a) in [(&old, &new), (&new, &old)] {
+        let out =
+            compare(&load_side("r1", b), &load_side("r2", a), NOISE_FLOOR).expect("comparable");
+        assert_eq!(out.verdict, Verdict::Unchanged, "{:?}", out.lines());
+        assert_eq!(
+            out.unchanged.len(),
+            6,
+            "p50 and p99 of the total and each operation"
+        );
+        assert!(
+            out.notes
+                .iter()
+                .any(|n| n.contains("2 operations: exact binomial only")),
+            "{:?}",
+            out.notes
+        );
+    }
+}
+
+/// Eight blocks over five latencies, fixed: the bootstrap's input for the golden test.
+fn fixed_blocks() -> (Vec<u64>, Blocks) {
+    let values = vec![1_000, 2_000, 4_000, 8_000, 16_000];
+    let counts = (0..8u64)
+        .map(|i| {
+            vec![
+                (0, 10 + i),
+                (1, 5 + 2 * i),
+                (2, 3),
+                (3, i % 3),
+                (4, u64::from(i == 5)),
+            ]
+        })
+        .collect();
+    (values, Blocks { counts })
+}
+
+#[test]
+fn the_seeded_bootstrap_gives_one_answer_across_runs_and_releases() {
+    let (values, blocks) = fixed_blocks();
+    let run = || {
+        let mut rng = ChaCha8Rng::seed_from_u64(42);
+        bootstrap(&values, &blocks, &[0.5, 0.99], LEVEL, &mut rng)
+    };
+    let first = run();
+    assert_eq!(
+        run(),
+        first,
+        "the same seed and blocks give the same intervals"
+    );
+    // Pinned: a rand_chacha or bootstrap change that moves the stream fails here.
+    assert_eq!(first, GOLDEN_BOOTSTRAP);
+    let mut rng = ChaCha8Rng::seed_from_u64(42);
+    let picks: Vec<usize> = (0..8).map(|_| rng.random_range(0..8)).collect();
+    assert_eq!(picks, GOLDEN_PICKS);
+}
+
+#[test]
+fn the_note_names_the_blocks_of_the_total_and_of_the_operations() {
+    let used = IntervalsUsed {
+        total: Some((60, 60)),
+        operations_widened: 100,
+        operation_blocks: Some((12, 12)),
+        operations_binomial: 0,
+    };
+    assert_eq!(
+        used.note(60, 300).as_deref(),
+        Some(
+            "total intervals: exact binomial widened by a block bootstrap (60 and 60 blocks of 60 s, 400 resamples); operation intervals (100 operations): exact binomial widened by a block bootstrap (12 and 12 blocks of 300 s, 400 resamples)"
+        )
+    );
+    assert_eq!(IntervalsUsed::default().note(1, 1), None);
+}

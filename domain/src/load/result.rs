@@ -1,0 +1,362 @@
+//! What a load run measured: the per-second frames, the counts, the latency summaries and
+//! the result with its thresholds judged.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use hdrhistogram::Histogram;
+
+use crate::histogram::{HistogramError, encode};
+use crate::quantile::{Percentile, percentile};
+
+use super::*;
+
+/// Responses by status class and failures by kind: what every `load` frame and result
+/// counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Requests that completed (answered or failed) in the window.
+    pub requests: u64,
+    /// Responses by class: `1xx` .. `5xx`.
+    pub responses: BTreeMap<String, u64>,
+    /// Requests with no response, by kind: `timeout`, `connect`, `reset`, `tls`,
+    /// `protocol`.
+    pub errors: BTreeMap<String, u64>,
+}
+
+impl Counts {
+    /// Requests with no response or with a status of 400 or more (k6's
+    /// `http_req_failed`).
+    pub fn failed(&self) -> u64 {
+        let bad_status: u64 = ["4xx", "5xx"]
+            .iter()
+            .filter_map(|c| self.responses.get(*c))
+            .sum();
+        bad_status + self.errors.values().sum::<u64>()
+    }
+
+    pub fn error_rate(&self) -> f64 {
+        if self.requests == 0 {
+            0.0
+        } else {
+            self.failed() as f64 / self.requests as f64
+        }
+    }
+
+    pub fn add(&mut self, other: &Counts) {
+        self.requests += other.requests;
+        for (k, v) in &other.responses {
+            *self.responses.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &other.errors {
+            *self.errors.entry(k.clone()).or_default() += v;
+        }
+    }
+}
+
+/// The status class of an HTTP status, such as `2xx`.
+pub fn status_class(status: u16) -> &'static str {
+    match status {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    }
+}
+
+/// One second of a load run, as its `load` frame carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadSecond {
+    /// Seconds since the measure started (warm-up seconds count from the warm-up's start).
+    pub second: u64,
+    /// `warmup` (discarded) or `measure`.
+    pub phase: String,
+    #[serde(flatten)]
+    pub counts: Counts,
+    /// Requests the schedule meant to start in this second (open model).
+    pub intended: u64,
+    /// Requests that started in this second.
+    pub sent: u64,
+    /// Started later than their intended time by more than the late tolerance.
+    pub late: u64,
+    /// Due while every connection and its backlog was busy: never sent.
+    pub dropped: u64,
+    /// Corrected latency (from the intended send time), HdrHistogram V2 + deflate,
+    /// base64; none in warm-up seconds, whose latencies are discarded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<String>,
+    /// Latency from the actual send time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncorrected_histogram: Option<String>,
+    /// Per operation: counts and the corrected histogram.
+    pub operations: BTreeMap<String, OperationSecond>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperationSecond {
+    #[serde(flatten)]
+    pub counts: Counts,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<String>,
+}
+
+/// Latency summary: percentiles with their intervals (microseconds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    pub samples: u64,
+    pub mean_us: f64,
+    pub max_us: u64,
+    pub percentiles: BTreeMap<String, Percentile>,
+    /// The whole histogram (V2 + deflate, base64), for exact merges and compare.
+    pub histogram: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperationResult {
+    pub name: String,
+    pub method: String,
+    pub path: String,
+    #[serde(flatten)]
+    pub counts: Counts,
+    pub error_rate: f64,
+    pub latency: LatencySummary,
+    /// This operation's corrected latency in consecutive blocks of the result's
+    /// `operation_block_seconds` (a whole number of the total's blocks), at
+    /// [`OPERATION_BLOCK_DIGITS`] significant digits: compare resamples them as it does
+    /// the total's. Absent from results written before they were recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThresholdResult {
+    pub threshold: String,
+    pub passed: bool,
+    /// The observed value, in the threshold's unit (`ms` or a rate), or why none.
+    pub observed: String,
+}
+
+/// What a warm-up did: it ran, and it is not in any figure of the result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WarmupResult {
+    pub plan: WarmupPlan,
+    pub requests: u64,
+    pub discarded: bool,
+}
+
+/// The result of a load (or replay) run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadResult {
+    pub model: Model,
+    pub http: HttpVersion,
+    pub connections: u32,
+    /// Open model: requests per second the schedule asked for, on average.
+    pub intended_rate: Option<f64>,
+    /// Completed requests per second over the measure.
+    pub achieved_rate: f64,
+    /// Seconds the measure lasted.
+    pub measured_seconds: f64,
+    pub warmup: WarmupResult,
+    #[serde(flatten)]
+    pub counts: Counts,
+    pub error_rate: f64,
+    pub intended: u64,
+    pub sent: u64,
+    pub late: u64,
+    pub dropped: u64,
+    /// How late a request may start and not count as late, in milliseconds.
+    pub late_tolerance_ms: u64,
+    /// From the intended send time (coordinated omission corrected).
+    pub latency: LatencySummary,
+    /// From the actual send time, kept beside it.
+    pub uncorrected_latency: LatencySummary,
+    pub operations: Vec<OperationResult>,
+    pub thresholds: Vec<ThresholdResult>,
+    /// Why the run stopped before its end, when it did.
+    pub aborted: Option<String>,
+    /// Plain words about the schedule: kept, or how it was not.
+    pub notes: Vec<String>,
+    /// The total corrected latency in consecutive blocks of `block_seconds` (at most 60
+    /// blocks, V2 + deflate, base64): compare resamples them (a block bootstrap), since
+    /// the seconds of a run are correlated.
+    #[serde(default)]
+    pub blocks: Vec<String>,
+    #[serde(default)]
+    pub block_seconds: u64,
+    /// The span of each operation's blocks: `block_seconds` times
+    /// [`operation_block_group`]. Absent from results without operation blocks.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub operation_block_seconds: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Operation blocks kept per result, over all its operations: up to 20 operations keep
+/// a block for each of the total's; more share this many (100 operations of one-hour
+/// runs keep 12 five-minute blocks each), so that a result stays near a megabyte.
+pub const MAX_OPERATION_BLOCKS: u64 = 1200;
+/// Operation blocks are kept at 2 significant digits (buckets under 1% wide): compare's
+/// bootstrap reads latencies on bins 0.5% wide against a 2% noise floor, and 3 digits
+/// would double their size.
+pub const OPERATION_BLOCK_DIGITS: u8 = 2;
+
+/// How many of the total's consecutive blocks make one block of each operation, for a
+/// run of `blocks` total blocks and `operations` operations.
+pub fn operation_block_group(blocks: u64, operations: usize) -> u64 {
+    (blocks * operations as u64)
+        .div_ceil(MAX_OPERATION_BLOCKS)
+        .max(1)
+}
+
+/// An empty histogram for an operation's block.
+pub fn operation_block_histogram() -> Result<Histogram<u64>, HistogramError> {
+    Ok(Histogram::new_with_bounds(
+        1,
+        crate::histogram::MAX_MICROS,
+        OPERATION_BLOCK_DIGITS,
+    )?)
+}
+
+impl LatencySummary {
+    /// `p50 1.21 ms [1.18, 1.25]  p99 insufficient samples (need 368)`.
+    pub fn line(&self) -> String {
+        let ms = |us: u64| us as f64 / 1000.0;
+        QUOTED
+            .iter()
+            .filter_map(|(name, _)| {
+                let shown = match self.percentiles.get(*name)? {
+                    Percentile::Estimate {
+                        value, low, high, ..
+                    } => format!("{:.2} ms [{:.2}, {:.2}]", ms(*value), ms(*low), ms(*high)),
+                    Percentile::Insufficient { insufficient, .. } => insufficient.clone(),
+                };
+                Some(format!("{name} {shown}"))
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+    }
+}
+
+impl LoadResult {
+    /// The result in a few lines for people: what was asked and done, the latencies with
+    /// their 95% intervals, each operation, the thresholds and the notes.
+    pub fn summary(&self) -> Vec<String> {
+        let describe = |c: &Counts| {
+            let mut parts: Vec<String> = c
+                .responses
+                .iter()
+                .chain(c.errors.iter())
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            if parts.is_empty() {
+                parts.push("none".to_string());
+            }
+            parts.join(", ")
+        };
+        let model = match (self.model, self.intended_rate) {
+            (Model::Open, Some(rate)) => format!("open model, {rate:.1}/s intended"),
+            (Model::Open, None) => "open model".to_string(),
+            (Model::Closed, _) => format!("closed model, {} connections", self.connections),
+        };
+        let mut lines = vec![
+            format!(
+                "{model}, {:.1}/s achieved over {:.1} s",
+                self.achieved_rate, self.measured_seconds
+            ),
+            format!(
+                "requests {}: {}; error rate {:.2}%",
+                self.counts.requests,
+                describe(&self.counts),
+                self.error_rate * 100.0
+            ),
+            format!(
+                "schedule: intended {}, sent {}, late {} (> {} ms), dropped {}",
+                self.intended, self.sent, self.late, self.late_tolerance_ms, self.dropped
+            ),
+            format!("latency from the intended send: {}", self.latency.line()),
+            format!(
+                "latency from the actual send:   {}",
+                self.uncorrected_latency.line()
+            ),
+        ];
+        for op in &self.operations {
+            lines.push(format!(
+                "{}: {} requests ({}), {}",
+                op.name,
+                op.counts.requests,
+                describe(&op.counts),
+                op.latency.line()
+            ));
+        }
+        for t in &self.thresholds {
+            let verdict = if t.passed { "passed" } else { "FAILED" };
+            lines.push(format!(
+                "threshold {}: {verdict} ({})",
+                t.threshold, t.observed
+            ));
+        }
+        if let Some(aborted) = &self.aborted {
+            lines.push(format!("aborted: {aborted}"));
+        }
+        lines.extend(self.notes.iter().cloned());
+        lines
+    }
+}
+
+/// The latency summary of a histogram: p50/p90/p99/p99.9 with their intervals.
+pub fn summarise_latency(histogram: &Histogram<u64>) -> Result<LatencySummary, HistogramError> {
+    let percentiles = QUOTED
+        .iter()
+        .map(|(name, q)| (name.to_string(), percentile(histogram, *q, LEVEL)))
+        .collect();
+    Ok(LatencySummary {
+        samples: histogram.len(),
+        mean_us: if histogram.is_empty() {
+            0.0
+        } else {
+            histogram.mean()
+        },
+        max_us: histogram.max(),
+        percentiles,
+        histogram: encode(histogram)?,
+    })
+}
+
+/// A threshold judged on the measure: `Some(passed)` with the observed value, or `None`
+/// (with why) when the measure cannot judge it yet, such as a p99 from too few samples.
+pub fn judge(
+    threshold: &Threshold,
+    latency: &Histogram<u64>,
+    counts: &Counts,
+) -> (Option<bool>, String) {
+    let ms = |micros: f64| format!("{:.3} ms", micros / 1000.0);
+    let (observed, shown) = match threshold.metric {
+        Metric::ErrorRate => {
+            if counts.requests == 0 {
+                return (None, "no requests".to_string());
+            }
+            let rate = counts.error_rate();
+            (
+                rate,
+                format!(
+                    "{:.4}% ({} of {})",
+                    rate * 100.0,
+                    counts.failed(),
+                    counts.requests
+                ),
+            )
+        }
+        _ if latency.is_empty() => return (None, "no responses".to_string()),
+        Metric::Mean => (latency.mean(), ms(latency.mean())),
+        Metric::Max => (latency.max() as f64, ms(latency.max() as f64)),
+        Metric::Percentile(q) => match percentile(latency, q, LEVEL) {
+            Percentile::Estimate { value, .. } => (value as f64, ms(value as f64)),
+            Percentile::Insufficient { insufficient, .. } => return (None, insufficient),
+        },
+    };
+    (Some(threshold.op.holds(observed, threshold.limit)), shown)
+}
