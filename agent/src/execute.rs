@@ -48,7 +48,7 @@ pub struct Accepted {
 }
 
 /// Starts an accepted lease's run in the background. The executor runs in a task of its
-/// own under a supervisor holding the run's [`Ending`]: a panic in the executor (or its
+/// own under a supervisor holding the run's `Ending` (`execute/ending.rs`): a panic in the executor (or its
 /// task aborted) still ends the run, `error` with `executor failed: ...`.
 pub fn start(
     leases: &Leases,

@@ -5,12 +5,12 @@
 //! - [`op`]: one operation, `METHOD PATH [COUNT] [BODY]`, and the ops file.
 //! - [`spec`]: the spec, its defaults, limits and canonical JSON.
 //! - [`identity`]: the User-Agent and traceparent every request carries.
-//! - [`plan`]: the run-wide sequence numbers (warm-up first, then the load).
+//! - [`plan`](mod@plan): the run-wide sequence numbers (warm-up first, then the load).
 //! - [`base_url`]: which base URLs a scenario may drive.
 //! - [`command`]: the shell command that replays a scenario unchanged.
 //! - [`record`]: the result of a run, its dry-run form and their text lines.
 //!
-//! This is not [`crate::scenario`], which versions stored specs of every kind.
+//! This is not [`crate::version`], which versions stored specs of every kind.
 
 pub mod base_url;
 pub mod command;

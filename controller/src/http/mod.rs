@@ -6,7 +6,7 @@
 //! connections pile up until the process runs out of descriptors and a real client can
 //! no longer get in. Here every connection holds a permit; at the limit the loop stops
 //! accepting, so new clients wait in the kernel's backlog (not refused) until a permit is
-//! free, and the timeouts in [`connection`] make sure idle holders give theirs back.
+//! free, and the timeouts in `connection.rs` make sure idle holders give theirs back.
 
 mod connection;
 pub mod tls;

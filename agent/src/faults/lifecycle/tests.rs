@@ -8,7 +8,7 @@ use iohr_domain::faults::JournalStatus;
 use iohr_domain::faults::fault::CpuHog;
 use iohr_domain::faults::journal::ActivityStatus;
 use rand::SeedableRng;
-use rand::rngs::StdRng;
+use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
 use super::super::ledger::LedgerEntry;
@@ -19,7 +19,7 @@ use crate::kinds::FrameSender;
 struct TestClock {
     base_ms: u64,
     start: tokio::time::Instant,
-    rng: Mutex<StdRng>,
+    rng: Mutex<ChaCha8Rng>,
 }
 
 impl TestClock {
@@ -27,7 +27,7 @@ impl TestClock {
         TestClock {
             base_ms: 1_700_000_000_000,
             start: tokio::time::Instant::now(),
-            rng: Mutex::new(StdRng::seed_from_u64(7)),
+            rng: Mutex::new(ChaCha8Rng::seed_from_u64(7)),
         }
     }
 
