@@ -26,9 +26,8 @@ use crate::load;
 pub struct Capacity;
 
 impl Kind for Capacity {
-    type Plan = CapacityPlan;
-
     type Contract = iohr_domain::kind::capacity::Capacity;
+    type Plan = CapacityPlan;
 
     fn from_contract(plan: CapacityPlan) -> CapacityPlan {
         plan

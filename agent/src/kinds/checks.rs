@@ -36,9 +36,8 @@ const AGENT_USER_AGENT: &str = concat!("iohr-agent/", env!("CARGO_PKG_VERSION"))
 pub struct Checks;
 
 impl Kind for Checks {
-    type Plan = ChecksSpec;
-
     type Contract = iohr_domain::kind::checks::Checks;
+    type Plan = ChecksSpec;
 
     fn from_contract(plan: ChecksSpec) -> ChecksSpec {
         plan

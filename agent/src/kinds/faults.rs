@@ -73,11 +73,10 @@ pub struct FaultsPlan {
 pub struct Faults;
 
 impl Kind for Faults {
+    type Contract = iohr_domain::kind::faults::Faults;
     type Plan = Box<FaultsPlan>;
 
     const NEEDS_FAULTS: bool = true;
-
-    type Contract = iohr_domain::kind::faults::Faults;
 
     fn from_contract(experiment: Experiment) -> Box<FaultsPlan> {
         Box::new(FaultsPlan {

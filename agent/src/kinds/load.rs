@@ -12,9 +12,8 @@ use crate::dry_run::Described;
 pub struct Load;
 
 impl Kind for Load {
-    type Plan = LoadPlan;
-
     type Contract = iohr_domain::kind::load::Load;
+    type Plan = LoadPlan;
 
     fn from_contract(plan: LoadPlan) -> LoadPlan {
         plan

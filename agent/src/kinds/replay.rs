@@ -13,9 +13,8 @@ pub struct Replay;
 pub use iohr_domain::kind::replay::ReplayPlan;
 
 impl Kind for Replay {
-    type Plan = ReplayPlan;
-
     type Contract = iohr_domain::kind::replay::Replay;
+    type Plan = ReplayPlan;
 
     fn from_contract(plan: ReplayPlan) -> ReplayPlan {
         plan

@@ -49,9 +49,8 @@ use send::{NoResponse, Sender, Sent};
 pub struct Scenario;
 
 impl Kind for Scenario {
-    type Plan = ScenarioSpec;
-
     type Contract = iohr_domain::kind::scenario::Scenario;
+    type Plan = ScenarioSpec;
 
     fn from_contract(plan: ScenarioSpec) -> ScenarioSpec {
         plan
