@@ -1,12 +1,12 @@
 //! The kind contract: what every kind of run says for itself, in one place per kind.
 //!
-//! A kind is a [`RunKind`] word and a type implementing [`Kind`] in `kind/NAME.rs`: how its
+//! A kind is a line in the `kinds!` list below (its [`RunKind`] variant, its word, its
+//! contract) and a type implementing [`Kind`] in `kind/NAME.rs`: how its
 //! spec is read and planned, what a run of it costs, what it may do (exclusive, https,
 //! confirmed in production), the findings its result gives and how two of its results
-//! compare. [`visit`] is the registry, the one `match` over the kinds: the controller, the
-//! findings and compare reach every kind through it, so adding a variant to [`RunKind`]
-//! makes the compiler name the registry, and the trait names every item the new kind must
-//! fill. The agent keeps its own registry for what only it does (executing, dry runs).
+//! compare. [`visit`] is the registry, the one `match` over the kinds, generated from the
+//! list with the enum, its words and `ALL`: the controller, the findings and compare reach
+//! every kind through it, and the trait names every item the new kind must fill. The agent keeps its own registry for what only it does (executing, dry runs).
 
 use std::fmt;
 use std::str::FromStr;
@@ -26,18 +26,6 @@ pub mod faults;
 pub mod load;
 pub mod replay;
 pub mod scenario;
-
-/// What a run does: every kind runs on agents (see `iohr_agent::execute`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunKind {
-    Checks,
-    Load,
-    Scenario,
-    Faults,
-    Capacity,
-    Replay,
-}
 
 /// What a kind may do, as the queue and the API ask it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,18 +79,6 @@ pub trait KindVisitor {
     fn visit<K: Kind>(self) -> Self::Output;
 }
 
-/// The registry: the one place that maps each [`RunKind`] to its [`Kind`].
-pub fn visit<V: KindVisitor>(kind: RunKind, visitor: V) -> V::Output {
-    match kind {
-        RunKind::Checks => visitor.visit::<checks::Checks>(),
-        RunKind::Load => visitor.visit::<load::Load>(),
-        RunKind::Scenario => visitor.visit::<scenario::Scenario>(),
-        RunKind::Faults => visitor.visit::<faults::Faults>(),
-        RunKind::Capacity => visitor.visit::<capacity::Capacity>(),
-        RunKind::Replay => visitor.visit::<replay::Replay>(),
-    }
-}
-
 struct TraitsOf;
 impl KindVisitor for TraitsOf {
     type Output = Traits;
@@ -152,28 +128,51 @@ pub(crate) fn compare(kind: RunKind, before: Value, after: Value, out: &mut Comp
     visit(kind, CompareOf(before, after, out))
 }
 
-impl RunKind {
-    pub const ALL: [RunKind; 6] = [
-        RunKind::Checks,
-        RunKind::Load,
-        RunKind::Scenario,
-        RunKind::Faults,
-        RunKind::Capacity,
-        RunKind::Replay,
-    ];
-
-    /// The kind's word in the API, the store and the CLI (serde's lowercase name).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunKind::Checks => "checks",
-            RunKind::Load => "load",
-            RunKind::Scenario => "scenario",
-            RunKind::Faults => "faults",
-            RunKind::Capacity => "capacity",
-            RunKind::Replay => "replay",
+/// Generates, from the list of kinds below, the [`RunKind`] enum, its words, `ALL` and the
+/// registry [`visit`]: one line per kind, so that no list can miss one.
+macro_rules! kinds {
+    ($($variant:ident = $word:literal => $kind:ty),* $(,)?) => {
+        /// What a run does: every kind runs on agents (see `iohr_agent::execute`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum RunKind {
+            $(#[serde(rename = $word)] $variant),*
         }
-    }
 
+        impl RunKind {
+            /// Every kind, in the registry's order.
+            pub const ALL: [RunKind; [$(stringify!($variant)),*].len()] = [$(RunKind::$variant),*];
+
+            /// The kind's word in the API, the store and the CLI (also its serde name).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(RunKind::$variant => $word),*
+                }
+            }
+        }
+
+        /// The registry: the one place that maps each [`RunKind`] to its [`Kind`].
+        pub fn visit<V: KindVisitor>(kind: RunKind, visitor: V) -> V::Output {
+            match kind {
+                $(RunKind::$variant => visitor.visit::<$kind>()),*
+            }
+        }
+
+        // Each line's contract names its own kind, checked as the crate builds.
+        $(const _: () = assert!(matches!(<$kind as Kind>::KIND, RunKind::$variant));)*
+    };
+}
+
+// The kinds: one line each (the variant, its word, its contract in `kind/NAME.rs`).
+kinds! {
+    Checks = "checks" => checks::Checks,
+    Load = "load" => load::Load,
+    Scenario = "scenario" => scenario::Scenario,
+    Faults = "faults" => faults::Faults,
+    Capacity = "capacity" => capacity::Capacity,
+    Replay = "replay" => replay::Replay,
+}
+
+impl RunKind {
     /// What this kind may do.
     pub fn traits(self) -> Traits {
         visit(self, TraitsOf)
