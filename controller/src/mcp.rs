@@ -1,0 +1,87 @@
+//! The MCP tools ([`iohr_mcp`]) on the API port at `/mcp`, streamable HTTP.
+//!
+//! The tools are a REST client; here their REST is this controller's own router, called
+//! in process with the caller's `Authorization` header, so a tool call has exactly REST's
+//! authentication, scopes, validation and errors. In process rather than over a loopback
+//! connection: a second connection would take another of the `--api-max-connections`
+//! slots while the `/mcp` request holds one (at the bound the two would wait on each
+//! other), and `https` with a certificate of the operator's would need a name and a CA
+//! the controller cannot know it trusts.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::Request;
+use axum::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use iohr_mcp::{Method, Rest, RestError, RestFuture};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+/// The largest REST answer a tool reads (a list page of 500 runs is far smaller).
+const MAX_ANSWER: usize = 64 << 20;
+
+/// `rest` with the MCP endpoint mounted beside its routes.
+pub fn mount(rest: Router, shutdown: CancellationToken) -> Router {
+    let tools = iohr_mcp::http_service(Arc::new(InProcess(rest.clone())), shutdown);
+    rest.nest_service("/mcp", tools)
+}
+
+struct InProcess(Router);
+
+impl Rest for InProcess {
+    fn call<'a>(
+        &'a self,
+        method: Method,
+        path: &'a str,
+        body: Option<&'a Value>,
+        authorization: Option<&'a str>,
+    ) -> RestFuture<'a> {
+        Box::pin(async move {
+            let body = match body {
+                Some(value) => Body::from(
+                    serde_json::to_vec(value)
+                        .map_err(|e| RestError::new("invalid_input", e.to_string()))?,
+                ),
+                None => Body::empty(),
+            };
+            let mut request = Request::builder()
+                .method(match method {
+                    Method::Get => axum::http::Method::GET,
+                    Method::Post => axum::http::Method::POST,
+                })
+                .uri(path)
+                .header(CONTENT_TYPE, "application/json")
+                .header(ACCEPT, "application/json");
+            if let Some(authorization) = authorization {
+                request = request.header(AUTHORIZATION, authorization);
+            }
+            let request = request
+                .body(body)
+                .map_err(|e| RestError::new("invalid_input", format!("{path}: {e}")))?;
+            let response = match self.0.clone().oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            let status = response.status();
+            let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER)
+                .await
+                .map_err(|e| {
+                    RestError::new("internal", format!("{path}: reading the answer: {e}"))
+                })?;
+            let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+                RestError::new("internal", format!("{path}: the answer is not JSON: {e}"))
+            })?;
+            if status.is_success() {
+                return Ok(value);
+            }
+            let code = value.pointer("/error/code").and_then(Value::as_str);
+            let message = value.pointer("/error/message").and_then(Value::as_str);
+            Err(RestError::new(
+                code.unwrap_or("internal"),
+                message.map_or_else(|| format!("{path}: {status}"), str::to_string),
+            ))
+        })
+    }
+}
