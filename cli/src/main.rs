@@ -68,6 +68,8 @@ pub struct Cli {
     command: Top,
 }
 
+// One value, parsed once per process: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Top {
     /// Runs, agents and scenarios of the reliability service.

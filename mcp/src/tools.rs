@@ -13,9 +13,6 @@ use crate::inputs::{CompareRuns, ListFindings, ListRuns, RunId, StartRun, WaitRu
 use crate::outputs::{Compared, Record, Scenarios, Waited};
 use crate::rest::{Method, Rest, RestError, encode, query};
 
-/// A tool's answer: the structured output, or an error result carrying the API's code.
-type Answer<T> = Result<Json<T>, CallToolResult>;
-
 /// The MCP server handler; one per HTTP request (stateless) or per stdio connection.
 #[derive(Clone)]
 pub struct Tools {
@@ -61,6 +58,8 @@ fn bad_input(message: String) -> CallToolResult {
     failed(RestError::new("invalid_input", message))
 }
 
+// Each tool answers `Result<Json<T>, CallToolResult>`, spelled out: the macro reads the
+// return type's tokens to give the tool its output schema.
 #[tool_router]
 impl Tools {
     #[tool(
@@ -70,7 +69,7 @@ impl Tools {
         &self,
         Parameters(start): Parameters<StartRun>,
         ctx: RequestContext<RoleServer>,
-    ) -> Answer<Record> {
+    ) -> Result<Json<Record>, CallToolResult> {
         let body = serde_json::to_value(&start).map_err(|e| bad_input(e.to_string()))?;
         self.call(&ctx, Method::Post, "/runs", Some(&body))
             .await
@@ -83,7 +82,7 @@ impl Tools {
         &self,
         Parameters(RunId { id }): Parameters<RunId>,
         ctx: RequestContext<RoleServer>,
-    ) -> Answer<Record> {
+    ) -> Result<Json<Record>, CallToolResult> {
         self.call(&ctx, Method::Get, &format!("/runs/{}", encode(&id)), None)
             .await
             .map(Json)
@@ -97,7 +96,7 @@ impl Tools {
         &self,
         Parameters(wait): Parameters<WaitRun>,
         ctx: RequestContext<RoleServer>,
-    ) -> Answer<Waited> {
+    ) -> Result<Json<Waited>, CallToolResult> {
         crate::wait::wait(self, wait, &ctx).await.map(Json)
     }
 
@@ -108,7 +107,7 @@ impl Tools {
         &self,
         Parameters(compare): Parameters<CompareRuns>,
         ctx: RequestContext<RoleServer>,
-    ) -> Answer<Compared> {
+    ) -> Result<Json<Compared>, CallToolResult> {
         let path = format!(
             "/compare{}",
             query(&[
@@ -157,7 +156,7 @@ impl Tools {
         &self,
         Parameters(list): Parameters<ListRuns>,
         ctx: RequestContext<RoleServer>,
-    ) -> Answer<Record> {
+    ) -> Result<Json<Record>, CallToolResult> {
         let path = format!(
             "/runs{}",
             query(&[
@@ -182,7 +181,7 @@ impl Tools {
         &self,
         Parameters(list): Parameters<ListFindings>,
         ctx: RequestContext<RoleServer>,
-    ) -> Answer<Record> {
+    ) -> Result<Json<Record>, CallToolResult> {
         let path = format!(
             "/findings{}",
             query(&[
@@ -202,7 +201,10 @@ impl Tools {
     #[tool(
         description = "The account's agents (GET /v1/reliability/agents): online, environments, kinds, running jobs."
     )]
-    async fn reliability_list_agents(&self, ctx: RequestContext<RoleServer>) -> Answer<Record> {
+    async fn reliability_list_agents(
+        &self,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Record>, CallToolResult> {
         self.call(&ctx, Method::Get, "/agents", None)
             .await
             .map(Json)
@@ -215,7 +217,7 @@ impl Tools {
     async fn reliability_list_scenarios(
         &self,
         ctx: RequestContext<RoleServer>,
-    ) -> Answer<Scenarios> {
+    ) -> Result<Json<Scenarios>, CallToolResult> {
         // REST has no scenario listing yet: the runs name the versions they ran.
         let page = self
             .call(&ctx, Method::Get, "/runs?limit=500", None)
