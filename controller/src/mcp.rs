@@ -7,25 +7,46 @@
 //! slots while the `/mcp` request holds one (at the bound the two would wait on each
 //! other), and `https` with a certificate of the operator's would need a name and a CA
 //! the controller cannot know it trusts.
+//!
+//! `/mcp` itself wants a live token (401 `unauthorized` as REST, before the MCP layer
+//! reads the body); each tool's scope is then REST's.
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::State;
 use axum::http::Request;
 use axum::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use iohr_mcp::{Method, Rest, RestError, RestFuture};
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
+
+use crate::Shared;
+use crate::api::auth::{Authenticated, authorize};
 
 /// The largest REST answer a tool reads (a list page of 500 runs is far smaller).
 const MAX_ANSWER: usize = 64 << 20;
 
 /// `rest` with the MCP endpoint mounted beside its routes.
-pub fn mount(rest: Router, shutdown: CancellationToken) -> Router {
-    let tools = iohr_mcp::http_service(Arc::new(InProcess(rest.clone())), shutdown);
-    rest.nest_service("/mcp", tools)
+pub fn mount(rest: Router, shared: Shared) -> Router {
+    let tools = iohr_mcp::http_service(
+        Arc::new(InProcess(rest.clone())),
+        shared.shutdown.child_token(),
+    );
+    let guarded = tower::ServiceBuilder::new()
+        .layer(axum::middleware::from_fn_with_state(shared, guard))
+        .service(tools);
+    rest.nest_service("/mcp", guarded)
+}
+
+async fn guard(State(shared): State<Shared>, request: Request<Body>, next: Next) -> Response {
+    match authorize::<Authenticated>(&shared, request.headers().get(AUTHORIZATION)).await {
+        Ok(_) => next.run(request).await,
+        Err(error) => error.into_response(),
+    }
 }
 
 struct InProcess(Router);

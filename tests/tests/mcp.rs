@@ -168,10 +168,18 @@ async fn the_python_sdk_drives_both_transports() {
     http["url"] = json!(format!("{}/mcp", stack.controller.api_url()));
     let seen = client(http).await;
     assert_the_tools(&seen);
-    assert_eq!(
-        seen["no_token"]["structured"]["error"]["code"], "unauthorized",
-        "{seen}"
-    );
+    // Without a token /mcp answers 401 as REST does, before any MCP message is read.
+    assert!(seen["no_token"]["refused"].is_string(), "{seen}");
+    let (status, body) = stack
+        .api
+        .with_token(None)
+        .post(
+            "/mcp",
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        )
+        .await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"]["code"], "unauthorized", "{body}");
 
     // A second installation, so the counts start again from nothing.
     let stack = OneAgent::start(Backend::Sqlite, AgentOptions::default()).await;
