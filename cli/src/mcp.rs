@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use iohr_mcp::{Method, Rest, RestError, RestFuture};
+use futures_util::StreamExt;
+use http_body_util::BodyExt;
+use iohr_mcp::{ByteStream, Method, Rest, RestError, RestFuture, StreamFuture};
 use serde_json::Value;
 
 use crate::client::Api;
@@ -13,6 +15,21 @@ use crate::error::{Failure, Result};
 struct Cli(Api);
 
 impl Rest for Cli {
+    fn events<'a>(&'a self, path: &'a str, _authorization: Option<&'a str>) -> StreamFuture<'a> {
+        Box::pin(async move {
+            let response = self
+                .0
+                .open_stream(path, None)
+                .await
+                .map_err(|failure| RestError::new(failure.code, failure.message))?;
+            let body = response
+                .into_body()
+                .into_data_stream()
+                .map(|chunk| chunk.map_err(|e| RestError::new("transport", e.to_string())));
+            Ok(Box::pin(body) as ByteStream)
+        })
+    }
+
     fn call<'a>(
         &'a self,
         method: Method,

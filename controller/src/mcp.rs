@@ -20,7 +20,8 @@ use axum::http::Request;
 use axum::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use iohr_mcp::{Method, Rest, RestError, RestFuture};
+use futures_util::StreamExt;
+use iohr_mcp::{ByteStream, Method, Rest, RestError, RestFuture, StreamFuture};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -51,7 +52,75 @@ async fn guard(State(shared): State<Shared>, request: Request<Body>, next: Next)
 
 struct InProcess(Router);
 
+impl InProcess {
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        accept: &'static str,
+        authorization: Option<&str>,
+    ) -> Result<Response, RestError> {
+        let body = match body {
+            Some(value) => Body::from(
+                serde_json::to_vec(value)
+                    .map_err(|e| RestError::new("invalid_input", e.to_string()))?,
+            ),
+            None => Body::empty(),
+        };
+        let mut request = Request::builder()
+            .method(match method {
+                Method::Get => axum::http::Method::GET,
+                Method::Post => axum::http::Method::POST,
+            })
+            .uri(path)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, accept);
+        if let Some(authorization) = authorization {
+            request = request.header(AUTHORIZATION, authorization);
+        }
+        let request = request
+            .body(body)
+            .map_err(|e| RestError::new("invalid_input", format!("{path}: {e}")))?;
+        match self.0.clone().oneshot(request).await {
+            Ok(response) => Ok(response),
+            Err(never) => match never {},
+        }
+    }
+}
+
+/// The API's error out of a failed answer.
+async fn api_error(path: &str, response: Response) -> RestError {
+    let status = response.status();
+    let value = match axum::body::to_bytes(response.into_body(), MAX_ANSWER).await {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        Err(_) => Value::Null,
+    };
+    let code = value.pointer("/error/code").and_then(Value::as_str);
+    let message = value.pointer("/error/message").and_then(Value::as_str);
+    RestError::new(
+        code.unwrap_or("internal"),
+        message.map_or_else(|| format!("{path}: {status}"), str::to_string),
+    )
+}
+
 impl Rest for InProcess {
+    fn events<'a>(&'a self, path: &'a str, authorization: Option<&'a str>) -> StreamFuture<'a> {
+        Box::pin(async move {
+            let response = self
+                .send(Method::Get, path, None, "text/event-stream", authorization)
+                .await?;
+            if !response.status().is_success() {
+                return Err(api_error(path, response).await);
+            }
+            let body = response
+                .into_body()
+                .into_data_stream()
+                .map(|chunk| chunk.map_err(|e| RestError::new("internal", e.to_string())));
+            Ok(Box::pin(body) as ByteStream)
+        })
+    }
+
     fn call<'a>(
         &'a self,
         method: Method,
@@ -60,49 +129,20 @@ impl Rest for InProcess {
         authorization: Option<&'a str>,
     ) -> RestFuture<'a> {
         Box::pin(async move {
-            let body = match body {
-                Some(value) => Body::from(
-                    serde_json::to_vec(value)
-                        .map_err(|e| RestError::new("invalid_input", e.to_string()))?,
-                ),
-                None => Body::empty(),
-            };
-            let mut request = Request::builder()
-                .method(match method {
-                    Method::Get => axum::http::Method::GET,
-                    Method::Post => axum::http::Method::POST,
-                })
-                .uri(path)
-                .header(CONTENT_TYPE, "application/json")
-                .header(ACCEPT, "application/json");
-            if let Some(authorization) = authorization {
-                request = request.header(AUTHORIZATION, authorization);
+            let response = self
+                .send(method, path, body, "application/json", authorization)
+                .await?;
+            if !response.status().is_success() {
+                return Err(api_error(path, response).await);
             }
-            let request = request
-                .body(body)
-                .map_err(|e| RestError::new("invalid_input", format!("{path}: {e}")))?;
-            let response = match self.0.clone().oneshot(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
-            let status = response.status();
             let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER)
                 .await
                 .map_err(|e| {
                     RestError::new("internal", format!("{path}: reading the answer: {e}"))
                 })?;
-            let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            serde_json::from_slice(&bytes).map_err(|e| {
                 RestError::new("internal", format!("{path}: the answer is not JSON: {e}"))
-            })?;
-            if status.is_success() {
-                return Ok(value);
-            }
-            let code = value.pointer("/error/code").and_then(Value::as_str);
-            let message = value.pointer("/error/message").and_then(Value::as_str);
-            Err(RestError::new(
-                code.unwrap_or("internal"),
-                message.map_or_else(|| format!("{path}: {status}"), str::to_string),
-            ))
+            })
         })
     }
 }

@@ -7,13 +7,14 @@
 //! read-only token cannot start a run; there is no confirm tool, so no MCP caller can
 //! confirm a production fault). A tool error carries the API's error `code` and message.
 
+mod frames;
 mod inputs;
 mod outputs;
 mod rest;
 mod tools;
 mod wait;
 
-pub use rest::{Method, Rest, RestError, RestFuture};
+pub use rest::{ByteStream, Method, Rest, RestError, RestFuture, StreamFuture};
 pub use tools::Tools;
 pub use wait::MAX_WAIT_S;
 

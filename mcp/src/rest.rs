@@ -4,6 +4,8 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use bytes::Bytes;
+use futures_util::Stream;
 use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +33,12 @@ impl RestError {
 
 pub type RestFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, RestError>> + Send + 'a>>;
 
+/// A response body as it arrives (a live event stream).
+pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, RestError>> + Send>>;
+
+pub type StreamFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<ByteStream, RestError>> + Send + 'a>>;
+
 pub trait Rest: Send + Sync + 'static {
     /// `path` starts with `/v1/reliability/`, query included. `authorization` is the
     /// caller's `Authorization` header when its transport carried one (HTTP); a client with
@@ -42,6 +50,10 @@ pub trait Rest: Send + Sync + 'static {
         body: Option<&'a Value>,
         authorization: Option<&'a str>,
     ) -> RestFuture<'a>;
+
+    /// Opens `GET path` as server-sent events (`/runs/{id}/events`): the body once the
+    /// status is a success, else the API's error.
+    fn events<'a>(&'a self, path: &'a str, authorization: Option<&'a str>) -> StreamFuture<'a>;
 }
 
 /// Percent-encodes a path segment or query value (only unreserved characters stay), so an

@@ -9,6 +9,7 @@ use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 
+use crate::frames::Frames;
 use crate::inputs::{CompareRuns, ListFindings, ListRuns, RunId, StartRun, WaitRun};
 use crate::outputs::{Compared, Record, Scenarios, Waited};
 use crate::rest::{Method, Rest, RestError, encode, query};
@@ -31,13 +32,12 @@ impl Tools {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Record, RestError> {
-        let authorization = ctx
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.headers.get(http::header::AUTHORIZATION))
-            .and_then(|value| value.to_str().ok());
         let path = format!("/v1/reliability{path}");
-        match self.rest.call(method, &path, body, authorization).await? {
+        match self
+            .rest
+            .call(method, &path, body, authorization(ctx))
+            .await?
+        {
             Value::Object(record) => Ok(record),
             other => Err(RestError::new(
                 "protocol",
@@ -45,6 +45,25 @@ impl Tools {
             )),
         }
     }
+
+    /// The live frames of `path` (`/runs/{id}/events`).
+    pub(crate) async fn frames(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        path: &str,
+    ) -> Result<Frames, RestError> {
+        let path = format!("/v1/reliability{path}");
+        let body = self.rest.events(&path, authorization(ctx)).await?;
+        Ok(Frames::new(body))
+    }
+}
+
+/// The caller's `Authorization` header, when the transport is HTTP.
+fn authorization(ctx: &RequestContext<RoleServer>) -> Option<&str> {
+    ctx.extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.headers.get(http::header::AUTHORIZATION))
+        .and_then(|value| value.to_str().ok())
 }
 
 /// The error result: `{"error": {"code", "message"}}` as REST shapes it.

@@ -1,5 +1,7 @@
 //! `reliability_wait_run`: polls the run's record until it ends or the timeout passes,
-//! sending a progress notification at each poll when the client asked for progress.
+//! sending a progress notification at each poll when the client asked for progress. The
+//! run's live frames are read meanwhile (when the stream opens) for the phase and a load
+//! run's last second, and their `finished` frame ends a poll's pause early.
 
 use std::time::Duration;
 
@@ -9,6 +11,7 @@ use rmcp::service::RequestContext;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::frames::{Frames, Live};
 use crate::inputs::WaitRun;
 use crate::outputs::{Record, Waited};
 use crate::rest::{Method, RestError, encode};
@@ -38,6 +41,12 @@ pub async fn wait(
     let started = Instant::now();
     let deadline = started + Duration::from_secs(timeout_s);
     let token = ctx.meta.get_progress_token();
+    // Only progress shows the frames: without a token they are not read.
+    let mut frames = match &token {
+        Some(_) => tools.frames(ctx, &format!("{path}/events")).await.ok(),
+        None => None,
+    };
+    let mut live = Live::default();
     loop {
         let run = tools
             .call(ctx, Method::Get, &path, None)
@@ -57,17 +66,42 @@ pub async fn wait(
             let elapsed = started.elapsed().as_secs_f64();
             let note = ProgressNotificationParam::new(token.clone(), elapsed)
                 .with_total(Duration::from_secs(timeout_s).as_secs_f64())
-                .with_message(progress_message(&run));
+                .with_message(format!("{}{}", progress_message(&run), live.describe()));
             // A client that stopped listening to progress still gets its answer.
             let _ = ctx.peer.notify_progress(note).await;
         }
-        tokio::select! {
-            _ = tokio::time::sleep_until(deadline.min(Instant::now() + POLL)) => {}
-            // The client cancelled the call, or the controller is stopping.
-            _ = ctx.ct.cancelled() => {
-                return Ok(Waited { run, timed_out: true, waited_s });
+        let pause = tokio::time::sleep_until(deadline.min(Instant::now() + POLL));
+        tokio::pin!(pause);
+        loop {
+            tokio::select! {
+                _ = &mut pause => break,
+                // The client cancelled the call, or the controller is stopping.
+                _ = ctx.ct.cancelled() => {
+                    return Ok(Waited { run, timed_out: true, waited_s });
+                }
+                frame = next_frame(&mut frames) => match frame {
+                    Some(frame) => {
+                        live.update(&frame);
+                        // The run has ended: read its record now (once; the stream
+                        // closes after `finished`).
+                        if live.finished {
+                            frames = None;
+                            break;
+                        }
+                    }
+                    // The stream ended or broke: polling goes on without it.
+                    None => frames = None,
+                },
             }
         }
+    }
+}
+
+/// The next frame, or never when there is no stream.
+async fn next_frame(frames: &mut Option<Frames>) -> Option<Value> {
+    match frames {
+        Some(frames) => frames.next().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -118,6 +118,14 @@ fn assert_the_tools(seen: &Value) {
             .starts_with("running on agent")),
         "{seen}"
     );
+    // A load run's progress gives its last second's rate and p99, from its live frames.
+    assert!(
+        progress.iter().any(|p| {
+            let message = p["message"].as_str().unwrap();
+            message.contains(", phase measure, last second ") && message.contains(" req/s, p99 ")
+        }),
+        "{seen}"
+    );
     // A checks run and a load run are not comparable: the CLI would exit 2.
     assert_eq!(seen["compare_refused"]["is_error"], true);
     assert_eq!(
