@@ -4,9 +4,7 @@
 
 use std::sync::Arc;
 
-use futures_util::StreamExt;
-use http_body_util::BodyExt;
-use iohr_mcp::{ByteStream, Method, Rest, RestError, RestFuture, StreamFuture};
+use iohr_mcp::{Method, Rest, RestError, RestFuture, StreamFuture, body_stream};
 use serde_json::Value;
 
 use crate::client::Api;
@@ -22,11 +20,7 @@ impl Rest for Cli {
                 .open_stream(path, None)
                 .await
                 .map_err(|failure| RestError::new(failure.code, failure.message))?;
-            let body = response
-                .into_body()
-                .into_data_stream()
-                .map(|chunk| chunk.map_err(|e| RestError::new("transport", e.to_string())));
-            Ok(Box::pin(body) as ByteStream)
+            Ok(body_stream(response.into_body(), "transport"))
         })
     }
 

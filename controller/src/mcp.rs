@@ -20,8 +20,7 @@ use axum::http::Request;
 use axum::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
-use iohr_mcp::{ByteStream, Method, Rest, RestError, RestFuture, StreamFuture};
+use iohr_mcp::{Method, Rest, RestError, RestFuture, StreamFuture, body_stream};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -113,11 +112,7 @@ impl Rest for InProcess {
             if !response.status().is_success() {
                 return Err(api_error(path, response).await);
             }
-            let body = response
-                .into_body()
-                .into_data_stream()
-                .map(|chunk| chunk.map_err(|e| RestError::new("internal", e.to_string())));
-            Ok(Box::pin(body) as ByteStream)
+            Ok(body_stream(response.into_body(), "internal"))
         })
     }
 

@@ -14,7 +14,7 @@ mod rest;
 mod tools;
 mod wait;
 
-pub use rest::{ByteStream, Method, Rest, RestError, RestFuture, StreamFuture};
+pub use rest::{ByteStream, Method, Rest, RestError, RestFuture, StreamFuture, body_stream};
 pub use tools::Tools;
 pub use wait::MAX_WAIT_S;
 

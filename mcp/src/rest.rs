@@ -5,7 +5,9 @@ use std::future::Future;
 use std::pin::Pin;
 
 use bytes::Bytes;
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
+use http_body_util::BodyExt;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,21 +58,31 @@ pub trait Rest: Send + Sync + 'static {
     fn events<'a>(&'a self, path: &'a str, authorization: Option<&'a str>) -> StreamFuture<'a>;
 }
 
-/// Percent-encodes a path segment or query value (only unreserved characters stay), so an
-/// id such as `../x` cannot change the route.
-pub fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    match out.as_str() {
-        // A router would resolve these against the path.
-        "." | ".." => "%2E".repeat(out.len()),
-        _ => out,
+/// A response body (axum's or hyper's) as a [`ByteStream`]; a broken body is `code`.
+pub fn body_stream<B>(body: B, code: &'static str) -> ByteStream
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: std::fmt::Display,
+{
+    Box::pin(
+        body.into_data_stream()
+            .map(move |chunk| chunk.map_err(|e| RestError::new(code, e.to_string()))),
+    )
+}
+
+/// Unreserved characters (RFC 3986) stay, everything else is percent-encoded.
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// One path segment, encoded so an id such as `../x` cannot change the route (`.` and
+/// `..` alone, which a router would resolve, are encoded too).
+pub fn segment(text: &str) -> String {
+    match text {
+        "." | ".." => "%2E".repeat(text.len()),
+        _ => utf8_percent_encode(text, COMPONENT).to_string(),
     }
 }
 
@@ -78,10 +90,16 @@ pub fn encode(text: &str) -> String {
 pub fn query(pairs: &[(&str, Option<String>)]) -> String {
     let parts: Vec<String> = pairs
         .iter()
-        .filter_map(|(key, value)| value.as_ref().map(|v| format!("{key}={}", encode(v))))
+        .filter_map(|(key, value)| {
+            let value = value.as_deref()?;
+            Some(format!("{key}={}", utf8_percent_encode(value, COMPONENT)))
+        })
         .collect();
     match parts.is_empty() {
         true => String::new(),
         false => format!("?{}", parts.join("&")),
     }
 }
+
+#[cfg(test)]
+mod tests;

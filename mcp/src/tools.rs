@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::frames::Frames;
 use crate::inputs::{CompareRuns, ListFindings, ListRuns, RunId, StartRun, WaitRun};
 use crate::outputs::{Compared, Record, Scenarios, Waited};
-use crate::rest::{Method, Rest, RestError, encode, query};
+use crate::rest::{Method, Rest, RestError, query, segment};
 
 /// The MCP server handler; one per HTTP request (stateless) or per stdio connection.
 #[derive(Clone)]
@@ -44,6 +44,18 @@ impl Tools {
                 format!("{path} answered {other}, not an object"),
             )),
         }
+    }
+
+    /// A GET as a tool's answer.
+    async fn get(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        path: &str,
+    ) -> Result<Json<Record>, CallToolResult> {
+        self.call(ctx, Method::Get, path, None)
+            .await
+            .map(Json)
+            .map_err(failed)
     }
 
     /// The live frames of `path` (`/runs/{id}/events`).
@@ -102,10 +114,7 @@ impl Tools {
         Parameters(RunId { id }): Parameters<RunId>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<Record>, CallToolResult> {
-        self.call(&ctx, Method::Get, &format!("/runs/{}", encode(&id)), None)
-            .await
-            .map(Json)
-            .map_err(failed)
+        self.get(&ctx, &format!("/runs/{}", segment(&id))).await
     }
 
     #[tool(
@@ -187,10 +196,7 @@ impl Tools {
                 ("cursor", list.cursor),
             ])
         );
-        self.call(&ctx, Method::Get, &path, None)
-            .await
-            .map(Json)
-            .map_err(failed)
+        self.get(&ctx, &path).await
     }
 
     #[tool(
@@ -211,10 +217,7 @@ impl Tools {
                 ("cursor", list.cursor),
             ])
         );
-        self.call(&ctx, Method::Get, &path, None)
-            .await
-            .map(Json)
-            .map_err(failed)
+        self.get(&ctx, &path).await
     }
 
     #[tool(
@@ -224,10 +227,7 @@ impl Tools {
         &self,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<Record>, CallToolResult> {
-        self.call(&ctx, Method::Get, "/agents", None)
-            .await
-            .map(Json)
-            .map_err(failed)
+        self.get(&ctx, "/agents").await
     }
 
     #[tool(

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::frames::{Frames, Live};
 use crate::inputs::WaitRun;
 use crate::outputs::{Record, Waited};
-use crate::rest::{Method, RestError, encode};
+use crate::rest::{Method, RestError, segment};
 use crate::tools::{Tools, failed};
 
 /// The longest wait one call may ask for; a client wanting longer calls again.
@@ -37,7 +37,7 @@ pub async fn wait(
             format!("timeout_s {timeout_s}: must be 1 to {MAX_WAIT_S} seconds"),
         )));
     }
-    let path = format!("/runs/{}", encode(&wait.id));
+    let path = format!("/runs/{}", segment(&wait.id));
     let started = Instant::now();
     let deadline = started + Duration::from_secs(timeout_s);
     let token = ctx.meta.get_progress_token();
