@@ -11,6 +11,7 @@ mod connect;
 mod error;
 mod findings;
 mod follow;
+mod mcp;
 mod output;
 mod page;
 mod run;
@@ -67,11 +68,16 @@ pub struct Cli {
     command: Top,
 }
 
+// One value, parsed once per process: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Top {
     /// Runs, agents and scenarios of the reliability service.
     #[command(subcommand)]
     Reliability(Reliability),
+    /// The MCP tools over stdio, for MCP clients that launch a local process (see
+    /// docs/mcp.md); stdout carries the protocol. Exits when the client closes stdin.
+    Mcp,
 }
 
 #[derive(Subcommand, Debug)]
@@ -138,7 +144,10 @@ async fn execute(cli: Cli) -> Result<u8> {
         )?,
         json: cli.json,
     };
-    let Top::Reliability(command) = cli.command;
+    let command = match cli.command {
+        Top::Reliability(command) => command,
+        Top::Mcp => return mcp::execute(ctx.api).await,
+    };
     match command {
         Reliability::Run(args) => run::execute(&ctx, args).await,
         Reliability::Runs(command) => runs::execute(&ctx, command).await,

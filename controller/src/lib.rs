@@ -4,7 +4,7 @@
 //! the [`queue`] (scheduler + dispatcher), offered to an agent over the agent [`link`],
 //! and its frames come back through the link into the store and out to viewers through
 //! the [`hub`]. [`server`] wires them together; [`http`] is the API's listener (TLS,
-//! connection bound, timeouts).
+//! connection bound, timeouts); [`mcp`] serves the MCP tools on it.
 
 pub mod api;
 pub mod compare_pool;
@@ -12,6 +12,7 @@ pub mod http;
 pub mod hub;
 pub mod limits;
 pub mod link;
+pub mod mcp;
 pub mod queue;
 pub mod server;
 pub mod store;

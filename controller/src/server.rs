@@ -111,7 +111,7 @@ pub async fn start(
         );
     let api = crate::http::serve(
         api_listener,
-        api::router(shared.clone()),
+        crate::mcp::mount(api::router(shared.clone()), shared.clone()),
         config.api,
         shutdown.clone(),
     );
