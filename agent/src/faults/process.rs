@@ -258,17 +258,10 @@ pub fn wait_gone(pid: u32, start_time: u64, within: Duration) -> Result<(), Faul
     }
 }
 
-/// Runs the policy's restart command with `sh -c`, in a session of its own so that the
-/// restarted service outlives the agent. A command still running after [`RESTART_WAIT`] is
-/// taken to be the service itself and left running (a thread reaps it when it ends).
-pub fn run_restart(command: &str) -> Result<String, FaultError> {
+/// Starts `cmd`'s child in a session of its own (`setsid`), so that a signal to the
+/// agent's process group (a terminal's Ctrl-C, a service manager's stop) does not reach it.
+pub(crate) fn in_own_session(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(Path::new("/bin/sh"));
-    cmd.arg("-c")
-        .arg(command)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
     // SAFETY: setsid is async-signal-safe and touches only the child.
     unsafe {
         cmd.pre_exec(|| {
@@ -277,6 +270,19 @@ pub fn run_restart(command: &str) -> Result<String, FaultError> {
                 .map_err(std::io::Error::from)
         });
     }
+}
+
+/// Runs the policy's restart command with `sh -c`, in a session of its own so that the
+/// restarted service outlives the agent. A command still running after [`RESTART_WAIT`] is
+/// taken to be the service itself and left running (a thread reaps it when it ends).
+pub fn run_restart(command: &str) -> Result<String, FaultError> {
+    let mut cmd = Command::new(Path::new("/bin/sh"));
+    cmd.arg("-c")
+        .arg(command)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    in_own_session(&mut cmd);
     let mut child = cmd
         .spawn()
         .map_err(|e| FaultError::Failed(format!("starting the restart command: {e}")))?;

@@ -25,7 +25,6 @@ pub mod watch;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, mpsc};
@@ -247,14 +246,7 @@ impl Wardens {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        // SAFETY: setsid is async-signal-safe and touches only the child.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::unistd::setsid()
-                    .map(drop)
-                    .map_err(std::io::Error::from)
-            });
-        }
+        process::in_own_session(&mut cmd);
         let mut child = cmd
             .spawn()
             .map_err(|e| WardenError::Failed(format!("starting a warden: {e}")))?;

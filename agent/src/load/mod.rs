@@ -252,14 +252,7 @@ mod range_tests;
 
 #[cfg(test)]
 mod tests {
-    use std::convert::Infallible;
-
-    use http_body_util::Full;
-    use hyper::body::Bytes;
-    use hyper::service::service_fn;
-    use hyper_util::rt::TokioIo;
     use iohr_domain::load::LoadSpec;
-    use tokio::net::TcpListener;
 
     use super::*;
 
@@ -269,20 +262,7 @@ mod tests {
     #[tokio::test]
     async fn a_closed_run_on_one_thread_keeps_up_and_ends_on_time() {
         assert!(poller::Poller::on_current_thread());
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let answer = service_fn(|_| async {
-                        Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from("ok"))))
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), answer)
-                        .await;
-                });
-            }
-        });
+        let target = super::range_tests::serve_ok().await;
         let spec = serde_json::json!({
             "operations": [{"path": "/"}], "model": "closed", "connections": 4,
             "duration": "1s", "warmup": 20
@@ -294,7 +274,7 @@ mod tests {
         let started = std::time::Instant::now();
         let outcome = tokio::time::timeout(
             std::time::Duration::from_secs(10),
-            run(plan, &RunContext::<()>::new(format!("http://{addr}"), tx)),
+            run(plan, &RunContext::<()>::new(target, tx)),
         )
         .await
         .expect("the run ends");

@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 use super::run;
 use crate::run_context::RunContext;
 
-async fn serve_ok() -> String {
+/// A keep-alive HTTP/1.1 server on loopback answering every request `ok`; its base URL.
+pub(super) async fn serve_ok() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
