@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::agents::{AgentBehaviour, End, RunTimes, Tracker};
 use crate::controller::{Backend, Environment};
-use crate::host::CpuMeter;
+use crate::host::{CpuMeter, CpuUse};
 use crate::report::{ACCEPTED, Report, fmt_opt, round2};
 use crate::rig::Rig;
 use crate::stats::{self, Phase};
@@ -64,15 +64,10 @@ pub(crate) async fn latency(
     ));
     out.line(stats::table(&report.phases).trim_end());
     out.line(&load.summary_line(&times, &verified));
-    out.line(&format!(
-        "  CPU during the load: {}; controller {} resident{}",
-        cpu.describe(),
-        fmt_opt(rss, "MiB"),
-        if opts.keep {
-            format!("; log {}", log.display())
-        } else {
-            String::new()
-        }
+    out.line(&resources_line(
+        &cpu,
+        rss,
+        opts.keep.then_some(log.as_path()),
     ));
     if let Some(p99) = accept_p99 {
         let verdict = if p99 < GOAL_ACCEPT_P99_MS {
@@ -296,15 +291,10 @@ pub(crate) async fn throughput(
     ));
     out.line(stats::table(&report.phases).trim_end());
     out.line(&load.summary_line(&times, &verified));
-    out.line(&format!(
-        "  CPU during the load: {}; controller {} resident{}",
-        cpu.describe(),
-        fmt_opt(rss, "MiB"),
-        if opts.keep {
-            format!("; log {}", log.display())
-        } else {
-            String::new()
-        }
+    out.line(&resources_line(
+        &cpu,
+        rss,
+        opts.keep.then_some(log.as_path()),
     ));
     let goal = matches!(backend, Backend::Sqlite).then_some(per_s >= GOAL_SQLITE_RUNS_PER_S);
     if let Some(met) = goal {
@@ -387,4 +377,14 @@ async fn throughput_load(opts: &Opts, rig: &Rig, stop_posting: Instant) -> anyho
         unfinished: usize::try_from(unfinished.load(Ordering::Relaxed)).unwrap_or(usize::MAX),
         elapsed: started.elapsed(),
     })
+}
+
+/// The CPU the controller used during the load, its resident memory, and its log when kept.
+fn resources_line(cpu: &CpuUse, rss: Option<f64>, kept_log: Option<&std::path::Path>) -> String {
+    let log = kept_log.map_or(String::new(), |log| format!("; log {}", log.display()));
+    format!(
+        "  CPU during the load: {}; controller {} resident{log}",
+        cpu.describe(),
+        fmt_opt(rss, "MiB"),
+    )
 }
