@@ -58,30 +58,50 @@ pub(crate) async fn seed(store: &Store) -> (Account, RunRow) {
         )
         .await
         .expect("scenario");
-    let run = store
-        .insert_run(
-            &NewRun {
-                account_id: account.id.clone(),
-                kind: RunKind::Checks,
-                scenario_id: scenario.id,
-                scenario_version: scenario.version,
-                environment: "staging".into(),
-                target: "http://127.0.0.1:9".into(),
-                executor: Executor::Any,
-                started_by: StartedBy {
-                    kind: "token".into(),
-                    id: "t1".into(),
-                    change: Some("core#212".into()),
-                },
-                units_reserved: 1,
-                reason: None,
-                confirmation: None,
-            },
-            "token:t1",
-        )
-        .await
-        .expect("run");
+    let mut new = checks_run(&account.id, &scenario);
+    new.started_by.change = Some("core#212".into());
+    let run = store.insert_run(&new, "token:t1").await.expect("run");
     (account, run)
+}
+
+/// A new checks run of `scenario` in `staging` against `http://127.0.0.1:9`, started by
+/// token `t1`, reserving 1 unit (the store tests' usual run; callers change what they need).
+pub(crate) fn checks_run(account_id: &str, scenario: &Scenario) -> NewRun {
+    NewRun {
+        account_id: account_id.to_string(),
+        kind: RunKind::Checks,
+        scenario_id: scenario.id.clone(),
+        scenario_version: scenario.version.clone(),
+        environment: "staging".into(),
+        target: "http://127.0.0.1:9".into(),
+        executor: Executor::Any,
+        started_by: StartedBy {
+            kind: "token".into(),
+            id: "t1".into(),
+            change: None,
+        },
+        units_reserved: 1,
+        reason: None,
+        confirmation: None,
+    }
+}
+
+/// A new run like `row`: its account, kind, scenario version, environment, target,
+/// executor and starter, reserving 1 unit.
+pub(crate) fn run_like(row: &RunRow) -> NewRun {
+    NewRun {
+        account_id: row.account_id.clone(),
+        kind: row.kind,
+        scenario_id: row.scenario_id.clone(),
+        scenario_version: row.scenario_version.clone(),
+        environment: row.environment.clone(),
+        target: row.target.clone(),
+        executor: row.executor.clone(),
+        started_by: row.started_by.clone(),
+        units_reserved: 1,
+        reason: None,
+        confirmation: None,
+    }
 }
 
 #[tokio::test]
@@ -278,25 +298,9 @@ async fn runs_list_newest_first_with_filters_and_cursor() {
         let (account, first) = seed(&store).await;
         let mut ids = vec![first.id.clone()];
         for _ in 0..4 {
-            let mut run = store.run(&first.id).await.expect("q").expect("run");
-            run.id.clear();
+            let run = store.run(&first.id).await.expect("q").expect("run");
             let again = store
-                .insert_run(
-                    &NewRun {
-                        account_id: account.id.clone(),
-                        kind: run.kind,
-                        scenario_id: run.scenario_id,
-                        scenario_version: run.scenario_version,
-                        environment: run.environment,
-                        target: run.target,
-                        executor: run.executor,
-                        started_by: run.started_by,
-                        units_reserved: 1,
-                        reason: None,
-                        confirmation: None,
-                    },
-                    "token:t1",
-                )
+                .insert_run(&run_like(&run), "token:t1")
                 .await
                 .expect("run");
             ids.push(again.id);
@@ -555,25 +559,11 @@ async fn which_agents_serve_a_kind_and_environment() {
 
 /// A run of `seed`'s scenario and target, taken by an agent: running under its lease.
 async fn take_run(store: &Store, template: &RunRow) -> (RunRow, LeaseGuard) {
-    let run = store
-        .insert_run(
-            &NewRun {
-                account_id: template.account_id.clone(),
-                kind: template.kind,
-                scenario_id: template.scenario_id.clone(),
-                scenario_version: template.scenario_version.clone(),
-                environment: template.environment.clone(),
-                target: template.target.clone(),
-                executor: Executor::Any,
-                started_by: template.started_by.clone(),
-                units_reserved: 1,
-                reason: None,
-                confirmation: None,
-            },
-            "token:t1",
-        )
-        .await
-        .expect("run");
+    let new = NewRun {
+        executor: Executor::Any,
+        ..run_like(template)
+    };
+    let run = store.insert_run(&new, "token:t1").await.expect("run");
     let agent_id = store
         .register_agent_cert(&template.account_id, "edge-1", &format!("fp-{}", run.id))
         .await

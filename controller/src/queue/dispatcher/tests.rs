@@ -159,17 +159,9 @@ impl Bench {
             .store
             .insert_run(
                 &NewRun {
-                    account_id: self.account.id.clone(),
                     kind,
-                    scenario_id: self.template.scenario_id.clone(),
-                    scenario_version: self.template.scenario_version.clone(),
-                    environment: self.template.environment.clone(),
-                    target: self.template.target.clone(),
                     executor,
-                    started_by: self.template.started_by.clone(),
-                    units_reserved: 1,
-                    reason: None,
-                    confirmation: None,
+                    ..crate::store::tests::run_like(&self.template)
                 },
                 "token:t1",
             )

@@ -2,10 +2,10 @@
 //! concurrent inserts too, and the month's unit budget.
 
 use futures_util::future::join_all;
-use iohr_domain::{Executor, RunKind, RunStatus, StartedBy};
+use iohr_domain::RunStatus;
 use serde_json::json;
 
-use super::super::tests::{postgres_store, sqlite_store};
+use super::super::tests::{checks_run, postgres_store, sqlite_store};
 use super::super::{Account, Ending, NewRun, PlanChange, RunFilter, Store, StoreError, now_ms};
 use super::month_bounds;
 
@@ -32,23 +32,7 @@ async fn account(store: &Store, change: PlanChange) -> (Account, NewRun) {
         )
         .await
         .expect("scenario");
-    let run = NewRun {
-        account_id: account.id.clone(),
-        kind: RunKind::Checks,
-        scenario_id: scenario.id,
-        scenario_version: scenario.version,
-        environment: "staging".into(),
-        target: "http://127.0.0.1:9".into(),
-        executor: Executor::Any,
-        started_by: StartedBy {
-            kind: "token".into(),
-            id: "t1".into(),
-            change: None,
-        },
-        units_reserved: 1,
-        reason: None,
-        confirmation: None,
-    };
+    let run = checks_run(&account.id, &scenario);
     (account, run)
 }
 

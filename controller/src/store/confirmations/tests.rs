@@ -1,9 +1,9 @@
 //! Confirmations on both stores (see `store/tests.rs`).
 
-use iohr_domain::{Executor, RunKind, RunStatus, StartedBy};
+use iohr_domain::{RunKind, RunStatus};
 use serde_json::json;
 
-use super::super::tests::{postgres_store, sqlite_store};
+use super::super::tests::{checks_run, postgres_store, sqlite_store};
 use super::super::{Ending, NewRun, Store, now_ms};
 use super::ConfirmRefusal;
 
@@ -23,21 +23,12 @@ async fn production_faults_run(store: &Store, deadline: i64) -> (String, String)
     let run = store
         .insert_run(
             &NewRun {
-                account_id: account.id.clone(),
                 kind: RunKind::Faults,
-                scenario_id: scenario.id,
-                scenario_version: scenario.version,
                 environment: "production".into(),
-                target: "http://127.0.0.1:9".into(),
-                executor: Executor::Any,
-                started_by: StartedBy {
-                    kind: "token".into(),
-                    id: "t1".into(),
-                    change: None,
-                },
                 units_reserved: 0,
                 reason: Some("waiting".into()),
                 confirmation: Some(("sha256:abc".into(), deadline)),
+                ..checks_run(&account.id, &scenario)
             },
             "token:t1",
         )

@@ -1,10 +1,9 @@
 //! Waiting reasons on both stores (see `store/tests.rs`).
 
-use iohr_domain::{Executor, RunKind, StartedBy};
 use serde_json::json;
 
-use super::super::tests::{postgres_store, sqlite_store};
-use super::super::{NewRun, RunRow, Store};
+use super::super::tests::{checks_run, postgres_store, sqlite_store};
+use super::super::{RunRow, Store};
 
 async fn queued_runs(store: &Store, count: usize) -> Vec<RunRow> {
     let account = store
@@ -22,23 +21,7 @@ async fn queued_runs(store: &Store, count: usize) -> Vec<RunRow> {
         .expect("scenario");
     let mut runs = Vec::new();
     for _ in 0..count {
-        let new = NewRun {
-            account_id: account.id.clone(),
-            kind: RunKind::Checks,
-            scenario_id: scenario.id.clone(),
-            scenario_version: scenario.version.clone(),
-            environment: "staging".into(),
-            target: "http://127.0.0.1:9".into(),
-            executor: Executor::Any,
-            started_by: StartedBy {
-                kind: "token".into(),
-                id: "t1".into(),
-                change: None,
-            },
-            units_reserved: 1,
-            reason: None,
-            confirmation: None,
-        };
+        let new = checks_run(&account.id, &scenario);
         runs.push(store.insert_run(&new, "token:t1").await.expect("run"));
     }
     runs
