@@ -14,6 +14,7 @@
 pub mod api;
 pub mod process;
 pub mod proxy;
+pub mod python;
 pub mod raw_agent;
 pub mod records;
 pub mod setup;

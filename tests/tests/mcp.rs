@@ -5,56 +5,20 @@
 //! progress and past a timeout, a scope refusal, bad inputs refused with the API's codes.
 //!
 //! The SDK lives in a virtual environment that tests/run makes (`target/py-venv`, or
-//! `IOHR_MCP_PYTHON`); without it the test fails, it never skips.
+//! `IOHR_PYTHON`); without it the test fails, it never skips.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use iohr_tests::process::{AgentOptions, bin};
+use iohr_tests::python::run_script;
 use iohr_tests::setup::OneAgent;
 use iohr_tests::{Backend, Target};
 use serde_json::{Value, json};
 
-/// The venv's python: `IOHR_MCP_PYTHON`, else `py-venv/bin/python` in the target dir.
-fn python() -> PathBuf {
-    if let Some(path) = std::env::var_os("IOHR_MCP_PYTHON") {
-        return PathBuf::from(path);
-    }
-    let exe = std::env::current_exe().expect("test executable path");
-    // target/debug/deps/mcp-HASH -> target
-    let target = exe.ancestors().nth(3).expect("target dir");
-    let python = target.join("py-venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: the MCP tests need the official MCP Python SDK in a virtual \
-         environment; tests/run makes it (python3 -m venv target/py-venv && \
-         target/py-venv/bin/pip install mcp==2.3.0), or set IOHR_MCP_PYTHON",
-        python.display()
-    );
-    python
-}
-
 async fn client(config: Value) -> Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/client.py");
-    let run = tokio::process::Command::new(python())
-        .arg(&script)
-        .arg(config.to_string())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(240), run)
-        .await
-        .expect("the MCP client ended within 240 s")
-        .expect("run the MCP client");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "the MCP client failed: {stderr}");
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "the MCP client printed no JSON ({e}): {}\n{stderr}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    })
+    run_script("mcp/client.py", &config, Duration::from_secs(240)).await
 }
 
 /// What both transports must show.

@@ -137,6 +137,7 @@ pub async fn halt(
         run_id: None,
         targets: None,
         outcome: format!("{} faults runs cancelled", halted.len()),
+        ..Default::default()
     };
     shared.store.audit(&account_id, &line).await?;
     tracing::warn!(account = %account_id, runs = halted.len(), "halt");

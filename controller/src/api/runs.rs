@@ -410,6 +410,7 @@ pub async fn cancel(
             run_id: Some(id.clone()),
             targets: Some(run.target.clone()),
             outcome: run.status.to_string(),
+            ..Default::default()
         };
         shared.store.audit(&account_id, &line).await?;
         Ok::<_, ApiError>(run)

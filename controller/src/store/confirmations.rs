@@ -84,6 +84,7 @@ impl Store {
             run_id: Some(run_id.to_string()),
             targets: Some(run.target.clone()),
             outcome: format!("confirmed {hash}"),
+            ..Default::default()
         };
         insert_audit(&mut tx, account_id, &line).await?;
         let row = sqlx::query(AssertSqlSafe(format!(

@@ -292,6 +292,7 @@ impl Store {
             run_id: None,
             targets: Some(finding.target.clone()),
             outcome,
+            ..Default::default()
         };
         super::audit::insert_audit(&mut tx, account_id, &line).await?;
         tx.commit().await?;

@@ -266,6 +266,7 @@ impl Store {
             run_id: Some(id.clone()),
             targets: Some(run.target.clone()),
             outcome: status.to_string(),
+            ..Default::default()
         };
         super::audit::insert_audit(&mut tx, &run.account_id, &line).await?;
         let row = sqlx::query(AssertSqlSafe(format!(

@@ -443,6 +443,7 @@ async fn audit_lines_stay_with_their_account() {
             run_id: Some(run.id.clone()),
             targets: Some(run.target.clone()),
             outcome: "cancelled".into(),
+            ..Default::default()
         };
         store.audit(&account.id, &line).await.expect("audit");
         let lines = store.audit_lines(&account.id).await.expect("lines");

@@ -33,6 +33,7 @@ impl Dispatcher {
                     run_id: Some(run.id.clone()),
                     targets: Some(run.target.clone()),
                     outcome: "refused".to_string(),
+                    ..Default::default()
                 };
                 if let Err(error) = self.store.audit(&run.account_id, &line).await {
                     tracing::warn!(run = %run.id, %error, "writing the lapse's audit line failed");
