@@ -5,6 +5,7 @@
 //! (error, cancelled, refused) or the wait timed out.
 
 mod agents;
+mod audit;
 mod client;
 mod compare;
 mod connect;
@@ -99,6 +100,9 @@ enum Reliability {
     /// its floor), seen again by later runs instead of duplicated: list them (by default),
     /// show one, close one.
     Findings(findings::FindingsArgs),
+    /// Who did what: every start, cancel, confirmation, lapse, finding close and halt, newest
+    /// first (needs a token with reliability:audit).
+    Audit(audit::AuditArgs),
     /// Stop every queued or running faults run of the account now; each agent undoes its
     /// faults as it stops. Safe to repeat.
     Halt {
@@ -155,6 +159,7 @@ async fn execute(cli: Cli) -> Result<u8> {
         Reliability::Scenarios(command) => scenarios::execute(&ctx, command).await,
         Reliability::Compare(args) => compare::execute(&ctx, args).await,
         Reliability::Findings(args) => findings::execute(&ctx, args).await,
+        Reliability::Audit(args) => audit::execute(&ctx, args).await,
         Reliability::Halt { reason } => runs::halt(&ctx, reason).await,
     }
 }

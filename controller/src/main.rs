@@ -116,7 +116,7 @@ enum TokenCommand {
         store: StoreArgs,
         #[arg(long)]
         account: String,
-        /// reliability:run and/or reliability:read.
+        /// reliability:run, reliability:read and/or reliability:audit.
         #[arg(long = "scope", required = true)]
         scopes: Vec<String>,
         /// The person the token belongs to; without it, an API token for automation.

@@ -2,6 +2,7 @@
 //! kinds and statuses are, the spec of each kind, frames, and the rules every side must
 //! agree on (canonical scenario versions, credential-named headers).
 
+pub mod audit;
 pub mod capacity;
 pub mod checks;
 pub mod compare;

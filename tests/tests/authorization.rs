@@ -20,6 +20,8 @@ enum Rule {
     Run,
     /// `reliability:run` on a person's token (confirming a production fault).
     PersonRun,
+    /// `reliability:audit` (reading the audit lines).
+    Audit,
 }
 
 /// Every REST route: method, path (`{id}` is replaced by each id the test tries), rule.
@@ -37,6 +39,7 @@ const ROUTES: &[(&str, &str, Rule)] = &[
     ("GET", "/findings", Rule::Read),
     ("GET", "/findings/{id}", Rule::Read),
     ("POST", "/findings/{id}/close", Rule::Run),
+    ("GET", "/audit", Rule::Audit),
 ];
 
 /// Every gRPC method of `iohr.runs.v1.Runs` (all read).
@@ -192,6 +195,11 @@ async fn every_route_checks_authorization_before_anything_else(backend: Backend)
         match rule {
             Rule::Read => refused.push((&run_only, 403, "insufficient_scope")),
             Rule::Run => refused.push((&read_only, 403, "insufficient_scope")),
+            Rule::Audit => {
+                refused.push((&read_only, 403, "insufficient_scope"));
+                refused.push((&run_only, 403, "insufficient_scope"));
+                refused.push((&api_token_run, 403, "insufficient_scope"));
+            }
             Rule::PersonRun => {
                 refused.push((&read_only, 403, "insufficient_scope"));
                 refused.push((&person_read, 403, "insufficient_scope"));

@@ -36,6 +36,9 @@ pub struct RunScope;
 /// `reliability:run` held by a person's token: only a person confirms a production fault.
 #[derive(Debug, Clone, Copy)]
 pub struct PersonRunScope;
+/// `reliability:audit`: reading the audit lines.
+#[derive(Debug, Clone, Copy)]
+pub struct AuditScope;
 
 impl Rule for Authenticated {
     fn check(_: &TokenInfo) -> Result<(), ApiError> {
@@ -52,6 +55,12 @@ impl Rule for ReadScope {
 impl Rule for RunScope {
     fn check(token: &TokenInfo) -> Result<(), ApiError> {
         require(token, Scope::Run)
+    }
+}
+
+impl Rule for AuditScope {
+    fn check(token: &TokenInfo) -> Result<(), ApiError> {
+        require(token, Scope::Audit)
     }
 }
 

@@ -2,10 +2,11 @@
 //! same port (HTTP/1.1 and h2c).
 //!
 //! One file per resource: [`runs`], [`events`] (the live stream), [`agents`],
-//! [`scenarios`], [`compare`], [`faults`] (confirmation, halt), [`findings`]; [`auth`] checks
+//! [`scenarios`], [`compare`], [`faults`] (confirmation, halt), [`findings`], [`audit`]; [`auth`] checks
 //! tokens and scopes, [`error`] shapes every error.
 
 pub mod agents;
+pub mod audit;
 pub mod auth;
 pub mod compare;
 pub mod error;
@@ -44,7 +45,8 @@ pub fn router(shared: Shared) -> Router {
         .route("/compare", get(compare::get))
         .route("/findings", get(findings::list))
         .route("/findings/{id}", get(findings::get))
-        .route("/findings/{id}/close", post(findings::close));
+        .route("/findings/{id}/close", post(findings::close))
+        .route("/audit", get(audit::list));
     Router::new()
         .nest("/v1/reliability", v1)
         .route("/healthz", get(|| async { "ok" }))

@@ -33,6 +33,9 @@ pub struct Environment {
 pub enum Scope {
     Run,
     Read,
+    /// Reading the audit lines: a scope of its own, so a token that reads runs does not
+    /// also read who did what.
+    Audit,
 }
 
 impl Scope {
@@ -40,6 +43,7 @@ impl Scope {
         match self {
             Scope::Run => "reliability:run",
             Scope::Read => "reliability:read",
+            Scope::Audit => "reliability:audit",
         }
     }
 }
@@ -56,8 +60,10 @@ impl FromStr for Scope {
         match s {
             "reliability:run" => Ok(Scope::Run),
             "reliability:read" => Ok(Scope::Read),
+            "reliability:audit" => Ok(Scope::Audit),
             other => Err(format!(
-                "unknown scope {other:?}; expected reliability:run or reliability:read"
+                "unknown scope {other:?}; expected reliability:run, reliability:read or \
+                 reliability:audit"
             )),
         }
     }

@@ -3,7 +3,9 @@
 //! and the outcome. Never a request body or a credential.
 
 use sqlx::Row;
+use sqlx::any::AnyRow;
 
+use super::page::Keyset;
 use super::{Result, Store, new_id, now_ms};
 
 /// One audit line. Build it with `AuditLine { actor, action, outcome, ..Default::default() }`
@@ -54,24 +56,69 @@ impl Store {
         insert_audit(&mut conn, account_id, line).await
     }
 
+    /// Every audit line of the account, oldest first (the store tests' view).
     pub async fn audit_lines(&self, account_id: &str) -> Result<Vec<AuditLine>> {
         let rows = sqlx::query("SELECT * FROM audit WHERE account_id = $1 ORDER BY at, id")
             .bind(account_id)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(AuditLine {
-                    at: row.try_get("at")?,
-                    actor: row.try_get("actor")?,
-                    action: row.try_get("action")?,
-                    run_id: row.try_get("run_id")?,
-                    schedule_id: row.try_get("schedule_id")?,
-                    targets: row.try_get("targets")?,
-                    faults: row.try_get("faults")?,
-                    outcome: row.try_get("outcome")?,
-                })
-            })
-            .collect()
+        rows.iter().map(|row| Ok(line_from_row(row)?.1)).collect()
     }
+
+    /// One page of the account's audit lines, newest first, with their ids.
+    pub async fn list_audit(
+        &self,
+        account_id: &str,
+        filter: &AuditFilter,
+    ) -> Result<(Vec<(String, AuditLine)>, Option<String>)> {
+        let mut page = Keyset::new(
+            "SELECT * FROM audit WHERE account_id = $1".to_string(),
+            account_id,
+        );
+        page.and_int("at >=", filter.since);
+        page.and_int("at <", filter.until);
+        page.and("actor =", filter.actor.clone());
+        page.and("action =", filter.action.clone());
+        page.and("run_id =", filter.run.clone());
+        page.and("schedule_id =", filter.schedule.clone());
+        page.fetch(
+            &self.pool,
+            "id",
+            filter.cursor.as_deref(),
+            filter.limit,
+            line_from_row,
+            |(id, _): &(String, AuditLine)| id,
+        )
+        .await
+    }
+}
+
+/// What `GET /audit` asks for: times in epoch ms (`since` inclusive, `until` exclusive),
+/// the other filters exact.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub actor: Option<String>,
+    pub action: Option<String>,
+    pub run: Option<String>,
+    pub schedule: Option<String>,
+    pub limit: u32,
+    pub cursor: Option<String>,
+}
+
+fn line_from_row(row: &AnyRow) -> Result<(String, AuditLine)> {
+    Ok((
+        row.try_get("id")?,
+        AuditLine {
+            at: row.try_get("at")?,
+            actor: row.try_get("actor")?,
+            action: row.try_get("action")?,
+            run_id: row.try_get("run_id")?,
+            schedule_id: row.try_get("schedule_id")?,
+            targets: row.try_get("targets")?,
+            faults: row.try_get("faults")?,
+            outcome: row.try_get("outcome")?,
+        },
+    ))
 }

@@ -31,7 +31,7 @@ pub use accounts::{
 };
 pub use admission::{MonthUse, month_bounds};
 pub use agents::{AgentIdentity, AgentRow, AgentScope, Declaration};
-pub use audit::AuditLine;
+pub use audit::{AuditFilter, AuditLine};
 pub use claim::Claim;
 pub use confirmations::ConfirmRefusal;
 pub use findings::{FindingFilter, FindingRow};

@@ -1,0 +1,99 @@
+//! `GET /audit`: the account's audit lines, newest first, paged, filtered by time, actor,
+//! action, run and schedule. Reading them needs `reliability:audit`, a scope of its own.
+
+use axum::Json;
+use axum::extract::{Query, State};
+use iohr_domain::audit::AuditEntry;
+use serde::Deserialize;
+
+use super::auth::{AuditScope, Caller};
+use super::error::ApiError;
+use super::page::{page_answer, page_limit};
+use crate::Shared;
+use crate::store::{AuditFilter, AuditLine, format_ms};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// RFC 3339, inclusive.
+    since: Option<String>,
+    /// RFC 3339, exclusive.
+    until: Option<String>,
+    actor: Option<String>,
+    action: Option<String>,
+    run: Option<String>,
+    schedule: Option<String>,
+    limit: Option<u32>,
+    cursor: Option<String>,
+}
+
+pub async fn list(
+    State(shared): State<Shared>,
+    caller: Caller<AuditScope>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Query(query) = query?;
+    let limit = page_limit(query.limit)?;
+    for (name, value) in [
+        ("actor", &query.actor),
+        ("action", &query.action),
+        ("run", &query.run),
+        ("schedule", &query.schedule),
+    ] {
+        if value.as_deref() == Some("") {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                format!("{name} must not be empty; leave it out to list every {name}"),
+            ));
+        }
+    }
+    let filter = AuditFilter {
+        since: time("since", query.since.as_deref())?,
+        until: time("until", query.until.as_deref())?,
+        actor: query.actor,
+        action: query.action,
+        run: query.run,
+        schedule: query.schedule,
+        limit,
+        cursor: query.cursor,
+    };
+    let (lines, next) = shared
+        .store
+        .list_audit(caller.account_id(), &filter)
+        .await?;
+    let entries: Vec<AuditEntry> = lines.into_iter().map(entry).collect();
+    Ok(page_answer("audit", &entries, next))
+}
+
+/// An RFC 3339 time of the query as epoch milliseconds.
+fn time(name: &str, text: Option<&str>) -> Result<Option<i64>, ApiError> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let refused = || {
+        ApiError::bad_request(
+            "invalid_query",
+            format!("{name} must be an RFC 3339 time such as 2026-12-01T00:00:00Z, not {text:?}"),
+        )
+    };
+    let at = humantime::parse_rfc3339_weak(text).map_err(|_| refused())?;
+    let ms = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| refused())?
+        .as_millis();
+    i64::try_from(ms).map(Some).map_err(|_| refused())
+}
+
+fn entry((id, line): (String, AuditLine)) -> AuditEntry {
+    AuditEntry {
+        id,
+        at: format_ms(line.at),
+        actor: line.actor,
+        action: line.action,
+        run_id: line.run_id,
+        schedule_id: line.schedule_id,
+        targets: line.targets,
+        faults: line.faults,
+        outcome: line.outcome,
+    }
+}
