@@ -15,6 +15,7 @@ mod follow;
 mod mcp;
 mod output;
 mod page;
+mod report;
 mod run;
 mod runs;
 mod scenarios;
@@ -280,8 +281,16 @@ mod tests {
         assert!(cli.json);
         assert!(matches!(
             cli.command,
-            Top::Reliability(Reliability::Runs(runs::RunsCommand::Events { ref id, after: Some(7) }))
+            Top::Reliability(Reliability::Runs(runs::RunsCommand::Events { ref id, after: Some(7), raw: false }))
                 if id == "r1"
+        ));
+        let cli = parse("iohr reliability runs events r1 --raw").expect("valid");
+        assert!(matches!(
+            cli.command,
+            Top::Reliability(Reliability::Runs(runs::RunsCommand::Events {
+                raw: true,
+                ..
+            }))
         ));
         for line in [
             "iohr reliability runs show r1 --json",

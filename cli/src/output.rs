@@ -9,6 +9,7 @@ use iohr_domain::checks::ChecksResult;
 use iohr_domain::faults::Journal;
 use iohr_domain::finding::Sighting;
 use iohr_domain::load::LoadResult;
+use iohr_domain::scenario_kind::record::ScenarioRecord;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -197,7 +198,10 @@ fn result(result: Option<&Value>) -> String {
         .map(|capacity| capacity.summary())
         .or_else(|_| LoadResult::deserialize(value).map(|l| l.summary()))
         // A faults journal as its lines (probes, activities, faults and their undos).
-        .or_else(|_| Journal::deserialize(value).map(|j| j.summary()));
+        .or_else(|_| Journal::deserialize(value).map(|j| j.summary()))
+        // A scenario record as its report (per operation and the replay command), not
+        // its request log: `--json` keeps that.
+        .or_else(|_| ScenarioRecord::deserialize(value).map(|r| r.lines()));
     if let Ok(summary) = summary {
         let mut out = "result\n".to_string();
         for line in summary {

@@ -11,7 +11,8 @@ use tokio::time::Instant;
 use crate::Ctx;
 use crate::error::{Failure, Result};
 use crate::follow::follow;
-use crate::output::{emit, emit_json, frame_line, note, record};
+use crate::output::{emit, emit_json, note, record};
+use crate::report::{Progress, total_seconds};
 use crate::runs::{parse_record, print_record, run_path};
 
 /// Exit statuses of `run --wait`.
@@ -87,16 +88,19 @@ pub async fn execute(ctx: &Ctx, args: RunArgs) -> Result<u8> {
     }
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let json = ctx.json;
+    let progress =
+        (!json).then(|| Progress::new(total_seconds(run.kind.as_str(), body.get("spec"))));
     let followed = tokio::time::timeout_at(
         deadline,
         follow(&ctx.api, &run.id, None, !json, |_, frame| {
-            if !json {
-                note(&frame_line(&frame.kind, &frame.data));
+            if let Some(progress) = &progress {
+                progress.frame(frame);
             }
             Ok(())
         }),
     )
     .await;
+    drop(progress);
     let path = run_path(&run.id)?;
     match followed {
         Ok(result) => result?,

@@ -9,8 +9,9 @@ use crate::Ctx;
 use crate::client::segment;
 use crate::error::{Failure, Result};
 use crate::follow::follow;
-use crate::output::{Table, emit, emit_json, frame_line, or_dash, record};
+use crate::output::{Table, emit, emit_json, or_dash, record};
 use crate::page;
+use crate::report;
 
 #[derive(Subcommand, Debug)]
 pub enum RunsCommand {
@@ -41,6 +42,10 @@ pub enum RunsCommand {
         /// Start after this frame number instead of at the first frame.
         #[arg(long, value_name = "N")]
         after: Option<u64>,
+        /// Each frame's JSON exactly as the stream sent it, one per line (as --json),
+        /// instead of a line a person reads.
+        #[arg(long)]
+        raw: bool,
     },
 }
 
@@ -86,13 +91,13 @@ pub async fn execute(ctx: &Ctx, command: RunsCommand) -> Result<u8> {
             print_record(ctx, &raw)?;
             Ok(0)
         }
-        RunsCommand::Events { id, after } => {
-            let json = ctx.json;
+        RunsCommand::Events { id, after, raw } => {
+            let json = ctx.json || raw;
             follow(&ctx.api, &id, after, !json, |raw, frame| {
                 if json {
                     emit_json(raw)
                 } else {
-                    emit(&frame_line(&frame.kind, &frame.data))
+                    emit(&report::line(frame, None))
                 }
             })
             .await?;

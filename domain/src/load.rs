@@ -4,6 +4,7 @@
 
 mod plan;
 mod result;
+mod second;
 mod threshold;
 
 pub use plan::{read_thresholds, read_timeout, unique_names};
@@ -12,6 +13,7 @@ pub use result::{
     OperationResult, OperationSecond, ThresholdResult, WarmupResult, judge, operation_block_group,
     operation_block_histogram, status_class, summarise_latency,
 };
+pub use second::SecondSummary;
 pub use threshold::{Comparison, Metric, Threshold};
 
 use std::collections::BTreeMap;

@@ -91,17 +91,14 @@ impl Live {
         match frame["kind"].as_str().unwrap_or_default() {
             "phase" => self.phase = data["phase"].as_str().map(str::to_string),
             "load" => {
-                self.rate = data["sent"].as_u64();
-                if let Some(phase) = data["phase"].as_str() {
-                    self.phase = Some(phase.to_string());
+                let second = iohr_domain::load::SecondSummary::of(data);
+                self.rate = second.sent;
+                if let Some(phase) = second.phase {
+                    self.phase = Some(phase);
                 }
                 // Warm-up seconds carry no histogram: keep the last measured p99.
-                if let Some(histogram) = data["histogram"].as_str()
-                    && let Ok(histogram) = iohr_domain::histogram::decode(histogram)
-                    && !histogram.is_empty()
-                {
-                    let micros = histogram.value_at_quantile(0.99);
-                    self.p99_ms = Some(micros as f64 / 1000.0);
+                if let Some(p99) = second.p99_ms {
+                    self.p99_ms = Some(p99);
                 }
             }
             "finished" => self.finished = true,

@@ -1,0 +1,126 @@
+//! A run's live frames as people read them: one line per second for load-like runs
+//! (elapsed/total, requests/s, p50, p99, errors, late), the other frames as
+//! [`frame_line`] writes them. On a terminal, `--wait` draws a load run's seconds as a
+//! progress bar (indicatif) instead of a line each; `--json` and `runs events --raw` keep
+//! the frames as they are.
+
+use std::io::IsTerminal;
+
+use humantime::parse_duration;
+use indicatif::{ProgressBar, ProgressStyle};
+use iohr_domain::Frame;
+use iohr_domain::load::SecondSummary;
+use serde_json::Value;
+
+use crate::output::{clean, frame_line, note};
+
+/// The line a person reads for `frame`; `total_s` is the measured part's length when
+/// known.
+pub fn line(frame: &Frame, total_s: Option<u64>) -> String {
+    match frame.kind.as_str() {
+        "load" => clean(&SecondSummary::of(&frame.data).line(total_s)),
+        _ => frame_line(&frame.kind, &frame.data),
+    }
+}
+
+/// The measured seconds of a load spec: its `duration`, or the sum of its `stages`.
+pub fn total_seconds(kind: &str, spec: Option<&Value>) -> Option<u64> {
+    let spec = spec.filter(|_| kind == "load")?;
+    let seconds = |text: &Value| text.as_str().and_then(|t| parse_duration(t).ok());
+    if let Some(duration) = spec.get("duration").and_then(seconds) {
+        return Some(duration.as_secs());
+    }
+    let stages = spec.get("stages")?.as_array()?;
+    let mut total = std::time::Duration::ZERO;
+    for stage in stages {
+        total += stage.get("duration").and_then(seconds)?;
+    }
+    (!stages.is_empty()).then_some(total.as_secs())
+}
+
+/// `--wait`'s progress on stderr: a line per frame, or on a terminal a bar for the
+/// measured seconds of a load run whose length is known.
+pub struct Progress {
+    total_s: Option<u64>,
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    pub fn new(total_s: Option<u64>) -> Progress {
+        let bar = total_s
+            .filter(|_| std::io::stderr().is_terminal())
+            .map(|total| {
+                let bar = ProgressBar::new(total);
+                if let Ok(style) = ProgressStyle::with_template("{bar:30} {msg}") {
+                    bar.set_style(style);
+                }
+                bar
+            });
+        Progress { total_s, bar }
+    }
+
+    pub fn frame(&self, frame: &Frame) {
+        let text = line(frame, self.total_s);
+        match &self.bar {
+            Some(bar) if frame.kind == "load" => {
+                let summary = SecondSummary::of(&frame.data);
+                if summary.phase.as_deref() == Some("measure")
+                    && let Some(second) = summary.second
+                {
+                    bar.set_position(second);
+                }
+                bar.set_message(text);
+            }
+            Some(bar) => bar.println(text),
+            None => note(&text),
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn frame(kind: &str, data: Value) -> Frame {
+        serde_json::from_value(json!({"run_id": "r1", "number": 3, "kind": kind,
+            "at": "2026-12-01T10:00:00.000Z", "data": data}))
+        .expect("frame")
+    }
+
+    #[test]
+    fn load_seconds_read_as_lines_not_histograms() {
+        let second = frame(
+            "load",
+            json!({"second": 4, "phase": "measure", "requests": 10,
+            "responses": {"2xx": 10}, "errors": {}, "intended": 10, "sent": 10, "late": 0,
+            "dropped": 0, "histogram": "HISTFAAA", "operations": {}}),
+        );
+        let text = line(&second, Some(30));
+        assert_eq!(text, "measure  4/30 s  10 req/s  errors 0  late 0");
+        assert!(!text.contains("HISTFAAA"));
+        let finished = frame("finished", json!({"status": "passed"}));
+        assert_eq!(line(&finished, None), "finished  passed");
+    }
+
+    #[test]
+    fn the_length_comes_from_the_duration_or_the_stages() {
+        let spec = json!({"duration": "1m"});
+        assert_eq!(total_seconds("load", Some(&spec)), Some(60));
+        let staged = json!({"stages": [{"duration": "10s", "target": 5},
+            {"duration": "20s", "target": 0}]});
+        assert_eq!(total_seconds("load", Some(&staged)), Some(30));
+        assert_eq!(total_seconds("checks", Some(&spec)), None);
+        assert_eq!(total_seconds("load", None), None);
+        let bad = json!({"stages": [{"duration": "soon"}]});
+        assert_eq!(total_seconds("load", Some(&bad)), None);
+    }
+}
