@@ -22,7 +22,7 @@ mod scenarios;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::client::Api;
 use crate::error::{Failure, Result};
@@ -80,6 +80,13 @@ enum Top {
     /// The MCP tools over stdio, for MCP clients that launch a local process (see
     /// docs/mcp.md); stdout carries the protocol. Exits when the client closes stdin.
     Mcp,
+    /// Print a shell completion script: `iohr completions bash > /etc/bash_completion.d/iohr`,
+    /// `iohr completions zsh > "${fpath[1]}/_iohr"`, `iohr completions fish >
+    /// ~/.config/fish/completions/iohr.fish`.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -141,6 +148,13 @@ fn fail(failure: &Failure) -> ExitCode {
 }
 
 async fn execute(cli: Cli) -> Result<u8> {
+    // Completions need no server, token or network.
+    if let Top::Completions { shell } = cli.command {
+        let mut out = Vec::new();
+        clap_complete::generate(shell, &mut Cli::command(), "iohr", &mut out);
+        output::emit(&String::from_utf8_lossy(&out))?;
+        return Ok(0);
+    }
     let ctx = Ctx {
         api: Api::new(
             cli.server.as_deref(),
@@ -152,6 +166,7 @@ async fn execute(cli: Cli) -> Result<u8> {
     let command = match cli.command {
         Top::Reliability(command) => command,
         Top::Mcp => return mcp::execute(ctx.api).await,
+        Top::Completions { .. } => return Ok(0),
     };
     match command {
         Reliability::Run(args) => run::execute(&ctx, args).await,
@@ -168,7 +183,6 @@ async fn execute(cli: Cli) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
     use clap::error::ErrorKind;
     use iohr_domain::{Executor, RunKind, RunStatus};
     use serde_json::json;
@@ -332,5 +346,42 @@ mod tests {
         assert!(parse("iohr reliability findings --status resolved").is_err());
         assert!(parse("iohr reliability findings close").is_err());
         assert!(parse("iohr reliability findings --status open close f1").is_err());
+    }
+
+    /// Every option and argument of every command says what it is for in `--help`.
+    #[test]
+    fn every_option_is_described() {
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                    missing.push(format!("{path} {}", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "iohr", &mut missing);
+        assert!(missing.is_empty(), "undescribed: {missing:?}");
+    }
+
+    #[test]
+    fn completions_are_generated_for_each_shell() {
+        for shell in ["bash", "zsh", "fish"] {
+            let cli = parse(&format!("iohr completions {shell}")).expect("valid");
+            let Top::Completions { shell } = cli.command else {
+                panic!("not completions");
+            };
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "iohr", &mut out);
+            let text = String::from_utf8(out).expect("utf-8");
+            assert!(text.contains("reliability"), "{shell}: {text}");
+        }
+        assert!(parse("iohr completions tcsh").is_err());
     }
 }

@@ -32,6 +32,7 @@ pub enum RunsCommand {
     Confirm {
         /// The run's id.
         id: String,
+        /// The run's `confirmation.hash` (`runs show` prints it): what you read and agree to.
         #[arg(long, value_name = "SHA256")]
         hash: String,
     },

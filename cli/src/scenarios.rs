@@ -16,8 +16,11 @@ use crate::run::read_json_file;
 pub enum ScenariosCommand {
     /// Store a spec as a scenario; its version is the hash of its canonical JSON.
     Create {
+        /// The scenario's id: the name its versions, runs and findings are grouped under.
         #[arg(long, value_name = "NAME")]
         name: String,
+        /// The kind of run the spec is for (checks, load, scenario, faults, capacity,
+        /// replay).
         #[arg(long, value_name = "KIND")]
         kind: RunKind,
         /// A JSON file with the spec (`-` reads stdin).
