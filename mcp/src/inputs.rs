@@ -112,3 +112,14 @@ pub struct ListFindings {
     #[serde(default)]
     pub cursor: Option<String>,
 }
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListScenarios {
+    /// 1 to 500 (default 50).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the page before.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}

@@ -32,9 +32,3 @@ pub struct Compared {
     /// The whole comparison as `GET /v1/reliability/compare` answers it.
     pub comparison: Record,
 }
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Scenarios {
-    /// The distinct scenarios (`{id, version, kind}`) of the account's recent runs, newest first.
-    pub scenarios: Vec<Value>,
-}

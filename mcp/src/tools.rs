@@ -10,8 +10,8 @@ use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 
 use crate::frames::Frames;
-use crate::inputs::{CompareRuns, ListFindings, ListRuns, RunId, StartRun, WaitRun};
-use crate::outputs::{Compared, Record, Scenarios, Waited};
+use crate::inputs::{CompareRuns, ListFindings, ListRuns, ListScenarios, RunId, StartRun, WaitRun};
+use crate::outputs::{Compared, Record, Waited};
 use crate::rest::{Method, Rest, RestError, query, segment};
 
 /// The MCP server handler; one per HTTP request (stateless) or per stdio connection.
@@ -231,34 +231,21 @@ impl Tools {
     }
 
     #[tool(
-        description = "The scenarios (name, version, kind) of the account's latest 500 runs, newest first: what reliability_start_run can name as `scenario` to run the same version again."
+        description = "The account's scenario names (GET /v1/reliability/scenarios), in order: each with its kind, how many versions and the newest version, which reliability_start_run can name as `scenario` {id, version} to run it again; `limit` 1 to 500; page with `cursor`."
     )]
     async fn reliability_list_scenarios(
         &self,
+        Parameters(list): Parameters<ListScenarios>,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<Json<Scenarios>, CallToolResult> {
-        // REST has no scenario listing yet: the runs name the versions they ran.
-        let page = self
-            .call(&ctx, Method::Get, "/runs?limit=500", None)
-            .await
-            .map_err(failed)?;
-        let mut scenarios: Vec<Value> = Vec::new();
-        for run in page
-            .get("runs")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let entry = json!({
-                "id": run.pointer("/scenario/id"),
-                "version": run.pointer("/scenario/version"),
-                "kind": run.get("kind"),
-            });
-            if !scenarios.contains(&entry) {
-                scenarios.push(entry);
-            }
-        }
-        Ok(Json(Scenarios { scenarios }))
+    ) -> Result<Json<Record>, CallToolResult> {
+        let path = format!(
+            "/scenarios{}",
+            query(&[
+                ("limit", list.limit.map(|l| l.to_string())),
+                ("cursor", list.cursor),
+            ])
+        );
+        self.get(&ctx, &path).await
     }
 }
 

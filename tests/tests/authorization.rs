@@ -35,6 +35,9 @@ const ROUTES: &[(&str, &str, Rule)] = &[
     ("GET", "/runs/{id}/events", Rule::Read),
     ("GET", "/agents", Rule::Read),
     ("POST", "/scenarios", Rule::Run),
+    ("GET", "/scenarios", Rule::Read),
+    ("GET", "/scenarios/{id}", Rule::Read),
+    ("GET", "/scenarios/{id}/versions/{version}", Rule::Read),
     ("GET", "/compare", Rule::Read),
     ("GET", "/findings", Rule::Read),
     ("GET", "/findings/{id}", Rule::Read),
@@ -54,8 +57,9 @@ fn declared_routes() -> Vec<(String, String)> {
     ))
     .expect("the router's source");
     let mut routes = Vec::new();
-    for line in source.lines() {
-        let Some(rest) = line.trim().strip_prefix(".route(\"") else {
+    // Each `.route(` up to the next one, so a call rustfmt spread over lines counts too.
+    for call in source.split(".route(").skip(1) {
+        let Some(rest) = call.trim_start().strip_prefix('"') else {
             continue;
         };
         let Some((path, handlers)) = rest.split_once('"') else {
@@ -64,9 +68,10 @@ fn declared_routes() -> Vec<(String, String)> {
         if path == "/healthz" {
             continue;
         }
+        let handlers: String = handlers.split_whitespace().collect();
         for method in ["get", "post", "put", "patch", "delete"] {
             let called = |prefix: &str| handlers.contains(&format!("{prefix}{method}("));
-            if called(" ") || called(".") || called(",") || called("(") {
+            if called(".") || called(",") || called("(") {
                 routes.push((method.to_uppercase(), path.to_string()));
             }
         }
@@ -183,7 +188,9 @@ async fn every_route_checks_authorization_before_anything_else(backend: Backend)
     for (method, path, rule) in ROUTES {
         let method: Method = method.parse().expect("method");
         let paths: Vec<String> = if path.contains("{id}") {
-            ids.iter().map(|id| path.replace("{id}", id)).collect()
+            ids.iter()
+                .map(|id| path.replace("{id}", id).replace("{version}", "sha256:00"))
+                .collect()
         } else {
             vec![path.to_string()]
         };

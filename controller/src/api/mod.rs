@@ -41,7 +41,12 @@ pub fn router(shared: Shared) -> Router {
         .route("/halt", post(faults::halt))
         .route("/runs/{id}/events", get(events::events))
         .route("/agents", get(agents::list))
-        .route("/scenarios", post(scenarios::create))
+        .route("/scenarios", post(scenarios::create).get(scenarios::list))
+        .route("/scenarios/{id}", get(scenarios::get))
+        .route(
+            "/scenarios/{id}/versions/{version}",
+            get(scenarios::version),
+        )
         .route("/compare", get(compare::get))
         .route("/findings", get(findings::list))
         .route("/findings/{id}", get(findings::get))

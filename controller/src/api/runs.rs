@@ -170,9 +170,8 @@ pub async fn create(
         (None, Some(reference)) => {
             let found = shared
                 .store
-                .scenario(&account.id, &reference.version)
+                .named_scenario(&account.id, &reference.id, &reference.version)
                 .await?
-                .filter(|s| s.id == reference.id)
                 .ok_or_else(|| {
                     ApiError::bad_request(
                         "unknown_scenario",

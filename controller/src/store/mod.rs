@@ -37,7 +37,7 @@ pub use confirmations::ConfirmRefusal;
 pub use findings::{FindingFilter, FindingRow};
 pub use frames::{AppendOutcome, StoredFrame};
 pub use runs::{ConfirmState, Ending, LeaseGuard, NewRun, RunFilter, RunRow};
-pub use scenarios::Scenario;
+pub use scenarios::{Scenario, ScenarioName, ScenarioVersion, Stored};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

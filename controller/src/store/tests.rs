@@ -34,7 +34,7 @@ pub(crate) async fn postgres_store() -> Store {
         .expect("open postgres")
 }
 
-async fn both() -> Vec<Store> {
+pub(crate) async fn both() -> Vec<Store> {
     vec![sqlite_store().await, postgres_store().await]
 }
 
