@@ -17,12 +17,13 @@ pub mod page;
 pub mod run_guards;
 pub mod runs;
 pub mod scenarios;
+pub mod stream;
 pub mod watch;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use iohr_proto::runs::runs_server::RunsServer;
 
 use crate::Shared;
@@ -44,7 +45,8 @@ pub fn router(shared: Shared) -> Router {
         .route("/compare", get(compare::get))
         .route("/findings", get(findings::list))
         .route("/findings/{id}", get(findings::get))
-        .route("/findings/{id}/close", post(findings::close));
+        .route("/findings/{id}/close", post(findings::close))
+        .route("/stream", any(stream::stream));
     Router::new()
         .nest("/v1/reliability", v1)
         .route("/healthz", get(|| async { "ok" }))
