@@ -12,10 +12,10 @@
 //! `too_many_viewers` before the upgrade when there is none) and each subscription a
 //! viewer's place (per run and in total) besides; [`MAX_SUBSCRIPTIONS`] at once; client
 //! messages of at most [`MAX_CLIENT_MESSAGE`] bytes. The socket is written with
-//! backpressure: a subscription's frames are taken only when the previous message is
-//! written, and a subscription that falls behind its run's broadcast catches up from the
-//! store, so a slow reader costs no memory; one that takes no message for
-//! [`WRITE_TIMEOUT`] is dropped.
+//! backpressure: each subscription's task hands its frames over a channel of
+//! [`SUBSCRIPTION_BUFFER`], taken only as the socket takes messages; a subscription
+//! that falls behind its run's broadcast catches up from the store, so a slow reader
+//! costs bounded memory; one that takes no message for [`WRITE_TIMEOUT`] is dropped.
 
 mod message;
 
@@ -32,6 +32,7 @@ use axum::response::Response;
 use futures_util::SinkExt;
 use futures_util::stream::{SplitSink, Stream, StreamExt};
 use serde_json::Value;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::StreamMap;
 
@@ -55,6 +56,9 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(15);
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// One message not written within this long: the reader is gone or stuck; dropped.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Frames a subscription's task may hold ready for the socket.
+pub const SUBSCRIPTION_BUFFER: usize = 16;
 
 /// Seconds a refused connection is told to wait: viewers leave as runs end.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
@@ -106,13 +110,15 @@ enum Item {
     Over,
 }
 
-type Frames = Pin<Box<dyn Stream<Item = Item> + Send>>;
-
-/// A subscription's frames and the last number it sent.
+/// A subscription: its frames come from a task of its own through a small bounded
+/// channel. Not polled in the connection's task, since a frame stream parked mid-read
+/// while the connection awaits the store for a subscribe would hold a pool connection
+/// the subscribe needs; the task parks on the full channel instead, holding nothing.
 struct Subscription {
-    frames: Frames,
+    frames: mpsc::Receiver<Item>,
     last: u64,
     finished: bool,
+    _task: AbortOnDrop,
 }
 
 impl Stream for Subscription {
@@ -122,7 +128,16 @@ impl Stream for Subscription {
         mut self: Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Item>> {
-        self.frames.as_mut().poll_next(cx)
+        self.frames.poll_recv(cx)
+    }
+}
+
+/// A subscription's task, stopped (with its viewer's place freed) when it goes.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -251,15 +266,24 @@ impl Connection {
             return Err(refuse("not_found", format!("run {run} not found")));
         }
         let live = join(&self.shared, &run).map_err(|e| refuse(e.code, e.message))?;
-        let frames = frame_stream(self.shared.clone(), run.clone(), after, live)
-            .map(Item::Frame)
-            .chain(futures_util::stream::once(async { Item::Over }));
+        let (tx, frames) = mpsc::channel(SUBSCRIPTION_BUFFER);
+        let stream = frame_stream(self.shared.clone(), run.clone(), after, live);
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(frame) = stream.next().await {
+                if tx.send(Item::Frame(frame)).await.is_err() {
+                    return;
+                }
+            }
+            let _ = tx.send(Item::Over).await;
+        });
         self.subscriptions.insert(
             run.clone(),
             Subscription {
-                frames: Box::pin(frames),
+                frames,
                 last: after,
                 finished: false,
+                _task: AbortOnDrop(task),
             },
         );
         Ok(message::subscribed(&run, after))
