@@ -163,6 +163,8 @@ impl Connection {
     async fn serve(mut self, socket: WebSocket) {
         let (mut sink, mut incoming) = socket.split();
         let mut ping = tokio::time::interval_at(Instant::now() + PING_INTERVAL, PING_INTERVAL);
+        // After a slow write, one ping, not a burst of the missed ones.
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut heard = Instant::now();
         loop {
             let idle = tokio::time::sleep_until(heard + IDLE_TIMEOUT);
