@@ -39,6 +39,48 @@ async fn client(config: Value) -> Value {
 type Frame = (u64, String, Value);
 
 /// The run's whole SSE stream, from the first frame to its close.
+/// The client in a mode that asks the test to act: each `{"ask": WHAT}` line it prints
+/// is answered with a line on its stdin after `act(WHAT)`; its last line is what it saw.
+async fn client_asking(config: Value, mut act: impl FnMut(&str)) -> Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/ws/client.py");
+    let mut child = tokio::process::Command::new(python())
+        .arg(script)
+        .arg(config.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the Python client");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let last = loop {
+        let line = tokio::time::timeout(LIMIT, lines.next_line())
+            .await
+            .expect("a line from the client in time")
+            .unwrap()
+            .expect("the client's JSON before its output ends");
+        let value: Value = serde_json::from_str(&line).unwrap();
+        match value["ask"].as_str() {
+            Some(what) => {
+                act(what);
+                stdin.write_all(b"done\n").await.unwrap();
+            }
+            None => break value,
+        }
+    };
+    let output = tokio::time::timeout(LIMIT, child.wait_with_output())
+        .await
+        .expect("the client ends in time")
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    last
+}
+
 async fn sse_frames(api: &Api, id: &str) -> Vec<Frame> {
     let events = api.events(id, None).await.collect(LIMIT).await;
     assert_eq!(events.last().map(|e| e.event.as_str()), Some("finished"));
@@ -250,6 +292,37 @@ async fn the_stream_serves_several_runs_as_sse_does(backend: Backend) {
 
     // A message over 4096 bytes closes the connection with 1009.
     assert_eq!(seen["oversized_close"], 1009);
+
+    // A token revoked while its connection is open: the next subscribe closes it.
+    let created = stack.install.ctl2(
+        "token",
+        &[
+            "create",
+            "--account",
+            "default",
+            "--scope",
+            "reliability:read",
+        ],
+    );
+    let (line, secret) = (
+        created.lines().next().unwrap(),
+        created.lines().last().unwrap(),
+    );
+    let id = line.split_whitespace().nth(2).unwrap().to_string();
+    let seen = client_asking(
+        json!({"mode": "revoked", "url": stream_url(&stack.controller.api_url()),
+               "token": secret.trim(), "run": queued[0]}),
+        |what| {
+            assert_eq!(what, "revoke");
+            stack.install.ctl2("token", &["revoke", "--id", &id]);
+        },
+    )
+    .await;
+    assert_eq!(seen["first"], subscribed(&queued[0], 0));
+    assert_eq!(
+        seen["close"],
+        json!([1008, "the token is unknown or revoked"])
+    );
 }
 
 /// A connection takes a place in the viewer total, each subscription a viewer's place:
@@ -312,36 +385,11 @@ async fn a_cut_stream_resumes_after_the_last_frame(backend: Backend) {
         "token": stack.install.full_token(),
         "run": run,
     });
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/ws/client.py");
-    let mut child = tokio::process::Command::new(python())
-        .arg(script)
-        .arg(config.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the Python client");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let asked = tokio::time::timeout(LIMIT, lines.next_line())
-        .await
-        .expect("the client asks for the cut in time")
-        .unwrap();
-    assert_eq!(asked.as_deref(), Some(r#"{"cut": true}"#));
-    proxy.cut();
-    stdin.write_all(b"cut\n").await.unwrap();
-    let last = tokio::time::timeout(LIMIT, lines.next_line())
-        .await
-        .expect("the client ends in time")
-        .unwrap();
-    let output = child.wait_with_output().await.unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: Value = serde_json::from_str(&last.expect("the client's JSON")).unwrap();
+    let seen = client_asking(config, |what| {
+        assert_eq!(what, "cut");
+        proxy.cut();
+    })
+    .await;
 
     assert_eq!(seen["closed"]["code"], Value::Null, "a cut, not a close");
     assert_eq!(proxy.connections(), 2);

@@ -10,11 +10,13 @@ Driven by tests/tests/ws_stream.rs: one argument, a JSON object with a "mode":
 - "bounds": {"url", "token", "run"}: the viewer bounds, per subscription and before the
   upgrade.
 - "resume": {"url" (through the test's cutting proxy), "token", "run"}: frames until the
-  first two, then `{"cut": true}` on stdout and wait for a line on stdin (the test cuts
-  the connection), then reconnect and resume after the last id seen.
+  first two, then asks for the cut, then reconnects and resumes after the last id seen.
+- "revoked": {"url", "token", "run"}: a subscription, then asks for the token's
+  revocation, then subscribes again.
 
-Every mode prints one JSON object of what it saw (resume: as its last line) for the Rust
-test to assert on.
+A mode asks the test to act by printing `{"ask": WHAT}` and waits for a line on stdin.
+Every mode prints, as its last line, one JSON object of what it saw for the Rust test to
+assert on.
 """
 
 import asyncio
@@ -41,6 +43,13 @@ async def send(ws, message):
 
 async def recv(ws):
     return json.loads(await asyncio.wait_for(ws.recv(), LIMIT))
+
+
+async def ask(what):
+    """Asks the Rust test to act (`{"ask": WHAT}` on stdout) and waits until it has."""
+    print(json.dumps({"ask": what}), flush=True)
+    await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(
+        None, sys.stdin.readline), LIMIT)
 
 
 async def refused_before_upgrade(cfg, token):
@@ -186,9 +195,7 @@ async def resume_mode(cfg):
                 if message["type"] == "frame":
                     before.append(message)
                 if len(before) == 2:
-                    print(json.dumps({"cut": True}), flush=True)
-                    await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(
-                        None, sys.stdin.readline), LIMIT)
+                    await ask("cut")
                 if message["type"] == "end":
                     raise RuntimeError(f"the run ended before the cut: {before}")
     except ConnectionClosed as e:
@@ -200,8 +207,23 @@ async def resume_mode(cfg):
     return {"before": before, "closed": closed, "after": after}
 
 
+async def revoked_mode(cfg):
+    """A token revoked while its connection is open: the next subscribe closes it."""
+    async with open_stream(cfg, cfg["token"]) as ws:
+        first = await answer_to(ws, {"op": "subscribe", "run": cfg["run"]})
+        await ask("revoke")
+        await send(ws, {"op": "subscribe", "run": cfg["run"]})
+        try:
+            while True:
+                await asyncio.wait_for(ws.recv(), LIMIT)
+        except ConnectionClosed as e:
+            return {"first": first, "close": [e.rcvd.code, e.rcvd.reason] if e.rcvd else None}
+
+
 async def main(cfg):
-    mode = {"main": main_mode, "bounds": bounds_mode, "resume": resume_mode}[cfg["mode"]]
+    modes = {"main": main_mode, "bounds": bounds_mode, "resume": resume_mode,
+             "revoked": revoked_mode}
+    mode = modes[cfg["mode"]]
     return await mode(cfg)
 
 
