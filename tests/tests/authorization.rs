@@ -37,6 +37,7 @@ const ROUTES: &[(&str, &str, Rule)] = &[
     ("GET", "/findings", Rule::Read),
     ("GET", "/findings/{id}", Rule::Read),
     ("POST", "/findings/{id}/close", Rule::Run),
+    ("GET", "/stream", Rule::Read),
 ];
 
 /// Every gRPC method of `iohr.runs.v1.Runs` (all read).

@@ -23,7 +23,7 @@ pub mod watch;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
-use axum::routing::{any, get, post};
+use axum::routing::{get, post};
 use iohr_proto::runs::runs_server::RunsServer;
 
 use crate::Shared;
@@ -46,7 +46,7 @@ pub fn router(shared: Shared) -> Router {
         .route("/findings", get(findings::list))
         .route("/findings/{id}", get(findings::get))
         .route("/findings/{id}/close", post(findings::close))
-        .route("/stream", any(stream::stream));
+        .route("/stream", get(stream::stream));
     Router::new()
         .nest("/v1/reliability", v1)
         .route("/healthz", get(|| async { "ok" }))
