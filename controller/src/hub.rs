@@ -116,6 +116,19 @@ impl FrameHub {
         self.seat(&mut viewers, run_id)
     }
 
+    /// A place of its own for a WebSocket stream's connection (`api::stream`), counted
+    /// in the total like a viewer: the connection holds memory and a task before it
+    /// subscribes to anything, and upgraded connections hold no place of the API
+    /// listener's bound. Each of its subscriptions takes a viewer's place besides.
+    pub fn hold_connection(&self) -> Result<ConnectionSeat, HubFull> {
+        let mut viewers = self.lock();
+        if viewers.total >= self.limits.total {
+            return Err(HubFull::Total(self.limits.total));
+        }
+        viewers.total += 1;
+        Ok(ConnectionSeat { hub: self.clone() })
+    }
+
     fn seat(&self, viewers: &mut Viewers, run_id: &str) -> Subscription {
         viewers.total += 1;
         let channel = viewers
@@ -167,6 +180,19 @@ impl FrameHub {
 pub struct Subscription {
     pub frames: broadcast::Receiver<Arc<StoredFrame>>,
     _seat: Seat,
+}
+
+/// A WebSocket connection's place in the total; dropping it frees the place.
+#[derive(Debug)]
+pub struct ConnectionSeat {
+    hub: FrameHub,
+}
+
+impl Drop for ConnectionSeat {
+    fn drop(&mut self) {
+        let mut viewers = self.hub.lock();
+        viewers.total = viewers.total.saturating_sub(1);
+    }
 }
 
 #[derive(Debug)]

@@ -9,7 +9,8 @@ pub struct Limits {
     /// 429 `too_many_viewers` (gRPC RESOURCE_EXHAUSTED).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_viewers_per_run: u32,
-    /// Live viewers of all runs together.
+    /// Live viewers of all runs together (a WebSocket stream connection counts as one,
+    /// and each of its subscriptions as one more).
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_viewers: u32,
     /// Comparisons computed at once, each on a blocking thread (default: the CPUs the

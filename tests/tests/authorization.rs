@@ -43,6 +43,7 @@ const ROUTES: &[(&str, &str, Rule)] = &[
     ("GET", "/findings/{id}", Rule::Read),
     ("POST", "/findings/{id}/close", Rule::Run),
     ("GET", "/audit", Rule::Audit),
+    ("GET", "/stream", Rule::Read),
 ];
 
 /// Every gRPC method of `iohr.runs.v1.Runs` (all read).

@@ -18,6 +18,7 @@ pub mod page;
 pub mod run_guards;
 pub mod runs;
 pub mod scenarios;
+pub mod stream;
 pub mod watch;
 
 use axum::Router;
@@ -51,7 +52,8 @@ pub fn router(shared: Shared) -> Router {
         .route("/findings", get(findings::list))
         .route("/findings/{id}", get(findings::get))
         .route("/findings/{id}/close", post(findings::close))
-        .route("/audit", get(audit::list));
+        .route("/audit", get(audit::list))
+        .route("/stream", get(stream::stream));
     Router::new()
         .nest("/v1/reliability", v1)
         .route("/healthz", get(|| async { "ok" }))

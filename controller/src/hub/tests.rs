@@ -113,3 +113,19 @@ fn an_internal_viewer_is_counted_but_never_refused() {
     drop(internal);
     assert_eq!(hub.viewers("run-a"), (1, 1));
 }
+
+#[test]
+fn a_websocket_connection_takes_a_place_in_the_total_until_dropped() {
+    let hub = FrameHub::new(ViewerLimits {
+        per_run: 1,
+        total: 2,
+    });
+    let connection = hub.hold_connection().unwrap();
+    let _a = hub.subscribe("run-a").unwrap();
+    assert_eq!(hub.viewers("run-a"), (1, 2));
+    assert_eq!(hub.hold_connection().unwrap_err(), HubFull::Total(2));
+    assert_eq!(hub.subscribe("run-b").unwrap_err(), HubFull::Total(2));
+    drop(connection);
+    assert_eq!(hub.viewers("run-a"), (1, 1));
+    let _b = hub.subscribe("run-b").unwrap();
+}
