@@ -1,6 +1,7 @@
 //! `iohr-controller`: initialise, administer and serve the controller.
 
 mod serve_command;
+mod token_list;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -122,6 +123,18 @@ enum TokenCommand {
         /// The person the token belongs to; without it, an API token for automation.
         #[arg(long)]
         person: Option<String>,
+    },
+    /// List tokens: id, account, scopes, person, created, last used (to the minute) and
+    /// whether revoked; never a secret.
+    List {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Only this account's tokens.
+        #[arg(long)]
+        account: Option<String>,
+        /// One JSON array instead of the table.
+        #[arg(long)]
+        json: bool,
     },
     /// Revoke a token by its id.
     Revoke {
@@ -296,6 +309,23 @@ async fn main() -> anyhow::Result<()> {
                 join(&scopes)
             );
             println!("{secret}");
+            Ok(())
+        }
+        Command::Token {
+            command:
+                TokenCommand::List {
+                    store,
+                    account,
+                    json,
+                },
+        } => {
+            let store = store.open().await?;
+            let account = match account {
+                Some(name) => Some(find_account(&store, &name).await?),
+                None => None,
+            };
+            let tokens = store.list_tokens(account.as_ref()).await?;
+            print!("{}", token_list::render(&tokens, json));
             Ok(())
         }
         Command::Token {

@@ -69,6 +69,21 @@ impl FromStr for Scope {
     }
 }
 
+/// A token's last use is noted when the note is this old or older.
+const LAST_USED_RESOLUTION_MS: i64 = 60_000;
+
+/// A token as `token list` shows it: never its secret or its hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenListing {
+    pub id: String,
+    pub account: String,
+    pub scopes: Vec<String>,
+    pub person: Option<String>,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
 /// A token as the controller knows it: never its secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenInfo {
@@ -271,10 +286,10 @@ impl Store {
         Ok((info, secret))
     }
 
-    /// The live (not revoked) token with this secret.
+    /// The live (not revoked) token with this secret; notes that it was used.
     pub async fn token_by_secret(&self, secret: &str) -> Result<Option<TokenInfo>> {
         let row = sqlx::query(
-            "SELECT t.id AS token_id, t.scopes, t.person, a.*
+            "SELECT t.id AS token_id, t.scopes, t.person, t.last_used_at, a.*
              FROM tokens t JOIN accounts a ON a.id = t.account_id
              WHERE t.hash = $1 AND t.revoked_at IS NULL",
         )
@@ -287,12 +302,54 @@ impl Store {
             .split_whitespace()
             .map(|s| s.parse::<Scope>().map_err(StoreError::Corrupt))
             .collect::<Result<Vec<_>>>()?;
+        let id: String = row.try_get("token_id")?;
+        let last_used: Option<i64> = row.try_get("last_used_at")?;
+        let now = now_ms();
+        if last_used.is_none_or(|at| now - at >= LAST_USED_RESOLUTION_MS) {
+            // Losing this note must not refuse the request it came with.
+            if let Err(error) = sqlx::query("UPDATE tokens SET last_used_at = $1 WHERE id = $2")
+                .bind(now)
+                .bind(&id)
+                .execute(&self.pool)
+                .await
+            {
+                tracing::warn!(token = %id, %error, "noting the token's last use failed");
+            }
+        }
         Ok(Some(TokenInfo {
-            id: row.try_get("token_id")?,
+            id,
             account: account_from_row(&row)?,
             scopes,
             person: row.try_get("person")?,
         }))
+    }
+
+    /// Every token (of one account, or all), oldest first: never a secret or its hash.
+    pub async fn list_tokens(&self, account: Option<&Account>) -> Result<Vec<TokenListing>> {
+        let rows = sqlx::query(
+            "SELECT t.id, a.name AS account, t.scopes, t.person, t.created_at, t.last_used_at,
+                    t.revoked_at
+             FROM tokens t JOIN accounts a ON a.id = t.account_id
+             WHERE $1 = '' OR t.account_id = $1
+             ORDER BY t.created_at, t.id",
+        )
+        .bind(account.map_or("", |a| a.id.as_str()))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let scopes: String = row.try_get("scopes")?;
+                Ok(TokenListing {
+                    id: row.try_get("id")?,
+                    account: row.try_get("account")?,
+                    scopes: scopes.split_whitespace().map(str::to_string).collect(),
+                    person: row.try_get("person")?,
+                    created_at: row.try_get("created_at")?,
+                    last_used_at: row.try_get("last_used_at")?,
+                    revoked_at: row.try_get("revoked_at")?,
+                })
+            })
+            .collect()
     }
 
     pub async fn revoke_token(&self, token_id: &str) -> Result<()> {

@@ -27,7 +27,7 @@ use sqlx::{AnyPool, Executor};
 
 pub use accounts::{
     Account, DEFAULT_MAX_QUEUED, DEFAULT_MAX_RUN_DURATION_MS, DEFAULT_MAX_RUNNING, Environment,
-    PlanChange, Scope, TokenInfo,
+    PlanChange, Scope, TokenInfo, TokenListing,
 };
 pub use admission::{MonthUse, month_bounds};
 pub use agents::{AgentIdentity, AgentRow, AgentScope, Declaration};
