@@ -201,7 +201,31 @@ pub struct OneAgent {
     pub agent: crate::Agent,
 }
 
+/// What `iohr` printed and how it exited.
+#[derive(Debug)]
+pub struct CliOutput {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
 impl OneAgent {
+    /// `iohr ARGS` against this controller with `token` (the full token when `None`).
+    pub fn iohr(&self, token: Option<&str>, args: &[&str]) -> CliOutput {
+        let token = token.map_or_else(|| self.install.full_token(), str::to_string);
+        let output = std::process::Command::new(crate::process::bin("iohr"))
+            .args(["--server", &self.controller.api_url()])
+            .args(["--token", &token])
+            .args(args)
+            .output()
+            .expect("run iohr");
+        CliOutput {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).to_string(),
+        }
+    }
+
     pub async fn start(backend: Backend, options: crate::process::AgentOptions<'_>) -> OneAgent {
         OneAgent::start_in(Installation::new(backend).await, options).await
     }

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use iohr_tests::process::{AgentOptions, bin};
+use iohr_tests::process::AgentOptions;
 use iohr_tests::setup::OneAgent;
 use iohr_tests::{Api, Backend, Target, on_both_stores};
 use serde_json::{Value, json};
@@ -155,16 +155,8 @@ async fn the_audit_is_readable_filtered_and_paged(backend: Backend) {
 
     // The CLI.
     let cli = |args: &[&str]| {
-        let output = std::process::Command::new(bin("iohr"))
-            .args(["--server", &stack.controller.api_url()])
-            .args(["--token", auditor.token.as_deref().unwrap()])
-            .args(args)
-            .output()
-            .expect("run iohr");
-        (
-            output.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&output.stdout).to_string(),
-        )
+        let out = stack.iohr(auditor.token.as_deref(), args);
+        (out.code, out.stdout)
     };
     let (code, text) = cli(&["reliability", "audit", "--action", "run.start"]);
     assert_eq!(code, 0, "{text}");

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use iohr_tests::process::{AgentOptions, bin};
+use iohr_tests::process::AgentOptions;
 use iohr_tests::setup::OneAgent;
 use iohr_tests::{Backend, Target};
 use serde_json::{Value, json};
@@ -17,17 +17,8 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 /// `iohr ARGS`: exit status, stdout and stderr.
 fn cli(stack: &OneAgent, args: &[&str]) -> (i32, String, String) {
-    let output = std::process::Command::new(bin("iohr"))
-        .args(["--server", &stack.controller.api_url()])
-        .args(["--token", &stack.install.full_token()])
-        .args(args)
-        .output()
-        .expect("run iohr");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).to_string(),
-        String::from_utf8_lossy(&output.stderr).to_string(),
-    )
+    let out = stack.iohr(None, args);
+    (out.code, out.stdout, out.stderr)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use iohr_tests::process::{AgentOptions, bin};
+use iohr_tests::process::AgentOptions;
 use iohr_tests::setup::OneAgent;
 use iohr_tests::{Api, Backend, Target, on_both_stores};
 use serde_json::{Value, json};
@@ -57,16 +57,8 @@ async fn ids(api: &Api, query: &str) -> Vec<String> {
 
 /// `iohr ARGS`: exit status and stdout.
 fn cli(stack: &OneAgent, args: &[&str]) -> (i32, String) {
-    let output = std::process::Command::new(bin("iohr"))
-        .args(["--server", &stack.controller.api_url()])
-        .args(["--token", &stack.install.full_token()])
-        .args(args)
-        .output()
-        .expect("run iohr");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).to_string(),
-    )
+    let out = stack.iohr(None, args);
+    (out.code, out.stdout)
 }
 
 async fn findings_are_seen_again_closed_and_reopened(backend: Backend) {

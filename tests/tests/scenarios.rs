@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use iohr_tests::process::{AgentOptions, bin};
+use iohr_tests::process::AgentOptions;
 use iohr_tests::setup::OneAgent;
 use iohr_tests::{Backend, Target, on_both_stores};
 use serde_json::json;
@@ -105,15 +105,9 @@ async fn names_label_versions_and_are_never_dropped(backend: Backend) {
 
     // The CLI.
     let cli = |args: &[&str]| {
-        let output = std::process::Command::new(bin("iohr"))
-            .args(["--server", &stack.controller.api_url()])
-            .args(["--token", &stack.install.full_token()])
-            .args(args)
-            .output()
-            .expect("run iohr");
-        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-        assert_eq!(output.status.code(), Some(0), "{args:?}: {stdout}");
-        stdout
+        let out = stack.iohr(None, args);
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stdout);
+        out.stdout
     };
     let spec_file = stack.install.path("nightly.json");
     std::fs::write(&spec_file, spec.to_string()).unwrap();

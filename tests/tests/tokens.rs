@@ -30,7 +30,10 @@ async fn tokens_are_listed_with_their_last_use_and_no_secret(backend: Backend) {
             .clone()
     };
     let full = by_scopes(&["reliability:run", "reliability:read"], "default");
-    assert!(full["last_used_at"].is_string(), "used by a request: {full}");
+    assert!(
+        full["last_used_at"].is_string(),
+        "used by a request: {full}"
+    );
     let audit = by_scopes(&["reliability:audit"], "default");
     assert_eq!(
         (&audit["person"], &audit["last_used_at"]),
@@ -40,18 +43,19 @@ async fn tokens_are_listed_with_their_last_use_and_no_secret(backend: Backend) {
     let id = audit["id"].as_str().unwrap();
     install.ctl2("token", &["revoke", "--id", id]);
     let table = install.ctl2("token", &["list"]);
-    let row = table.lines().find(|l| l.starts_with(id)).expect("the revoked row");
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(id))
+        .expect("the revoked row");
     assert!(row.contains("never") && row.contains("revoked "), "{row}");
     for secret in [&used, &unused, &theirs] {
         assert!(!table.contains(secret.as_str()), "a secret in the listing");
     }
     assert!(!table.contains("iohr_"), "{table}");
 
-    let only: Value = serde_json::from_str(&install.ctl2(
-        "token",
-        &["list", "--account", "other", "--json"],
-    ))
-    .expect("json");
+    let only: Value =
+        serde_json::from_str(&install.ctl2("token", &["list", "--account", "other", "--json"]))
+            .expect("json");
     let accounts: Vec<&str> = only
         .as_array()
         .unwrap()

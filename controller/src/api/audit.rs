@@ -34,19 +34,12 @@ pub async fn list(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(query) = query?;
     let limit = page_limit(query.limit)?;
-    for (name, value) in [
+    super::page::not_empty(&[
         ("actor", &query.actor),
         ("action", &query.action),
         ("run", &query.run),
         ("schedule", &query.schedule),
-    ] {
-        if value.as_deref() == Some("") {
-            return Err(ApiError::bad_request(
-                "invalid_query",
-                format!("{name} must not be empty; leave it out to list every {name}"),
-            ));
-        }
-    }
+    ])?;
     let filter = AuditFilter {
         since: time("since", query.since.as_deref())?,
         until: time("until", query.until.as_deref())?,

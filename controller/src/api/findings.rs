@@ -34,17 +34,10 @@ pub async fn list(
     let Query(query) = query?;
     let status = super::page::filter::<FindingStatus>(query.status)?;
     let limit = page_limit(query.limit)?;
-    for (name, value) in [
+    super::page::not_empty(&[
         ("scenario", &query.scenario),
         ("environment", &query.environment),
-    ] {
-        if value.as_deref() == Some("") {
-            return Err(ApiError::bad_request(
-                "invalid_query",
-                format!("{name} must not be empty; leave it out to list every {name}"),
-            ));
-        }
-    }
+    ])?;
     let filter = FindingFilter {
         status,
         scenario: query.scenario,

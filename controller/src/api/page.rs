@@ -31,6 +31,19 @@ where
         .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))
 }
 
+/// Refuses a filter given empty (`?scenario=`): leaving it out is how to list them all.
+pub fn not_empty(filters: &[(&str, &Option<String>)]) -> Result<(), ApiError> {
+    for (name, value) in filters {
+        if value.as_deref() == Some("") {
+            return Err(ApiError::bad_request(
+                "invalid_query",
+                format!("{name} must not be empty; leave it out to list every {name}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The answer to a list: the items under `field` and the cursor of the next page (`null`
 /// on the last).
 pub fn page_answer<T: Serialize>(field: &str, items: &[T], next: Option<String>) -> Json<Value> {
