@@ -133,6 +133,17 @@ impl From<QueryRejection> for ApiError {
     }
 }
 
+/// An optional JSON body: nothing (or only whitespace) and `null` are its default, as the
+/// document says (`oneOf: [BODY, null]`, not required); anything else must parse.
+pub fn optional_body<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice::<Option<T>>(body)
+        .map(Option::unwrap_or_default)
+        .map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))
+}
+
 /// `Json` whose rejections are API errors.
 pub struct JsonBody<T>(pub T);
 
