@@ -42,6 +42,7 @@ pub const ERROR_CODES: &[&str] = &[
     "unsupported_media_type",
     "body_too_large",
     "invalid_query",
+    "invalid_text",
     // Starting a run, storing a scenario
     "unknown_kind",
     "unknown_environment",
@@ -188,6 +189,15 @@ impl Modify for Shared {
                     continue;
                 }
                 let responses = &mut operation.responses.responses;
+                let nul = "`invalid_text`: a NUL character in the URL or the body";
+                match responses.get_mut("400") {
+                    Some(RefOr::T(response)) => {
+                        response.description = format!("{}, {nul}", response.description);
+                    }
+                    _ => {
+                        responses.insert("400".into(), error_response(nul));
+                    }
+                }
                 responses.entry("401".into()).or_insert_with(|| {
                     error_response("`unauthorized`: no bearer token, or one unknown or revoked")
                 });

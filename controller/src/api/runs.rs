@@ -26,6 +26,13 @@ use crate::store::{AuditLine, NewRun, RunFilter, format_ms, now_ms};
 /// `scenario`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = serde_json::json!({
+    "kind": "checks",
+    "environment": "staging",
+    "target": "http://127.0.0.1:9",
+    "spec": {"checks": [{"name": "home", "method": "GET", "path": "/", "expect_status": 200}]},
+    "change": "core#212"
+}))]
 pub struct CreateRun {
     #[schema(value_type = RunKind)]
     pub kind: String,
