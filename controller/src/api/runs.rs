@@ -14,6 +14,7 @@ use iohr_domain::run::ScenarioRef;
 use iohr_domain::scenario_kind::ScenarioSpec;
 use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy};
 use serde::Deserialize;
+use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Caller, ReadScope, RunScope};
@@ -26,7 +27,7 @@ use crate::store::{AuditLine, NewRun, RunFilter, format_ms, now_ms};
 /// `scenario`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = serde_json::json!({
+#[schema(example = json!({
     "kind": "checks",
     "environment": "staging",
     "target": "http://127.0.0.1:9",
