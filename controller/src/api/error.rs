@@ -134,14 +134,16 @@ impl From<QueryRejection> for ApiError {
     }
 }
 
-/// An optional JSON body: nothing (or only whitespace) and `null` are its default, as the
-/// document says (`oneOf: [BODY, null]`, not required); anything else is an object.
+/// An optional JSON body: none and `null` are its default, as the document says
+/// (`oneOf: [BODY, null]`, not required); anything else is JSON and an object.
 pub fn optional_body<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
+    if body.is_empty() {
         return Ok(T::default());
     }
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        let code = if e.is_data() { "invalid_body" } else { "malformed_json" };
+        ApiError::bad_request(code, e.to_string())
+    })?;
     if value.is_null() {
         return Ok(T::default());
     }

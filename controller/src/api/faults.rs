@@ -124,7 +124,7 @@ pub struct Halted {
     request_body(content = Option<HaltBody>, content_type = "application/json"),
     responses(
         (status = 200, description = "The faults runs cancelled", body = Halted),
-        (status = 400, description = "`invalid_body`", body = super::openapi::ApiErrorBody),
+        (status = 400, description = "`malformed_json`, `invalid_body`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
         (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
     )

@@ -14,7 +14,6 @@ use iohr_domain::run::ScenarioRef;
 use iohr_domain::scenario_kind::ScenarioSpec;
 use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy};
 use serde::Deserialize;
-use serde_json::json;
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Caller, ReadScope, RunScope};
@@ -27,13 +26,6 @@ use crate::store::{AuditLine, NewRun, RunFilter, format_ms, now_ms};
 /// `scenario`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(example = json!({
-    "kind": "checks",
-    "environment": "staging",
-    "target": "http://127.0.0.1:9",
-    "spec": {"checks": [{"name": "home", "method": "GET", "path": "/", "expect_status": 200}]},
-    "change": "core#212"
-}))]
 pub struct CreateRun {
     #[schema(value_type = RunKind)]
     pub kind: String,
@@ -131,7 +123,13 @@ async fn resolve_replay(
     tag = "runs",
     operation_id = "create_run",
     security(("bearer" = [])),
-    request_body = CreateRun,
+    request_body(content = CreateRun, content_type = "application/json", example = json!({
+        "kind": "checks",
+        "environment": "staging",
+        "target": "http://127.0.0.1:9",
+        "spec": {"checks": [{"name": "home", "method": "GET", "path": "/", "expect_status": 200}]},
+        "change": "core#212"
+    })),
     responses(
         (status = 201, description = "The run as stored", body = RunRecord),
         (status = 400, description = "`malformed_json`, `invalid_body`, `unknown_kind`, `unknown_environment`, `invalid_confirm_within`, `invalid_target`, `invalid_executor`, `unknown_agent`, `invalid_change`, `invalid_spec`, `invalid_scenario_name`, `unknown_scenario`, `kind_mismatch`, `spec_or_scenario`, `run_too_long`", body = super::openapi::ApiErrorBody),
@@ -453,7 +451,7 @@ const CANCEL_WAIT: Duration = Duration::from_secs(5);
     responses(
         (status = 200, description = "The run, ended", body = RunRecord),
         (status = 202, description = "The run, still stopping", body = RunRecord),
-        (status = 400, description = "`invalid_body`", body = super::openapi::ApiErrorBody),
+        (status = 400, description = "`malformed_json`, `invalid_body`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
         (status = 404, description = "`not_found`: no such run in this account", body = super::openapi::ApiErrorBody),
         (status = 409, description = "`already_finished`", body = super::openapi::ApiErrorBody),
