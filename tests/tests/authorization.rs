@@ -58,7 +58,8 @@ fn declared_routes() -> Vec<(String, String)> {
         let Some((path, handlers)) = rest.split_once('"') else {
             continue;
         };
-        if path == "/healthz" {
+        // Public: the health check and the OpenAPI document.
+        if path == "/healthz" || path == "/v1/openapi.json" {
             continue;
         }
         for method in ["get", "post", "put", "patch", "delete"] {

@@ -141,7 +141,11 @@ pub fn optional_body<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, Ap
         return Ok(T::default());
     }
     let value: Value = serde_json::from_slice(body).map_err(|e| {
-        let code = if e.is_data() { "invalid_body" } else { "malformed_json" };
+        let code = if e.is_data() {
+            "invalid_body"
+        } else {
+            "malformed_json"
+        };
         ApiError::bad_request(code, e.to_string())
     })?;
     if value.is_null() {
