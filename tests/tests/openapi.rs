@@ -69,7 +69,7 @@ async fn the_served_document_is_docs_openapi_json_and_the_fuzzer_finds_nothing()
     the_fuzzers_findings_stay_fixed(&stack).await;
 
     let base = stack.controller.api_url();
-    let report = tempdir_path(&stack, "schemathesis-report");
+    let report = stack.install.path("schemathesis-report");
     let run = tokio::process::Command::new(python())
         .args(["-m", "schemathesis.cli", "run"])
         .arg(format!("{base}/v1/openapi.json"))
@@ -88,6 +88,8 @@ async fn the_served_document_is_docs_openapi_json_and_the_fuzzer_finds_nothing()
         .arg("--report-dir")
         .arg(&report)
         .env("NO_COLOR", "1")
+        // Its cache (`.schemathesis/`) goes with the test's files, not into the tree.
+        .current_dir(stack.install.path(""))
         .kill_on_drop(true)
         .output();
     let output = tokio::time::timeout(Duration::from_secs(180), run)
@@ -169,8 +171,4 @@ async fn the_fuzzers_findings_stay_fixed(stack: &OneAgent) {
     assert_eq!(status, 200, "{body}");
     let (status, body) = api.post("/v1/reliability/halt", &Value::Null).await;
     assert_eq!(status, 200, "{body}");
-}
-
-fn tempdir_path(stack: &OneAgent, name: &str) -> PathBuf {
-    stack.install.path(name)
 }
