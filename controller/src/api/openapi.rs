@@ -6,8 +6,8 @@
 //!
 //! A new route is documented in one place: its handler's `#[utoipa::path]`, and its
 //! handler named in [`ApiDoc`]'s `paths(...)` list below. Every operation with a bearer
-//! requirement gets the shared 401 and 503 answers from [`Shared`]; each declares its own
-//! 4xx with the codes it answers.
+//! requirement gets the shared 400 `invalid_text`, 401 and 503 answers from [`Common`];
+//! each declares its own 4xx with the codes it answers.
 
 use std::sync::LazyLock;
 
@@ -151,7 +151,7 @@ docs/mcp.md) and the gRPC service `iohr.runs.v1.Runs` on the same port (proto/ru
         serve,
     ),
     components(schemas(ApiErrorBody, ApiErrorDetail)),
-    modifiers(&Shared),
+    modifiers(&Common),
     tags(
         (name = "runs", description = "Start, read, list and cancel runs"),
         (name = "events", description = "A run's live frames"),
@@ -166,9 +166,9 @@ docs/mcp.md) and the gRPC service `iohr.runs.v1.Runs` on the same port (proto/ru
 pub struct ApiDoc;
 
 /// The bearer scheme, and the answers every authenticated operation shares.
-struct Shared;
+struct Common;
 
-impl Modify for Shared {
+impl Modify for Common {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme(
