@@ -66,6 +66,7 @@ pub enum Refusal {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Regressed,
@@ -85,6 +86,7 @@ impl Verdict {
 
 /// One difference, worse or better.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Difference {
     pub measure: String,
     pub worse: bool,
@@ -92,6 +94,7 @@ pub struct Difference {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Comparison {
     pub before: String,
     pub after: String,
@@ -104,6 +107,7 @@ pub struct Comparison {
     pub level: f64,
     pub noise_floor: f64,
     /// Samples (requests measured) before and after, for load results.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<u64>>, min_items = 2, max_items = 2))]
     pub samples: Option<(u64, u64)>,
 }
 

@@ -42,6 +42,7 @@ const MAX_TITLE: usize = 300;
 const MAX_DETAIL: usize = 2000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FindingKind {
     CheckFailed,
@@ -96,6 +97,7 @@ impl FromStr for FindingKind {
 
 /// Open until a person or automation closes it; a closed finding seen again reopens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum FindingStatus {
     Open,
@@ -134,6 +136,7 @@ impl FromStr for FindingStatus {
 
 /// What a run's sighting of a finding was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Sighting {
     /// The run created the finding.
@@ -179,6 +182,7 @@ pub struct Derived {
 
 /// A finding as a run's record lists it (and its `finding` frame carries it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunFinding {
     pub id: String,
     pub signature: String,
@@ -192,6 +196,7 @@ pub struct RunFinding {
 
 /// A finding as `GET /v1/reliability/findings/{id}` serves it. Times are RFC 3339 UTC.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Finding {
     pub id: String,
     pub signature: String,
@@ -219,6 +224,7 @@ pub struct Finding {
 
 /// One run that saw a finding, and how.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FindingRun {
     pub run: String,
     pub seen: Sighting,

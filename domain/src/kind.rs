@@ -134,6 +134,7 @@ macro_rules! kinds {
     ($($variant:ident = $word:literal => $kind:ty),* $(,)?) => {
         /// What a run does: every kind runs on agents (see `iohr_agent::execute`).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         pub enum RunKind {
             $(#[serde(rename = $word)] $variant),*
         }

@@ -17,6 +17,7 @@ pub struct UnknownWord {
 
 /// `queued -> running -> passed | failed | error | cancelled`, or `refused` before it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
     Queued,
@@ -141,6 +142,7 @@ impl<'de> Deserialize<'de> for Executor {
 
 /// Who started a run, and the change it was started for (`core#212`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StartedBy {
     /// `person`, `token`, `schedule` or `trigger`.
     #[serde(rename = "type")]
@@ -152,12 +154,14 @@ pub struct StartedBy {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Units {
     pub reserved: u64,
     pub spent: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ScenarioRef {
     pub id: String,
     pub version: String,
@@ -166,12 +170,15 @@ pub struct ScenarioRef {
 /// A run as `GET /v1/reliability/runs/{id}` serves it: every field of the RFC's table
 /// plus its times. Times are RFC 3339 UTC.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunRecord {
     pub id: String,
     pub kind: RunKind,
     pub scenario: ScenarioRef,
     pub environment: String,
     pub target: String,
+    /// `any`, `cloud` or `agent:NAME`.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, pattern = "^(any|cloud|agent:.+)$"))]
     pub executor: Executor,
     /// The agent that took the run, once one has.
     pub agent: Option<String>,
@@ -180,6 +187,8 @@ pub struct RunRecord {
     /// Why the run has its status (`agent lost`, a refusal's reason), or, while queued,
     /// why it is still waiting.
     pub reason: Option<String>,
+    /// The kind's result once the run has ended (its shape is the kind's, see the kind's doc).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub result: Option<serde_json::Value>,
     /// The findings this run created or saw again, once it has ended.
     pub findings: Vec<crate::finding::RunFinding>,

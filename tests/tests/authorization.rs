@@ -66,7 +66,8 @@ fn declared_routes() -> Vec<(String, String)> {
         let Some((path, handlers)) = rest.split_once('"') else {
             continue;
         };
-        if path == "/healthz" {
+        // Public: the health check and the OpenAPI document.
+        if path == "/healthz" || path == "/v1/openapi.json" {
             continue;
         }
         let handlers: String = handlers.split_whitespace().collect();

@@ -5,13 +5,21 @@ use std::collections::HashMap;
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::auth::{Caller, ReadScope};
 use super::error::ApiError;
 use crate::Shared;
 use crate::store::{format_ms, now_ms};
 
-#[derive(Debug, Serialize)]
+/// The account's agents.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentList {
+    agents: Vec<AgentView>,
+}
+
+/// An agent as it declared itself when it last connected.
+#[derive(Debug, Serialize, ToSchema)]
 pub struct AgentView {
     id: String,
     name: String,
@@ -25,18 +33,34 @@ pub struct AgentView {
     running: Vec<LeaseView>,
 }
 
-#[derive(Debug, Serialize)]
+/// A lease the agent holds now.
+#[derive(Debug, Serialize, ToSchema)]
 pub struct LeaseView {
     run_id: String,
     lease_id: String,
     kind: String,
+    #[schema(value_type = String)]
     state: &'static str,
 }
 
+/// The account's agents, online or not, with their running leases.
+///
+/// Scope: `reliability:read`.
+#[utoipa::path(
+    get,
+    path = "/v1/reliability/agents",
+    tag = "agents",
+    operation_id = "list_agents",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The agents", body = AgentList),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn list(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<AgentList>, ApiError> {
     let online: HashMap<String, _> = shared
         .dispatcher
         .online()
@@ -81,5 +105,5 @@ pub async fn list(
             }
         })
         .collect();
-    Ok(Json(serde_json::json!({"agents": agents})))
+    Ok(Json(AgentList { agents }))
 }

@@ -12,21 +12,58 @@ use super::page::{page_answer, page_limit};
 use crate::Shared;
 use crate::store::{AuditFilter, AuditLine, format_ms};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
-    /// RFC 3339, inclusive.
+    /// Lines at or after this time (RFC 3339).
     since: Option<String>,
-    /// RFC 3339, exclusive.
+    /// Lines before this time (RFC 3339).
     until: Option<String>,
+    /// Only this actor's lines (`token:ID`, `person:NAME`, `controller`).
+    #[param(min_length = 1)]
     actor: Option<String>,
+    /// Only this action's lines (`run.start`, `finding.close`, ...).
+    #[param(min_length = 1)]
     action: Option<String>,
+    /// Only lines about this run.
+    #[param(min_length = 1)]
     run: Option<String>,
+    /// Only lines about this schedule.
+    #[param(min_length = 1)]
     schedule: Option<String>,
+    /// The page size (default 50).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
+    /// The `next_cursor` of the page before.
     cursor: Option<String>,
 }
 
+/// A page of audit lines, newest first.
+#[allow(dead_code)] // a schema: the page is written by `page::page_answer`
+#[derive(utoipa::ToSchema)]
+pub struct AuditPage {
+    audit: Vec<AuditEntry>,
+    /// The `cursor` of the next page; `null` on the last.
+    next_cursor: Option<String>,
+}
+
+/// The account's audit lines, newest first, a page at a time.
+///
+/// Scope: `reliability:audit`.
+#[utoipa::path(
+    get,
+    path = "/v1/reliability/audit",
+    tag = "audit",
+    operation_id = "list_audit",
+    security(("bearer" = [])),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of audit lines", body = AuditPage),
+        (status = 400, description = "`invalid_query`", body = super::openapi::ApiErrorBody),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:audit`", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn list(
     State(shared): State<Shared>,
     caller: Caller<AuditScope>,

@@ -136,7 +136,14 @@ impl<S: Rule> FromRequestParts<Shared> for Caller<S> {
         parts: &mut Parts,
         shared: &Shared,
     ) -> Result<Self, Self::Rejection> {
-        authorize(shared, parts.headers.get(AUTHORIZATION)).await
+        let caller = authorize(shared, parts.headers.get(AUTHORIZATION)).await?;
+        // After the token, before any id or filter is read: a NUL (`%00`, the only way a
+        // URL carries one) is refused alike on both stores (PostgreSQL stores none).
+        let url = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("");
+        if url.contains("%00") {
+            return Err(super::error::invalid_text("the URL"));
+        }
+        Ok(caller)
     }
 }
 

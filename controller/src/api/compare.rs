@@ -17,12 +17,16 @@ use crate::store::RunRow;
 /// Seconds a refused comparison is told to wait: one comparison takes well under one.
 const COMPARES_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct CompareQuery {
+    /// The earlier run's id.
     before: String,
+    /// The later run's id.
     after: String,
     /// The noise floor as a share (default 0.02).
+    #[param(minimum = 0.0, exclusive_maximum = 1.0)]
     noise_floor: Option<f64>,
 }
 
@@ -38,6 +42,26 @@ fn side(run: &RunRow) -> Side<'_> {
     }
 }
 
+/// What is different now: two finished runs of one scenario, environment and target.
+///
+/// Scope: `reliability:read`. `verdict` is `regressed`, `improved` or `unchanged`.
+#[utoipa::path(
+    get,
+    path = "/v1/reliability/compare",
+    tag = "compare",
+    operation_id = "compare_runs",
+    security(("bearer" = [])),
+    params(CompareQuery),
+    responses(
+        (status = 200, description = "The comparison", body = Comparison),
+        (status = 400, description = "`invalid_query`", body = super::openapi::ApiErrorBody),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
+        (status = 404, description = "`not_found`: no such run in this account", body = super::openapi::ApiErrorBody),
+        (status = 409, description = "`not_comparable`, `not_finished`", body = super::openapi::ApiErrorBody),
+        (status = 429, description = "`too_many_compares` (`Retry-After`)", body = super::openapi::ApiErrorBody),
+        (status = 500, description = "`compare_failed`: a bug", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn get(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,

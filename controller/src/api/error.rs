@@ -7,6 +7,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::queue::Refused;
 use crate::store::StoreError;
@@ -133,6 +134,66 @@ impl From<QueryRejection> for ApiError {
     }
 }
 
+/// An optional JSON body: none and `null` are its default, as the document says
+/// (`oneOf: [BODY, null]`, not required); anything else is JSON and an object.
+pub fn optional_body<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
+    if body.is_empty() {
+        return Ok(T::default());
+    }
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        let code = if e.is_data() {
+            "invalid_body"
+        } else {
+            "malformed_json"
+        };
+        ApiError::bad_request(code, e.to_string())
+    })?;
+    if value.is_null() {
+        return Ok(T::default());
+    }
+    from_body_value(value)
+}
+
+/// A request body as its type: a JSON object (serde would also take a struct from an
+/// array, which no route documents), without a NUL character in any string (PostgreSQL
+/// stores no NUL and SQLite would: refused alike on both stores, before anything is
+/// stored).
+fn from_body_value<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            "the body must be a JSON object",
+        ));
+    }
+    if holds_nul(&value) {
+        return Err(invalid_text("the body"));
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_body",
+            format!("Failed to deserialize the JSON body into the target type: {e}"),
+        )
+    })
+}
+
+/// 400 `invalid_text`: a NUL character, which no id, name or filter takes.
+pub fn invalid_text(place: &str) -> ApiError {
+    ApiError::bad_request(
+        "invalid_text",
+        format!("{place} holds a NUL character, which no id, name, filter or spec takes"),
+    )
+}
+
+/// Whether any string or key of a JSON value holds a NUL (serde_json bounds the depth).
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        _ => false,
+    }
+}
+
 /// `Json` whose rejections are API errors.
 pub struct JsonBody<T>(pub T);
 
@@ -140,7 +201,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let Json(value) = Json::<T>::from_request(req, state).await?;
-        Ok(JsonBody(value))
+        let Json(value) = Json::<Value>::from_request(req, state).await?;
+        from_body_value(value).map(JsonBody)
     }
 }

@@ -167,13 +167,38 @@ impl Viewer {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Same as `Last-Event-ID`, for clients that cannot set headers.
     after: Option<u64>,
 }
 
+/// A run's frames as server-sent events.
+///
+/// Scope: `reliability:read`. Each event's `id` is the frame number, its `event` the
+/// frame's kind, its `data` the frame as JSON; stored frames after the resume point first,
+/// then live ones; the stream ends after `finished`.
+#[utoipa::path(
+    get,
+    path = "/v1/reliability/runs/{id}/events",
+    tag = "events",
+    operation_id = "run_events",
+    security(("bearer" = [])),
+    params(
+        ("id" = String, Path, description = "The run's id"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this frame number"),
+        EventsQuery,
+    ),
+    responses(
+        (status = 200, description = "The frames, as `text/event-stream`", body = String, content_type = "text/event-stream"),
+        (status = 400, description = "`invalid_query`, `invalid_last_event_id`", body = super::openapi::ApiErrorBody),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
+        (status = 404, description = "`not_found`: no such run in this account", body = super::openapi::ApiErrorBody),
+        (status = 429, description = "`too_many_viewers` (`Retry-After`)", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn events(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,

@@ -16,16 +16,42 @@ use crate::store::FindingFilter;
 /// The runs a single finding's answer lists (the newest).
 const RUNS_SHOWN: u32 = 100;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Only findings with this status.
+    #[param(value_type = Option<FindingStatus>)]
     status: Option<String>,
+    /// Only findings of this scenario (its id).
+    #[param(min_length = 1)]
     scenario: Option<String>,
+    /// Only findings in this environment.
+    #[param(min_length = 1)]
     environment: Option<String>,
+    /// The page size (default 50).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
+    /// The `next_cursor` of the page before.
     cursor: Option<String>,
 }
 
+/// The account's findings, newest first, a page at a time.
+///
+/// Scope: `reliability:read`.
+#[utoipa::path(
+    get,
+    path = "/v1/reliability/findings",
+    tag = "findings",
+    operation_id = "list_findings",
+    security(("bearer" = [])),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of findings", body = super::openapi::FindingPage),
+        (status = 400, description = "`invalid_query`", body = super::openapi::ApiErrorBody),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn list(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,
@@ -53,6 +79,22 @@ pub async fn list(
     Ok(page_answer("findings", &findings, next))
 }
 
+/// A finding, with the runs that saw it (the newest 100).
+///
+/// Scope: `reliability:read`.
+#[utoipa::path(
+    get,
+    path = "/v1/reliability/findings/{id}",
+    tag = "findings",
+    operation_id = "get_finding",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The finding's id")),
+    responses(
+        (status = 200, description = "The finding", body = Finding),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
+        (status = 404, description = "`not_found`: no such finding in this account", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn get(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,
@@ -67,7 +109,22 @@ pub async fn get(
     Ok(Json(finding.to_api(Some(runs))))
 }
 
-/// Closes a finding; closing a closed one answers it as it is. Each call is audited.
+/// Close a finding; closing a closed one answers it as it is. Each call is audited.
+///
+/// Scope: `reliability:run`.
+#[utoipa::path(
+    post,
+    path = "/v1/reliability/findings/{id}/close",
+    tag = "findings",
+    operation_id = "close_finding",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The finding's id")),
+    responses(
+        (status = 200, description = "The finding, closed", body = Finding),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
+        (status = 404, description = "`not_found`: no such finding in this account", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn close(
     State(shared): State<Shared>,
     caller: Caller<RunScope>,

@@ -14,6 +14,7 @@ pub mod events;
 pub mod faults;
 pub mod findings;
 pub mod limits;
+pub mod openapi;
 pub mod page;
 pub mod run_guards;
 pub mod runs;
@@ -56,7 +57,8 @@ pub fn router(shared: Shared) -> Router {
         .route("/stream", get(stream::stream));
     Router::new()
         .nest("/v1/reliability", v1)
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(openapi::healthz))
+        .route("/v1/openapi.json", get(openapi::serve))
         .route_service(
             "/iohr.runs.v1.Runs/{method}",
             tower::ServiceBuilder::new()

@@ -14,6 +14,7 @@ use iohr_domain::run::ScenarioRef;
 use iohr_domain::scenario_kind::ScenarioSpec;
 use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy};
 use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
@@ -21,23 +22,36 @@ use super::run_guards;
 use crate::Shared;
 use crate::store::{AuditLine, NewRun, RunFilter, format_ms, now_ms};
 
-#[derive(Debug, Deserialize)]
+/// A new run: its kind, where, against what, and either an inline `spec` or a stored
+/// `scenario`.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRun {
+    #[schema(value_type = RunKind)]
     pub kind: String,
+    /// One of the account's environments (`staging`, `production`).
     pub environment: String,
+    /// The service under test, `http://host:port` (https for load, replay and capacity).
     pub target: String,
+    /// The kind's spec, inline: its fields are the kind's (docs/checks, docs/load.md,
+    /// docs/scenario.md, docs/faults.md, docs/capacity.md), checked at this POST
+    /// (`invalid_spec` names the field).
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub spec: Option<serde_json::Value>,
     #[serde(default)]
     pub scenario: Option<ScenarioRef>,
     /// The name an inline spec is stored under (default `inline-KIND`).
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 200)]
     pub scenario_name: Option<String>,
+    /// `any` (default), `cloud` or `agent:NAME`.
     #[serde(default)]
+    #[schema(pattern = "^(any|cloud|agent:.+)$")]
     pub executor: Option<String>,
     /// The change the run is for, such as `core#212`.
     #[serde(default)]
+    #[schema(max_length = 200)]
     pub change: Option<String>,
     /// How long a production faults run waits for a person's confirmation (`30m`; default
     /// 1 h, at most 24 h).
@@ -99,6 +113,33 @@ async fn resolve_replay(
     serde_json::to_value(&resolved).map_err(|e| invalid(e.to_string()))
 }
 
+/// Start a run.
+///
+/// Scope: `reliability:run`. The run is stored `queued` (or `refused` when over the
+/// month's units); a production faults run waits for a person's confirmation.
+#[utoipa::path(
+    post,
+    path = "/v1/reliability/runs",
+    tag = "runs",
+    operation_id = "create_run",
+    security(("bearer" = [])),
+    request_body(content = CreateRun, content_type = "application/json", example = json!({
+        "kind": "checks",
+        "environment": "staging",
+        "target": "http://127.0.0.1:9",
+        "spec": {"checks": [{"name": "home", "method": "GET", "path": "/", "expect_status": 200}]},
+        "change": "core#212"
+    })),
+    responses(
+        (status = 201, description = "The run as stored", body = RunRecord),
+        (status = 400, description = "`malformed_json`, `invalid_body`, `unknown_kind`, `unknown_environment`, `invalid_confirm_within`, `invalid_target`, `invalid_executor`, `unknown_agent`, `invalid_change`, `invalid_spec`, `invalid_scenario_name`, `unknown_scenario`, `kind_mismatch`, `spec_or_scenario`, `run_too_long`", body = super::openapi::ApiErrorBody),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
+        (status = 409, description = "`conflict`", body = super::openapi::ApiErrorBody),
+        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
+        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
+        (status = 429, description = "`too_many_queued`: the plan's queue is full (`Retry-After`)", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn create(
     State(shared): State<Shared>,
     caller: Caller<RunScope>,
@@ -295,6 +336,22 @@ fn confirmation_window(text: Option<&str>, needed: bool) -> Result<Option<Durati
     }
 }
 
+/// A run.
+///
+/// Scope: `reliability:read`.
+#[utoipa::path(
+    get,
+    path = "/v1/reliability/runs/{id}",
+    tag = "runs",
+    operation_id = "get_run",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        (status = 200, description = "The run", body = RunRecord),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
+        (status = 404, description = "`not_found`: no such run in this account", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn get(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,
@@ -308,17 +365,43 @@ pub async fn get(
     Ok(Json(run.to_record()))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Only runs with this status.
+    #[param(value_type = Option<RunStatus>)]
     status: Option<String>,
+    /// Only runs of this kind.
+    #[param(value_type = Option<RunKind>)]
     kind: Option<String>,
+    /// Only runs in this environment.
     environment: Option<String>,
+    /// Only runs the agent of this id took.
     agent: Option<String>,
+    /// The page size (default 50).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
+    /// The `next_cursor` of the page before.
     cursor: Option<String>,
 }
 
+/// The account's runs, newest first, a page at a time.
+///
+/// Scope: `reliability:read`.
+#[utoipa::path(
+    get,
+    path = "/v1/reliability/runs",
+    tag = "runs",
+    operation_id = "list_runs",
+    security(("bearer" = [])),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of runs", body = super::openapi::RunPage),
+        (status = 400, description = "`invalid_query`", body = super::openapi::ApiErrorBody),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn list(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,
@@ -341,7 +424,8 @@ pub async fn list(
     Ok(super::page::page_answer("runs", &runs, next))
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// Optional: why (kept to 200 characters).
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CancelBody {
     #[serde(default)]
@@ -351,19 +435,36 @@ pub struct CancelBody {
 /// How long a cancel waits for the run to end before answering with where it stands.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
+/// Cancel a run.
+///
+/// Scope: `reliability:run`. Waits up to 5 s for the run to end: 200 when it has, 202 with
+/// where it stands when not yet. The body is optional.
+#[utoipa::path(
+    post,
+    path = "/v1/reliability/runs/{id}/cancel",
+    tag = "runs",
+    operation_id = "cancel_run",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The run's id")),
+    request_body(content = Option<CancelBody>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The run, ended", body = RunRecord),
+        (status = 202, description = "The run, still stopping", body = RunRecord),
+        (status = 400, description = "`malformed_json`, `invalid_body`", body = super::openapi::ApiErrorBody),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
+        (status = 404, description = "`not_found`: no such run in this account", body = super::openapi::ApiErrorBody),
+        (status = 409, description = "`already_finished`", body = super::openapi::ApiErrorBody),
+        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn cancel(
     State(shared): State<Shared>,
     caller: Caller<RunScope>,
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
-    // The body is optional: nothing, or {"reason": "..."}.
-    let body: CancelBody = if body.iter().all(u8::is_ascii_whitespace) {
-        CancelBody::default()
-    } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?
-    };
+    // The body is optional: nothing, `null` or {"reason": "..."}.
+    let body: CancelBody = super::error::optional_body(&body)?;
     let run = shared
         .store
         .run_of_account(caller.account_id(), &id)

@@ -6,31 +6,87 @@
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
-use super::page::{page_answer, page_limit};
+use super::page::page_limit;
 use super::runs::{MAX_NAME, parse_kind, validate_spec};
 use crate::Shared;
-use crate::store::{Scenario, Stored, format_ms};
+use crate::store::{Scenario, ScenarioName, ScenarioVersion, Stored, format_ms};
 
-#[derive(Debug, Deserialize)]
+/// A scenario to store: its name, kind and spec (checked as a run's inline spec is).
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateScenario {
+    #[schema(min_length = 1, max_length = 200)]
     name: String,
+    #[schema(value_type = iohr_domain::RunKind)]
     kind: String,
-    spec: Value,
+    /// The kind's spec (see `CreateRun.spec`).
+    #[schema(value_type = Object)]
+    spec: serde_json::Value,
 }
 
-/// 201 when something was stored (a new version, or a new name for a stored one), 200
-/// when the name already labelled that version; `stored` says which.
+/// A stored scenario version under a name: `version` is the hash of the spec's canonical
+/// JSON.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StoredScenario {
+    /// The name (the one given, when storing).
+    id: String,
+    version: String,
+    #[schema(value_type = iohr_domain::RunKind)]
+    kind: String,
+    #[schema(value_type = Object)]
+    spec: serde_json::Value,
+    created_at: String,
+    /// What storing did: `created` (a new version), `named` (a stored version got this
+    /// name), `exists` (this name named it already). Only in `POST /scenarios` answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, pattern = "^(created|named|exists)$")]
+    stored: Option<&'static str>,
+}
+
+impl StoredScenario {
+    fn of(scenario: Scenario, stored: Option<Stored>) -> StoredScenario {
+        StoredScenario {
+            id: scenario.id,
+            version: scenario.version,
+            kind: scenario.kind,
+            spec: scenario.spec,
+            created_at: format_ms(scenario.created_at),
+            stored: stored.map(Stored::as_str),
+        }
+    }
+}
+
+/// Store a scenario version under a name (the same spec twice is one version; a name
+/// given is kept).
+///
+/// Scope: `reliability:run`.
+#[utoipa::path(
+    post,
+    path = "/v1/reliability/scenarios",
+    tag = "scenarios",
+    operation_id = "create_scenario",
+    security(("bearer" = [])),
+    request_body = CreateScenario,
+    responses(
+        (status = 200, description = "`exists`: this name already named this version", body = StoredScenario),
+        (status = 201, description = "`created` or `named`: stored", body = StoredScenario),
+        (status = 400, description = "`malformed_json`, `invalid_body`, `unknown_kind`, `invalid_name`, `invalid_spec`", body = super::openapi::ApiErrorBody),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
+        (status = 409, description = "`conflict`", body = super::openapi::ApiErrorBody),
+        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
+        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn create(
     State(shared): State<Shared>,
     caller: Caller<RunScope>,
     JsonBody(body): JsonBody<CreateScenario>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<StoredScenario>), ApiError> {
     let kind = parse_kind(&body.kind)?;
     if body.name.is_empty() || body.name.len() > MAX_NAME {
         return Err(ApiError::bad_request(
@@ -47,58 +103,122 @@ pub async fn create(
         Stored::Exists => StatusCode::OK,
         Stored::Created | Stored::Named => StatusCode::CREATED,
     };
-    let mut answer = version_json(&scenario);
-    answer["stored"] = json!(stored.as_str());
-    Ok((status, Json(answer)))
+    Ok((status, Json(StoredScenario::of(scenario, Some(stored)))))
 }
 
-fn version_json(scenario: &Scenario) -> Value {
-    json!({
-        "id": scenario.id,
-        "version": scenario.version,
-        "kind": scenario.kind,
-        "spec": scenario.spec,
-        "created_at": format_ms(scenario.created_at),
-    })
-}
-
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// The page size (default 50).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
+    /// The `next_cursor` of the page before (a name).
     cursor: Option<String>,
 }
 
-/// The names in order, each with its kind, how many versions and the newest.
+/// A scenario name: its kind, how many versions it names and the newest.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NameEntry {
+    id: String,
+    #[schema(value_type = iohr_domain::RunKind)]
+    kind: String,
+    versions: i64,
+    latest_version: String,
+    latest_at: String,
+}
+
+/// A page of scenario names, in order.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NamePage {
+    scenarios: Vec<NameEntry>,
+    /// The `cursor` of the next page; `null` on the last.
+    next_cursor: Option<String>,
+}
+
+/// The account's scenario names, in order, a page at a time.
+///
+/// Scope: `reliability:read`.
+#[utoipa::path(
+    get,
+    path = "/v1/reliability/scenarios",
+    tag = "scenarios",
+    operation_id = "list_scenarios",
+    security(("bearer" = [])),
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of names", body = NamePage),
+        (status = 400, description = "`invalid_query`", body = super::openapi::ApiErrorBody),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn list(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<NamePage>, ApiError> {
     let Query(query) = query?;
     let limit = page_limit(query.limit)?;
-    let (names, next) = shared
+    let (names, next_cursor) = shared
         .store
         .list_scenarios(caller.account_id(), query.cursor.as_deref(), limit)
         .await?;
-    let names: Vec<Value> = names
-        .iter()
-        .map(|n| {
-            json!({
-                "id": n.id, "kind": n.kind, "versions": n.versions,
-                "latest_version": n.latest_version, "latest_at": format_ms(n.latest_at),
-            })
+    let scenarios = names
+        .into_iter()
+        .map(|n: ScenarioName| NameEntry {
+            id: n.id,
+            kind: n.kind,
+            versions: n.versions,
+            latest_version: n.latest_version,
+            latest_at: format_ms(n.latest_at),
         })
         .collect();
-    Ok(page_answer("scenarios", &names, next))
+    Ok(Json(NamePage {
+        scenarios,
+        next_cursor,
+    }))
 }
 
-/// One name: its versions newest first, each with the runs of that name and version.
+/// One version a name labels, with the runs of that name and version.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VersionEntry {
+    version: String,
+    /// When the name was given to this version.
+    created_at: String,
+    runs: i64,
+    last_run: Option<String>,
+}
+
+/// A scenario name and its versions, newest first (at most 500).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NameVersions {
+    id: String,
+    #[schema(value_type = iohr_domain::RunKind)]
+    kind: String,
+    versions: Vec<VersionEntry>,
+}
+
+/// One scenario name: its versions newest first, with their runs.
+///
+/// Scope: `reliability:read`.
+#[utoipa::path(
+    get,
+    path = "/v1/reliability/scenarios/{id}",
+    tag = "scenarios",
+    operation_id = "get_scenario",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The scenario's name")),
+    responses(
+        (status = 200, description = "The name's versions", body = NameVersions),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
+        (status = 404, description = "`not_found`: no such name in this account", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn get(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<NameVersions>, ApiError> {
     let versions = shared
         .store
         .scenario_versions(caller.account_id(), &id)
@@ -112,28 +232,46 @@ pub async fn get(
         .await?
         .map(|s| s.kind)
         .unwrap_or_default();
-    let versions: Vec<Value> = versions
-        .iter()
-        .map(|v| {
-            json!({
-                "version": v.version, "created_at": format_ms(v.created_at),
-                "runs": v.runs, "last_run": v.last_run,
-            })
+    let versions = versions
+        .into_iter()
+        .map(|v: ScenarioVersion| VersionEntry {
+            version: v.version,
+            created_at: format_ms(v.created_at),
+            runs: v.runs,
+            last_run: v.last_run,
         })
         .collect();
-    Ok(Json(json!({"id": id, "kind": kind, "versions": versions})))
+    Ok(Json(NameVersions { id, kind, versions }))
 }
 
-/// One version of a name, with its spec.
+/// One version of a scenario name, with its spec.
+///
+/// Scope: `reliability:read`.
+#[utoipa::path(
+    get,
+    path = "/v1/reliability/scenarios/{id}/versions/{version}",
+    tag = "scenarios",
+    operation_id = "get_scenario_version",
+    security(("bearer" = [])),
+    params(
+        ("id" = String, Path, description = "The scenario's name"),
+        ("version" = String, Path, description = "The version (`sha256:...`)"),
+    ),
+    responses(
+        (status = 200, description = "The version", body = StoredScenario),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
+        (status = 404, description = "`not_found`: the name does not label that version", body = super::openapi::ApiErrorBody),
+    )
+)]
 pub async fn version(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,
     Path((id, version)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<StoredScenario>, ApiError> {
     let scenario = shared
         .store
         .named_scenario(caller.account_id(), &id, &version)
         .await?
         .ok_or_else(|| ApiError::not_found(&format!("scenario {id} version {version}")))?;
-    Ok(Json(version_json(&scenario)))
+    Ok(Json(StoredScenario::of(scenario, None)))
 }

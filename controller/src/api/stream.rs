@@ -63,8 +63,26 @@ pub const SUBSCRIPTION_BUFFER: usize = 16;
 /// Seconds a refused connection is told to wait: viewers leave as runs end.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 
-/// The caller is the first extractor: no upgrade is looked at for a caller who may not
-/// read.
+/// The multiplexed WebSocket stream of several runs' frames (upgrade with
+/// `Upgrade: websocket`; the protocol is in docs/api.md, "The WebSocket stream").
+///
+/// Scope: `reliability:read`.
+#[utoipa::path(
+    get,
+    path = "/v1/reliability/stream",
+    tag = "events",
+    operation_id = "stream",
+    security(("bearer" = [])),
+    responses(
+        (status = 101, description = "Switching to the WebSocket protocol"),
+        (status = 400, description = "`websocket_required`: not a WebSocket upgrade", body = super::openapi::ApiErrorBody),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
+        (status = 426, description = "`websocket_required`: the connection cannot be upgraded", body = super::openapi::ApiErrorBody),
+        (status = 429, description = "`too_many_viewers` (with `Retry-After`)", body = super::openapi::ApiErrorBody),
+    )
+)]
+// The caller is the first extractor: no upgrade is looked at for a caller who may not
+// read.
 pub async fn stream(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,

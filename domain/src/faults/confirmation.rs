@@ -22,6 +22,7 @@ pub fn confirmation_hash(scenario_version: &str, target: &str, environment: &str
 
 /// A run's confirmation as its record shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Confirmation {
     /// The hash the confirming person must send back.
     pub hash: String,
