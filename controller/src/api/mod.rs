@@ -2,7 +2,7 @@
 //! same port (HTTP/1.1 and h2c).
 //!
 //! One file per resource: [`runs`], [`events`] (the live stream), [`agents`],
-//! [`scenarios`], [`compare`], [`faults`] (confirmation, halt), [`findings`]; [`auth`] checks
+//! [`scenarios`], [`compare`], [`faults`] (confirmation, halt), [`findings`], [`webhooks`] (subscriptions, deliveries), [`feed`] (the product events, SSE); [`auth`] checks
 //! tokens and scopes, [`error`] shapes every error.
 
 pub mod agents;
@@ -11,6 +11,7 @@ pub mod compare;
 pub mod error;
 pub mod events;
 pub mod faults;
+pub mod feed;
 pub mod findings;
 pub mod limits;
 pub mod page;
@@ -18,6 +19,7 @@ pub mod run_guards;
 pub mod runs;
 pub mod scenarios;
 pub mod watch;
+pub mod webhooks;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -44,7 +46,18 @@ pub fn router(shared: Shared) -> Router {
         .route("/compare", get(compare::get))
         .route("/findings", get(findings::list))
         .route("/findings/{id}", get(findings::get))
-        .route("/findings/{id}/close", post(findings::close));
+        .route("/findings/{id}/close", post(findings::close))
+        .route("/events", get(feed::events))
+        .route("/webhooks", post(webhooks::create).get(webhooks::list))
+        .route(
+            "/webhooks/{id}",
+            get(webhooks::get).delete(webhooks::delete),
+        )
+        .route("/webhooks/{id}/deliveries", get(webhooks::deliveries))
+        .route(
+            "/webhooks/{id}/deliveries/{event_id}/redeliver",
+            post(webhooks::redeliver),
+        );
     Router::new()
         .nest("/v1/reliability", v1)
         .route("/healthz", get(|| async { "ok" }))
