@@ -1,0 +1,748 @@
+//! Product events with the real stack, on both stores: a failing checks run against the
+//! sample target and a passing one announce `reliability.finding.created` and
+//! `reliability.run.finished`, ids only.
+//!
+//! - Webhooks: a real HTTP receiver on loopback verifies every delivery's Standard
+//!   Webhooks signature with the spec authors' crate; a receiver failing twice then
+//!   recovering shows the retries in the delivery log; one always failing is given up
+//!   after the (test-sized) schedule and redelivered on request once it recovers; 410
+//!   disables a subscription; the Slack format posts `{"text"}`; bad bodies, scopes and
+//!   other accounts are refused.
+//! - The feed: `GET /v1/reliability/events` from the start, resumed with
+//!   `Last-Event-ID`, then live.
+//! - MQTT: a rumqttc subscriber on the local Mosquitto (127.0.0.1:1883) sees every event
+//!   id once: the backlog of events made while the controller had no broker, live
+//!   events, and none again across a controller restart.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request, Response};
+use iohr_tests::process::AgentOptions;
+use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target, on_both_stores, wait_for};
+use serde_json::{Value, json};
+
+const LIMIT: Duration = Duration::from_secs(60);
+/// Test-sized retries: three attempts, 300 ms apart.
+const FAST: &[&str] = &[
+    "--webhook-retry-schedule",
+    "0s,300ms,300ms",
+    "--events-poll-ms",
+    "50",
+    "--webhook-timeout-ms",
+    "3000",
+];
+
+/// One request the receiver got.
+#[derive(Debug, Clone)]
+struct Received {
+    path: String,
+    id: String,
+    verified: bool,
+    body: Value,
+}
+
+#[derive(Default)]
+struct Inbox {
+    /// The secret of the subscription at each path.
+    secrets: HashMap<String, String>,
+    got: Vec<Received>,
+    /// `/down` answers 500 until this is set.
+    recovered: bool,
+}
+
+impl Inbox {
+    fn at(&self, path: &str) -> Vec<Received> {
+        self.got
+            .iter()
+            .filter(|r| r.path == path)
+            .cloned()
+            .collect()
+    }
+}
+
+/// A webhook receiver on 127.0.0.1: `/ok` and `/slack` answer 204, `/flaky` 503 to the
+/// first two requests of each webhook-id and then 200, `/down` 500 until recovered,
+/// `/gone` 410.
+async fn receiver() -> (SocketAddr, Arc<Mutex<Inbox>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let inbox = Arc::new(Mutex::new(Inbox::default()));
+    let shared = inbox.clone();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let inbox = shared.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request| {
+                    let inbox = inbox.clone();
+                    async move { Ok::<_, hyper::Error>(receive(&inbox, request).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (addr, inbox)
+}
+
+async fn receive(
+    inbox: &Mutex<Inbox>,
+    request: Request<hyper::body::Incoming>,
+) -> Response<Full<Bytes>> {
+    let path = request.uri().path().to_string();
+    let headers = request.headers().clone();
+    let body = request.into_body().collect().await.unwrap().to_bytes();
+    let mut inbox = inbox.lock().unwrap();
+    let verified = inbox.secrets.get(&path).is_some_and(|secret| {
+        standardwebhooks::Webhook::new(secret)
+            .unwrap()
+            .verify(&body, &headers)
+            .is_ok()
+    });
+    let id = headers
+        .get("webhook-id")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let before = inbox
+        .got
+        .iter()
+        .filter(|r| r.path == path && r.id == id)
+        .count();
+    let status = match path.as_str() {
+        "/flaky" if before < 2 => 503,
+        "/flaky" => 200,
+        "/down" if !inbox.recovered => 500,
+        "/gone" => 410,
+        _ => 204,
+    };
+    inbox.got.push(Received {
+        path,
+        id,
+        verified,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    });
+    Response::builder()
+        .status(status)
+        .body(Full::new(Bytes::new()))
+        .unwrap()
+}
+
+/// A controller (with `flags`) and one agent on a fresh installation.
+async fn stack(backend: Backend, flags: &[&str]) -> (Installation, Controller, Api, Agent) {
+    let install = Installation::new(backend).await;
+    let controller = Controller::start_with(&install, 200, None, flags).await;
+    let api = Api::new(&controller.api_url(), &install.full_token());
+    let agent = Agent::enrol(
+        &install,
+        &api,
+        "edge-1",
+        &controller.link_url(),
+        AgentOptions::default(),
+    )
+    .await;
+    (install, controller, api, agent)
+}
+
+fn failing_checks(target: &Target) -> Value {
+    json!({"kind": "checks", "environment": "staging", "target": target.url(),
+        "scenario_name": "smoke",
+        "spec": {"checks": [{"name": "home", "path": "/"}, {"name": "broken", "path": "/status/500"}],
+                 "invariants": [{"rule": "no_5xx"}]}})
+}
+
+fn passing_checks(target: &Target) -> Value {
+    json!({"kind": "checks", "environment": "staging", "target": target.url(),
+        "spec": {"checks": [{"name": "home", "path": "/"}]}})
+}
+
+async fn finished(api: &Api, body: &Value, status: &str) -> Value {
+    let run = api.create_run(body).await;
+    let id = run["id"].as_str().expect("id").to_string();
+    let done = api
+        .wait_status(&id, &["passed", "failed", "error"], LIMIT)
+        .await;
+    assert_eq!(done["status"], status, "{done}");
+    done
+}
+
+async fn subscribe(api: &Api, inbox: &Mutex<Inbox>, url: &str, body: Value) -> Value {
+    let (status, hook) = api.post("/v1/reliability/webhooks", &body).await;
+    assert_eq!(status, 201, "{hook}");
+    let secret = hook["secret"].as_str().expect("secret").to_string();
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    let path = url.rsplit_once('/').map(|(_, p)| format!("/{p}")).unwrap();
+    inbox.lock().unwrap().secrets.insert(path, secret);
+    hook
+}
+
+async fn deliveries(api: &Api, hook: &Value) -> Vec<Value> {
+    let id = hook["id"].as_str().unwrap();
+    let (status, page) = api
+        .get(&format!("/v1/reliability/webhooks/{id}/deliveries"))
+        .await;
+    assert_eq!(status, 200, "{page}");
+    page["deliveries"].as_array().unwrap().clone()
+}
+
+/// Reads `n` events from a feed.
+async fn read(feed: &mut iohr_tests::Sse, n: usize) -> Vec<iohr_tests::api::Event> {
+    let mut events = Vec::new();
+    for _ in 0..n {
+        events.push(feed.next(LIMIT).await.expect("an event"));
+    }
+    events
+}
+
+async fn webhooks_deliver_signed_events_retry_and_redeliver(backend: Backend) {
+    let (install, controller, api, _agent) = stack(backend, FAST).await;
+    let target = Target::start().await;
+    let (addr, inbox) = receiver().await;
+    let url = |path: &str| format!("http://{addr}/{path}");
+
+    // Refusals first: nothing of these is stored.
+    for (body, code) in [
+        (
+            json!({"url": "ftp://x/", "events": ["reliability.run.finished"]}),
+            "invalid_url",
+        ),
+        (
+            json!({"url": format!("http://u:p@{addr}/ok"), "events": ["reliability.run.finished"]}),
+            "invalid_url",
+        ),
+        (
+            json!({"url": url("ok"), "events": ["reliability.run.started"]}),
+            "invalid_events",
+        ),
+        (json!({"url": url("ok"), "events": []}), "invalid_events"),
+        (
+            json!({"url": url("ok"), "events": ["reliability.run.finished"], "format": "teams"}),
+            "invalid_format",
+        ),
+    ] {
+        let (status, answer) = api.post("/v1/reliability/webhooks", &body).await;
+        assert_eq!(
+            (status, answer["error"]["code"].as_str()),
+            (400, Some(code)),
+            "{body}: {answer}"
+        );
+    }
+    let reader = api.with_token(Some(&install.token("default", &["reliability:read"], None)));
+    let (status, _) = reader
+        .post(
+            "/v1/reliability/webhooks",
+            &json!({"url": url("ok"), "events": ["reliability.run.finished"]}),
+        )
+        .await;
+    assert_eq!(status, 403);
+
+    let all = json!(["reliability.run.finished", "reliability.finding.created"]);
+    let ok = subscribe(
+        &api,
+        &inbox,
+        &url("ok"),
+        json!({"url": url("ok"), "events": all}),
+    )
+    .await;
+    let flaky = subscribe(
+        &api,
+        &inbox,
+        &url("flaky"),
+        json!({"url": url("flaky"), "events": ["reliability.run.finished"]}),
+    )
+    .await;
+    let down = subscribe(
+        &api,
+        &inbox,
+        &url("down"),
+        json!({"url": url("down"), "events": ["reliability.run.finished"]}),
+    )
+    .await;
+    let gone = subscribe(
+        &api,
+        &inbox,
+        &url("gone"),
+        json!({"url": url("gone"), "events": all}),
+    )
+    .await;
+    let slack = subscribe(
+        &api,
+        &inbox,
+        &url("slack"),
+        json!({"url": url("slack"), "events": ["reliability.run.finished"], "format": "slack"}),
+    )
+    .await;
+    assert_eq!(slack["format"], "slack");
+
+    // Listed without secrets; another account sees none of them.
+    let (status, list) = reader.get("/v1/reliability/webhooks").await;
+    assert_eq!(
+        (status, list["webhooks"].as_array().unwrap().len()),
+        (200, 5),
+        "{list}"
+    );
+    assert!(!list.to_string().contains("whsec_"), "{list}");
+    install.create_account("other", 1, false);
+    let other = api.with_token(Some(&install.token(
+        "other",
+        &["reliability:run", "reliability:read"],
+        None,
+    )));
+    let ok_id = ok["id"].as_str().unwrap();
+    for path in [
+        format!("/v1/reliability/webhooks/{ok_id}"),
+        format!("/v1/reliability/webhooks/{ok_id}/deliveries"),
+    ] {
+        assert_eq!(other.get(&path).await.0, 404, "{path}");
+    }
+    assert_eq!(
+        other.get("/v1/reliability/webhooks").await.1["webhooks"],
+        json!([])
+    );
+
+    let failed = finished(&api, &failing_checks(&target), "failed").await;
+    let passed = finished(&api, &passing_checks(&target), "passed").await;
+    let findings: Vec<&str> = failed["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(findings.len(), 2, "{failed}");
+
+    // `/ok`: every event once, signed, the webhook-id the event's id.
+    let got = wait_for("four deliveries at /ok", LIMIT, || async {
+        let got = inbox.lock().unwrap().at("/ok");
+        (got.len() >= 4).then_some(got)
+    })
+    .await;
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert!(
+        got.iter()
+            .all(|r| r.verified && r.body["id"] == r.id.as_str()),
+        "{got:?}"
+    );
+    let mut types: Vec<(&str, &str)> = got
+        .iter()
+        .map(|r| {
+            (
+                r.body["type"].as_str().unwrap(),
+                r.body["data"]["run_id"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    types.sort();
+    let (failed_id, passed_id) = (
+        failed["id"].as_str().unwrap(),
+        passed["id"].as_str().unwrap(),
+    );
+    let mut expected = vec![
+        ("reliability.finding.created", failed_id),
+        ("reliability.finding.created", failed_id),
+        ("reliability.run.finished", failed_id),
+        ("reliability.run.finished", passed_id),
+    ];
+    expected.sort();
+    assert_eq!(types, expected);
+    let ended = got
+        .iter()
+        .find(|r| {
+            r.body["data"]["run_id"] == failed_id && r.body["type"] == "reliability.run.finished"
+        })
+        .unwrap();
+    assert_eq!(
+        ended.body["data"],
+        json!({"run_id": failed_id, "kind": "checks", "status": "failed", "environment": "staging"})
+    );
+    let mut created: Vec<&str> = got
+        .iter()
+        .filter_map(|r| r.body["data"]["finding_id"].as_str())
+        .collect();
+    created.sort();
+    let mut findings_sorted = findings.clone();
+    findings_sorted.sort();
+    assert_eq!(created, findings_sorted);
+
+    // `/flaky`: 503, 503, then 200 for each run's end; the log shows three attempts.
+    let log = wait_for("flaky deliveries delivered", LIMIT, || async {
+        let log = deliveries(&api, &flaky).await;
+        (log.len() == 2 && log.iter().all(|d| d["status"] == "delivered")).then_some(log)
+    })
+    .await;
+    for delivery in &log {
+        assert_eq!(
+            (
+                delivery["attempts"].as_i64(),
+                delivery["last_status_code"].as_i64()
+            ),
+            (Some(3), Some(200)),
+            "{delivery}"
+        );
+        let id = delivery["event_id"].as_str().unwrap();
+        let seen = inbox
+            .lock()
+            .unwrap()
+            .at("/flaky")
+            .iter()
+            .filter(|r| r.id == id && r.verified)
+            .count();
+        assert_eq!(seen, 3, "three signed attempts of {id}");
+    }
+
+    // `/down`: given up after the schedule's three attempts; redelivered once it recovers.
+    let log = wait_for("down deliveries given up", LIMIT, || async {
+        let log = deliveries(&api, &down).await;
+        (log.len() == 2 && log.iter().all(|d| d["status"] == "failed")).then_some(log)
+    })
+    .await;
+    for delivery in &log {
+        assert_eq!(
+            (
+                delivery["attempts"].as_i64(),
+                delivery["last_status_code"].as_i64()
+            ),
+            (Some(3), Some(500)),
+            "{delivery}"
+        );
+        assert_eq!(delivery["last_error"], "the receiver answered 500");
+        assert_eq!(delivery["next_attempt_at"], Value::Null);
+    }
+    inbox.lock().unwrap().recovered = true;
+    let down_id = down["id"].as_str().unwrap();
+    let event_id = log[0]["event_id"].as_str().unwrap();
+    let (status, again) = api
+        .post(
+            &format!("/v1/reliability/webhooks/{down_id}/deliveries/{event_id}/redeliver"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(
+        (status, again["status"].as_str()),
+        (202, Some("pending")),
+        "{again}"
+    );
+    wait_for("the redelivery delivered", LIMIT, || async {
+        let log = deliveries(&api, &down).await;
+        log.iter()
+            .any(|d| d["event_id"] == event_id && d["status"] == "delivered" && d["attempts"] == 4)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        deliveries(&api, &down)
+            .await
+            .iter()
+            .filter(|d| d["status"] == "failed")
+            .count(),
+        1,
+        "the other stays given up"
+    );
+    let (status, _) = api
+        .post(
+            &format!("/v1/reliability/webhooks/{down_id}/deliveries/evt_none/redeliver"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, 404);
+
+    // Redelivering a delivered event sends it again under the same webhook-id.
+    let first = got[0].id.clone();
+    let (status, _) = api
+        .post(
+            &format!("/v1/reliability/webhooks/{ok_id}/deliveries/{first}/redeliver"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, 202);
+    wait_for("the same webhook-id again", LIMIT, || async {
+        let got = inbox.lock().unwrap().at("/ok");
+        (got.iter().filter(|r| r.id == first && r.verified).count() == 2).then_some(())
+    })
+    .await;
+
+    // `/gone`: 410 disables the subscription; it is not retried, nor redelivered.
+    let gone_id = gone["id"].as_str().unwrap();
+    let disabled = wait_for("the 410 subscription disabled", LIMIT, || async {
+        let (_, hook) = api
+            .get(&format!("/v1/reliability/webhooks/{gone_id}"))
+            .await;
+        (hook["state"] == "disabled").then_some(hook)
+    })
+    .await;
+    assert!(
+        disabled["disabled_reason"]
+            .as_str()
+            .unwrap()
+            .contains("410"),
+        "{disabled}"
+    );
+    let gone_log = deliveries(&api, &gone).await;
+    let answered_410 = gone_log
+        .iter()
+        .filter(|d| d["last_status_code"] == 410)
+        .count();
+    assert!(answered_410 >= 1, "{gone_log:?}");
+    assert_eq!(
+        inbox.lock().unwrap().at("/gone").len(),
+        answered_410,
+        "no retry after a 410"
+    );
+    let some_event = gone_log[0]["event_id"].as_str().unwrap();
+    let (status, refused) = api
+        .post(
+            &format!("/v1/reliability/webhooks/{gone_id}/deliveries/{some_event}/redeliver"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(
+        (status, refused["error"]["code"].as_str()),
+        (409, Some("webhook_disabled")),
+        "{refused}"
+    );
+
+    // Slack: an incoming webhook's `{"text"}`, naming the run.
+    let texts = wait_for("two Slack posts", LIMIT, || async {
+        let got = inbox.lock().unwrap().at("/slack");
+        (got.len() >= 2).then_some(got)
+    })
+    .await;
+    let mut texts: Vec<String> = texts
+        .iter()
+        .map(|r| {
+            assert!(r.verified);
+            assert_eq!(r.body.as_object().unwrap().len(), 1, "{}", r.body);
+            r.body["text"].as_str().unwrap().to_string()
+        })
+        .collect();
+    texts.sort();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains(failed_id) && t.ends_with("finished: failed")),
+        "{texts:?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains(passed_id) && t.ends_with("finished: passed")),
+        "{texts:?}"
+    );
+
+    // The feed: everything from the start, resumed after an id, then live.
+    let mut feed = api.feed(None).await;
+    let start = read(&mut feed, 4).await;
+    assert_eq!(
+        start.iter().map(|e| e.id).collect::<Vec<_>>(),
+        [Some(1), Some(2), Some(3), Some(4)]
+    );
+    let mut feed_ids: Vec<&str> = start
+        .iter()
+        .map(|e| e.data["id"].as_str().unwrap())
+        .collect();
+    feed_ids.sort();
+    let mut hook_ids: Vec<&str> = got.iter().map(|r| r.id.as_str()).collect();
+    hook_ids.sort();
+    assert_eq!(
+        feed_ids, hook_ids,
+        "the feed and the webhooks tell the same events"
+    );
+    assert_eq!(start[3].event, "reliability.run.finished");
+    assert_eq!(start[3].data["data"]["run_id"], passed_id);
+    let mut resumed = api.feed(Some(2)).await;
+    let after = read(&mut resumed, 2).await;
+    assert_eq!((after[0].id, after[1].id), (Some(3), Some(4)));
+    let third = finished(&api, &passing_checks(&target), "passed").await;
+    let live = feed.next(LIMIT).await.expect("a live event");
+    assert_eq!(
+        (live.id, live.data["data"]["run_id"].as_str()),
+        (Some(5), third["id"].as_str())
+    );
+    assert_eq!(resumed.next(LIMIT).await.expect("live too").id, Some(5));
+    let (status, _, answer) = api.get_head("/v1/reliability/events?after=-1").await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (400, Some("invalid_query"))
+    );
+
+    // Deleting: 204, then 404; the other account cannot delete ours.
+    let (status, _) = other
+        .call(
+            Method::DELETE,
+            &format!("/v1/reliability/webhooks/{ok_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 404);
+    let (status, _) = api
+        .call(
+            Method::DELETE,
+            &format!("/v1/reliability/webhooks/{ok_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
+    assert_eq!(
+        api.get(&format!("/v1/reliability/webhooks/{ok_id}"))
+            .await
+            .0,
+        404
+    );
+    drop(controller);
+}
+
+/// Every MQTT message the subscriber got: (topic, payload).
+type Messages = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// A rumqttc subscriber of `iohr/default/#` at QoS 1 on the local Mosquitto, subscribed
+/// (SUBACK seen) when this returns. Other tests publish there too: callers count the
+/// event ids of their own installation only.
+async fn mqtt_subscriber() -> Messages {
+    use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+    let mut options = MqttOptions::new(
+        format!("iohr-test-{}", uuid::Uuid::new_v4().simple()),
+        "127.0.0.1",
+        1883,
+    );
+    options.set_keep_alive(Duration::from_secs(30));
+    let (client, mut events) = AsyncClient::new(options, 64);
+    client
+        .subscribe("iohr/default/#", QoS::AtLeastOnce)
+        .await
+        .unwrap();
+    let subscribed = async {
+        loop {
+            match events.poll().await {
+                Ok(Event::Incoming(Packet::SubAck(_))) => return,
+                Ok(_) => {}
+                Err(error) => panic!(
+                    "Mosquitto is required on 127.0.0.1:1883 (tests/run starts it; \
+                     apt-get install mosquitto): {error}"
+                ),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), subscribed)
+        .await
+        .expect("SUBACK from Mosquitto within 10 s");
+    let messages: Messages = Arc::default();
+    let sink = messages.clone();
+    tokio::spawn(async move {
+        let _client = client;
+        loop {
+            match events.poll().await {
+                Ok(Event::Incoming(Packet::Publish(publish))) => {
+                    let payload = serde_json::from_slice(&publish.payload).unwrap_or(Value::Null);
+                    sink.lock().unwrap().push((publish.topic.clone(), payload));
+                }
+                Ok(_) => {}
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    });
+    messages
+}
+
+/// The event ids of the installation (from its feed), in order.
+async fn feed_ids(api: &Api, n: usize) -> Vec<(String, String)> {
+    let mut feed = api.feed(None).await;
+    read(&mut feed, n)
+        .await
+        .into_iter()
+        .map(|e| {
+            (
+                e.data["id"].as_str().unwrap().to_string(),
+                e.data["type"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// How often each of `ids` arrived, and on which topic.
+fn arrivals(messages: &Messages, ids: &[(String, String)]) -> Vec<(usize, bool)> {
+    let got = messages.lock().unwrap();
+    ids.iter()
+        .map(|(id, event_type)| {
+            let mine: Vec<&(String, Value)> =
+                got.iter().filter(|(_, p)| p["id"] == id.as_str()).collect();
+            let topic_ok = mine
+                .iter()
+                .all(|(t, _)| *t == format!("iohr/default/{event_type}"));
+            (mine.len(), topic_ok)
+        })
+        .collect()
+}
+
+async fn wait_arrived(messages: &Messages, ids: &[(String, String)]) {
+    wait_for("every event on MQTT", LIMIT, || async {
+        arrivals(messages, ids)
+            .iter()
+            .all(|(n, _)| *n >= 1)
+            .then_some(())
+    })
+    .await;
+}
+
+async fn mqtt_gets_every_event_once_across_restarts(backend: Backend) {
+    let messages = mqtt_subscriber().await;
+    // Without a broker first: these events wait in the outbox.
+    let (install, controller, api, _agent) = stack(backend, &["--events-poll-ms", "50"]).await;
+    let target = Target::start().await;
+    finished(&api, &failing_checks(&target), "failed").await;
+    let port = controller.agent_link.port();
+    controller.stop().await;
+
+    let mqtt = [
+        "--events-poll-ms",
+        "50",
+        "--mqtt-url",
+        "mqtt://127.0.0.1:1883",
+    ];
+    let controller = Controller::start_with(&install, 200, Some(port), &mqtt).await;
+    let api = Api::new(&controller.api_url(), &install.full_token());
+    let backlog = feed_ids(&api, 3).await;
+    wait_arrived(&messages, &backlog).await;
+
+    api.wait_online("edge-1", LIMIT).await;
+    finished(&api, &passing_checks(&target), "passed").await;
+    let live = feed_ids(&api, 4).await;
+    wait_arrived(&messages, &live).await;
+
+    // A restart publishes nothing again: the cursor is in the store.
+    controller.stop().await;
+    let controller = Controller::start_with(&install, 200, Some(port), &mqtt).await;
+    let api = Api::new(&controller.api_url(), &install.full_token());
+    api.wait_online("edge-1", LIMIT).await;
+    finished(&api, &passing_checks(&target), "passed").await;
+    let all = feed_ids(&api, 5).await;
+    // In order per account: once the fifth arrived, a repeat of the first four would have too.
+    wait_arrived(&messages, &all).await;
+    assert_eq!(
+        arrivals(&messages, &all),
+        vec![(1, true); 5],
+        "each event id once, on iohr/default/TYPE"
+    );
+    let got = messages.lock().unwrap();
+    let first = got
+        .iter()
+        .find(|(_, p)| p["id"] == all[0].0.as_str())
+        .unwrap();
+    assert_eq!(first.1["seq"], 1);
+    assert_eq!(
+        first.1["data"].as_object().unwrap().len(),
+        3,
+        "ids only: {}",
+        first.1
+    );
+}
+
+on_both_stores!(
+    webhooks_deliver_signed_events_retry_and_redeliver,
+    mqtt_gets_every_event_once_across_restarts,
+);
