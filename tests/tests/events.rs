@@ -571,6 +571,88 @@ async fn webhooks_deliver_signed_events_retry_and_redeliver(backend: Backend) {
         (400, Some("invalid_query"))
     );
 
+    // The CLI: the same subscriptions, logs and feed.
+    let cli = |args: &[&str]| {
+        let output = std::process::Command::new(iohr_tests::process::bin("iohr"))
+            .args([
+                "--server",
+                &controller.api_url(),
+                "--token",
+                &install.full_token(),
+            ])
+            .args(args)
+            .output()
+            .expect("run iohr");
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        assert!(
+            output.status.success(),
+            "iohr {args:?}: {stdout} {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    };
+    let made = cli(&[
+        "reliability",
+        "webhooks",
+        "create",
+        "--url",
+        &url("ok"),
+        "--event",
+        "reliability.run.finished",
+    ]);
+    assert!(
+        made.contains("secret (shown once") && made.contains("whsec_"),
+        "{made}"
+    );
+    let listed: Value =
+        serde_json::from_str(&cli(&["--json", "reliability", "webhooks", "list"])).unwrap();
+    assert_eq!(listed["webhooks"].as_array().unwrap().len(), 6);
+    let new_id = listed["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_str().unwrap())
+        .find(|id| !made.is_empty() && made.contains(id))
+        .unwrap()
+        .to_string();
+    let flaky_id = flaky["id"].as_str().unwrap();
+    let table = cli(&["reliability", "webhooks", "deliveries", flaky_id]);
+    assert_eq!(
+        table
+            .lines()
+            .filter(|l| l.contains("delivered") && l.contains("reliability.run.finished"))
+            .count(),
+        2,
+        "{table}"
+    );
+    let lines = cli(&[
+        "--json",
+        "reliability",
+        "events",
+        "--after",
+        "3",
+        "--count",
+        "2",
+    ]);
+    let seqs: Vec<i64> = lines
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["seq"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(seqs, [4, 5]);
+    let human = cli(&["reliability", "events", "--count", "1"]);
+    assert!(
+        human.starts_with("1  ") && human.contains("reliability.finding.created"),
+        "{human}"
+    );
+    assert!(cli(&["reliability", "webhooks", "delete", &new_id]).contains("deleted"));
+    assert!(
+        cli(&["reliability", "webhooks", "redeliver", ok_id, &first]).contains("redelivery queued")
+    );
+
     // Deleting: 204, then 404; the other account cannot delete ours.
     let (status, _) = other
         .call(
