@@ -37,13 +37,24 @@ const ROUTES: &[(&str, &str, Rule)] = &[
     ("GET", "/findings", Rule::Read),
     ("GET", "/findings/{id}", Rule::Read),
     ("POST", "/findings/{id}/close", Rule::Run),
+    ("GET", "/events", Rule::Read),
+    ("POST", "/webhooks", Rule::Run),
+    ("GET", "/webhooks", Rule::Read),
+    ("GET", "/webhooks/{id}", Rule::Read),
+    ("DELETE", "/webhooks/{id}", Rule::Run),
+    ("GET", "/webhooks/{id}/deliveries", Rule::Read),
+    (
+        "POST",
+        "/webhooks/{id}/deliveries/{event}/redeliver",
+        Rule::Run,
+    ),
 ];
 
 /// Every gRPC method of `iohr.runs.v1.Runs` (all read).
 const GRPC_METHODS: &[&str] = &["WatchRun", "Compare"];
 
 /// The routes `controller/src/api/mod.rs` declares under `/v1/reliability`, as
-/// (METHOD, path) pairs, read from its `.route("PATH", get(..).post(..))` lines.
+/// (METHOD, path) pairs, read from its `.route("PATH", get(..).post(..))` calls.
 fn declared_routes() -> Vec<(String, String)> {
     let source = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -51,8 +62,10 @@ fn declared_routes() -> Vec<(String, String)> {
     ))
     .expect("the router's source");
     let mut routes = Vec::new();
-    for line in source.lines() {
-        let Some(rest) = line.trim().strip_prefix(".route(\"") else {
+    // Each `.route(` call up to the statement's end: rustfmt may split one over lines.
+    for call in source.split(".route(").skip(1) {
+        let call = call.split(';').next().unwrap_or_default().trim_start();
+        let Some(rest) = call.strip_prefix('"') else {
             continue;
         };
         let Some((path, handlers)) = rest.split_once('"') else {
@@ -180,7 +193,9 @@ async fn every_route_checks_authorization_before_anything_else(backend: Backend)
     for (method, path, rule) in ROUTES {
         let method: Method = method.parse().expect("method");
         let paths: Vec<String> = if path.contains("{id}") {
-            ids.iter().map(|id| path.replace("{id}", id)).collect()
+            ids.iter()
+                .map(|id| path.replace("{id}", id).replace("{event}", id))
+                .collect()
         } else {
             vec![path.to_string()]
         };

@@ -55,7 +55,7 @@ pub fn router(shared: Shared) -> Router {
         )
         .route("/webhooks/{id}/deliveries", get(webhooks::deliveries))
         .route(
-            "/webhooks/{id}/deliveries/{event_id}/redeliver",
+            "/webhooks/{id}/deliveries/{event}/redeliver",
             post(webhooks::redeliver),
         );
     Router::new()
