@@ -46,6 +46,9 @@ struct Received {
     id: String,
     verified: bool,
     body: Value,
+    /// The body as sent and the three signature headers, for the Python verifier.
+    raw: String,
+    signed: Value,
 }
 
 #[derive(Default)]
@@ -123,11 +126,22 @@ async fn receive(
         "/gone" => 410,
         _ => 204,
     };
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .map_or("", |v| v.to_str().unwrap())
+            .to_string()
+    };
+    let signed = json!({"webhook-id": header("webhook-id"),
+        "webhook-timestamp": header("webhook-timestamp"),
+        "webhook-signature": header("webhook-signature")});
     inbox.got.push(Received {
         path,
         id,
         verified,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        raw: String::from_utf8_lossy(&body).into_owned(),
+        signed,
     });
     Response::builder()
         .status(status)
@@ -369,6 +383,13 @@ async fn webhooks_deliver_signed_events_retry_and_redeliver(backend: Backend) {
     let mut findings_sorted = findings.clone();
     findings_sorted.sort();
     assert_eq!(created, findings_sorted);
+
+    // The Standard Webhooks Python library verifies them too (and refuses a changed body).
+    let secret = inbox.lock().unwrap().secrets["/ok"].clone();
+    let config = json!({"secret": secret, "deliveries": got.iter()
+        .map(|r| json!({"headers": r.signed, "body": r.raw})).collect::<Vec<_>>()});
+    let checked = iohr_tests::python::run_script("events_verify.py", &config, LIMIT).await;
+    assert_eq!(checked["verified"], 4, "{checked}");
 
     // `/flaky`: 503, 503, then 200 for each run's end; the log shows three attempts.
     let log = wait_for("flaky deliveries delivered", LIMIT, || async {
