@@ -9,6 +9,16 @@ use super::audit::{AuditLine, insert_audit};
 use super::events::EventRow;
 use super::{Result, Store, StoreError, format_ms, json_list, new_id, now_ms, to_json};
 
+/// A URL's scheme, host and port: what an audit line names, since a path may hold a
+/// credential (a Slack incoming webhook's does).
+fn origin(url: &str) -> String {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let end = url[after_scheme..]
+        .find(['/', '?'])
+        .map_or(url.len(), |i| after_scheme + i);
+    url[..end].to_string()
+}
+
 /// Subscriptions one account may hold.
 pub const MAX_WEBHOOKS_PER_ACCOUNT: i64 = 20;
 
@@ -194,7 +204,7 @@ impl Store {
             at: now,
             actor: actor.to_string(),
             action: "webhook.create".to_string(),
-            targets: Some(hook.url.clone()),
+            targets: Some(origin(&hook.url)),
             outcome: format!("webhook {id} created for {}", hook.events.join(",")),
             ..Default::default()
         };
@@ -252,7 +262,7 @@ impl Store {
         let line = AuditLine {
             actor: actor.to_string(),
             action: "webhook.delete".to_string(),
-            targets: Some(url),
+            targets: Some(origin(&url)),
             outcome: format!("webhook {id} deleted"),
             ..Default::default()
         };
