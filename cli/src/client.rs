@@ -68,6 +68,11 @@ impl Api {
         self.call(Method::POST, path, Some(body)).await
     }
 
+    /// `DELETE`: `Null` for an empty (204) answer.
+    pub async fn delete(&self, path: &str) -> Result<Value> {
+        self.call(Method::DELETE, path, None).await
+    }
+
     async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value> {
         let what = format!("{method} {}{path}", self.base);
         let body = match body {
@@ -98,6 +103,9 @@ impl Api {
             })??;
         if !status.is_success() {
             return Err(api_error(status, &bytes));
+        }
+        if bytes.is_empty() && status == StatusCode::NO_CONTENT {
+            return Ok(Value::Null);
         }
         serde_json::from_slice(&bytes)
             .map_err(|e| Failure::protocol(format!("{what}: the answer is not JSON: {e}")))

@@ -10,6 +10,7 @@ mod client;
 mod compare;
 mod connect;
 mod error;
+mod feed;
 mod findings;
 mod follow;
 mod mcp;
@@ -19,6 +20,7 @@ mod report;
 mod run;
 mod runs;
 mod scenarios;
+mod webhooks;
 
 use std::process::ExitCode;
 
@@ -118,6 +120,12 @@ enum Reliability {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Webhook subscriptions to the account's events, and their delivery logs.
+    #[command(subcommand)]
+    Webhooks(webhooks::WebhooksCommand),
+    /// Follow the account's events (run finished, finding created), from the first or
+    /// after --after SEQ, reconnecting where it left off.
+    Events(feed::EventsArgs),
 }
 
 /// What every command needs.
@@ -177,6 +185,8 @@ async fn execute(cli: Cli) -> Result<u8> {
         Reliability::Findings(args) => findings::execute(&ctx, args).await,
         Reliability::Audit(args) => audit::execute(&ctx, args).await,
         Reliability::Halt { reason } => runs::halt(&ctx, reason).await,
+        Reliability::Webhooks(command) => webhooks::execute(&ctx, command).await,
+        Reliability::Events(args) => feed::execute(&ctx, args).await,
     }
 }
 
@@ -383,5 +393,37 @@ mod tests {
             assert!(text.contains("reliability"), "{shell}: {text}");
         }
         assert!(parse("iohr completions tcsh").is_err());
+    }
+
+    #[test]
+    fn webhooks_and_events_parse() {
+        let cli = parse(
+            "iohr reliability webhooks create --url http://127.0.0.1:9/h \
+             --event reliability.run.finished --event reliability.finding.created --format slack",
+        )
+        .expect("valid");
+        let Top::Reliability(Reliability::Webhooks(webhooks::WebhooksCommand::Create {
+            events,
+            format,
+            ..
+        })) = cli.command
+        else {
+            panic!("not create");
+        };
+        assert_eq!(events.len(), 2);
+        assert_eq!(format.as_deref(), Some("slack"));
+        for line in [
+            "iohr reliability webhooks list",
+            "iohr reliability webhooks deliveries wh_1 --limit 5 --cursor 9",
+            "iohr reliability webhooks redeliver wh_1 evt_1",
+            "iohr reliability webhooks delete wh_1",
+            "iohr reliability events",
+            "iohr --json reliability events --after 3 --count 2",
+        ] {
+            parse(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        }
+        assert!(parse("iohr reliability webhooks create --url http://x").is_err());
+        assert!(parse("iohr reliability events --count 0").is_err());
+        assert!(parse("iohr reliability webhooks redeliver wh_1").is_err());
     }
 }

@@ -3,7 +3,7 @@
 //! A run is created by the API ([`api::runs`]), stored ([`store`]), queued and placed by
 //! the [`queue`] (scheduler + dispatcher), offered to an agent over the agent [`link`],
 //! and its frames come back through the link into the store and out to viewers through
-//! the [`hub`]. [`server`] wires them together; [`http`] is the API's listener (TLS,
+//! the [`hub`]; product events leave through the [`outbox`]. [`server`] wires them together; [`http`] is the API's listener (TLS,
 //! connection bound, timeouts); [`mcp`] serves the MCP tools on it.
 
 pub mod api;
@@ -13,6 +13,7 @@ pub mod hub;
 pub mod limits;
 pub mod link;
 pub mod mcp;
+pub mod outbox;
 pub mod queue;
 pub mod server;
 pub mod store;
@@ -29,4 +30,6 @@ pub struct Shared {
     pub dispatcher: queue::DispatcherHandle,
     pub timing: timing::Timing,
     pub shutdown: CancellationToken,
+    /// The bound and poll of the product-event feeds (`GET /v1/reliability/events`).
+    pub feed: outbox::FeedLimits,
 }

@@ -21,6 +21,10 @@ pub struct Limits {
     /// `too_many_compares`.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(0..=4096))]
     pub compare_queue: u32,
+    /// Live product-event feeds (`GET /v1/reliability/events`) at once; one more is
+    /// answered 429 `too_many_feeds`.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub max_event_feeds: u32,
 }
 
 impl Default for Limits {
@@ -30,6 +34,7 @@ impl Default for Limits {
             max_viewers: 4096,
             max_compares: None,
             compare_queue: 16,
+            max_event_feeds: 256,
         }
     }
 }

@@ -77,6 +77,8 @@ enum Command {
         heartbeat_ms: u64,
         #[command(flatten)]
         limits: Limits,
+        #[command(flatten)]
+        events: iohr_controller::outbox::EventsConfig,
     },
     /// API tokens.
     Token {
@@ -267,6 +269,7 @@ async fn main() -> anyhow::Result<()> {
             agent_addr,
             heartbeat_ms,
             limits,
+            events,
         } => {
             if let Some(refusal) = api.refusal() {
                 // A usage error: clap's format and exit status 2.
@@ -280,6 +283,7 @@ async fn main() -> anyhow::Result<()> {
                 agent_addr,
                 Duration::from_millis(heartbeat_ms),
                 limits,
+                events,
             )
             .await
         }
@@ -505,6 +509,7 @@ async fn serve(
     agent_addr: SocketAddr,
     heartbeat: Duration,
     limits: Limits,
+    events: iohr_controller::outbox::EventsConfig,
 ) -> anyhow::Result<()> {
     let pki = ControllerPki::in_data_dir(&args.data_dir);
     if !pki.exists() {
@@ -524,6 +529,7 @@ async fn serve(
         agent_addr,
         timing: Timing::from_heartbeat(heartbeat),
         limits,
+        events,
     };
     let running = start(config, shutdown.clone()).await?;
     // Scripts and tests read these two lines for the bound ports.

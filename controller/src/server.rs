@@ -43,6 +43,8 @@ pub struct ServeConfig {
     /// TLS, connection bound and timeouts of the API.
     pub api: ApiListenerConfig,
     pub limits: Limits,
+    /// The outbox: MQTT, webhook retries, the feeds' poll.
+    pub events: crate::outbox::EventsConfig,
 }
 
 /// A started controller: its bound addresses and the task that ends when it stops.
@@ -72,7 +74,12 @@ pub async fn start(
         dispatcher,
         timing: config.timing,
         shutdown: shutdown.clone(),
+        feed: crate::outbox::FeedLimits::new(
+            config.limits.max_event_feeds as usize,
+            config.events.poll(),
+        ),
     };
+    let outbox = crate::outbox::start(shared.store.clone(), &config.events, shutdown.clone());
 
     let tls = tls_config(&config.pki).map_err(io(format!(
         "reading certificates in {}",
@@ -116,7 +123,12 @@ pub async fn start(
         shutdown.clone(),
     );
     let done = tokio::spawn(async move {
-        let (link, (), _) = tokio::join!(link, api, dispatcher_task);
+        let (link, (), _, _) = tokio::join!(
+            link,
+            api,
+            dispatcher_task,
+            futures_util::future::join_all(outbox)
+        );
         if let Err(error) = link {
             tracing::error!(%error, "agent link server stopped");
         }

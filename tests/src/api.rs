@@ -205,6 +205,23 @@ impl Api {
     }
 }
 
+impl Api {
+    /// Opens the account's product-event feed, `GET /v1/reliability/events` (after
+    /// `last_event_id` when given).
+    pub async fn feed(&self, last_event_id: Option<i64>) -> Sse {
+        let last = last_event_id.map(|n| n.to_string());
+        let headers: Vec<(&str, &str)> = last
+            .as_deref()
+            .map(|v| vec![("last-event-id", v)])
+            .unwrap_or_default();
+        let response = self
+            .send(Method::GET, "/v1/reliability/events", None, &headers)
+            .await;
+        assert_eq!(response.status().as_u16(), 200, "the event feed");
+        Sse::from_body(response.into_body())
+    }
+}
+
 /// One server-sent event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {

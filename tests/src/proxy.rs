@@ -17,7 +17,12 @@ pub struct CutProxy {
 
 impl CutProxy {
     pub async fn start(upstream: SocketAddr) -> CutProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        CutProxy::start_on("127.0.0.1:0".parse().expect("address"), upstream).await
+    }
+
+    /// On a given address (one a client was told to dial before the proxy existed).
+    pub async fn start_on(listen: SocketAddr, upstream: SocketAddr) -> CutProxy {
+        let listener = TcpListener::bind(listen).await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy address");
         let (generation, _) = watch::channel(0u64);
         let accepted = Arc::new(AtomicU64::new(0));

@@ -44,13 +44,24 @@ const ROUTES: &[(&str, &str, Rule)] = &[
     ("POST", "/findings/{id}/close", Rule::Run),
     ("GET", "/audit", Rule::Audit),
     ("GET", "/stream", Rule::Read),
+    ("GET", "/events", Rule::Read),
+    ("POST", "/webhooks", Rule::Run),
+    ("GET", "/webhooks", Rule::Read),
+    ("GET", "/webhooks/{id}", Rule::Read),
+    ("DELETE", "/webhooks/{id}", Rule::Run),
+    ("GET", "/webhooks/{id}/deliveries", Rule::Read),
+    (
+        "POST",
+        "/webhooks/{id}/deliveries/{event}/redeliver",
+        Rule::Run,
+    ),
 ];
 
 /// Every gRPC method of `iohr.runs.v1.Runs` (all read).
 const GRPC_METHODS: &[&str] = &["WatchRun", "Compare"];
 
 /// The routes `controller/src/api/mod.rs` declares under `/v1/reliability`, as
-/// (METHOD, path) pairs, read from its `.route("PATH", get(..).post(..))` lines.
+/// (METHOD, path) pairs, read from its `.route("PATH", get(..).post(..))` calls.
 fn declared_routes() -> Vec<(String, String)> {
     let source = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -58,9 +69,10 @@ fn declared_routes() -> Vec<(String, String)> {
     ))
     .expect("the router's source");
     let mut routes = Vec::new();
-    // Each `.route(` up to the next one, so a call rustfmt spread over lines counts too.
+    // Each `.route(` call up to the statement's end: rustfmt may split one over lines.
     for call in source.split(".route(").skip(1) {
-        let Some(rest) = call.trim_start().strip_prefix('"') else {
+        let call = call.split(';').next().unwrap_or_default().trim_start();
+        let Some(rest) = call.strip_prefix('"') else {
             continue;
         };
         let Some((path, handlers)) = rest.split_once('"') else {
@@ -191,7 +203,11 @@ async fn every_route_checks_authorization_before_anything_else(backend: Backend)
         let method: Method = method.parse().expect("method");
         let paths: Vec<String> = if path.contains("{id}") {
             ids.iter()
-                .map(|id| path.replace("{id}", id).replace("{version}", "sha256:00"))
+                .map(|id| {
+                    path.replace("{id}", id)
+                        .replace("{event}", id)
+                        .replace("{version}", "sha256:00")
+                })
                 .collect()
         } else {
             vec![path.to_string()]

@@ -2,7 +2,9 @@
 //! same port (HTTP/1.1 and h2c).
 //!
 //! One file per resource: [`runs`], [`events`] (the live stream), [`agents`],
-//! [`scenarios`], [`compare`], [`faults`] (confirmation, halt), [`findings`], [`audit`]; [`auth`] checks
+//! [`scenarios`], [`compare`], [`faults`] (confirmation, halt), [`findings`], [`audit`],
+//! [`webhooks`] (subscriptions, deliveries), [`feed`] (the product events, SSE), [`stream`]
+//! (the WebSocket stream); [`auth`] checks
 //! tokens and scopes, [`error`] shapes every error.
 
 pub mod agents;
@@ -12,6 +14,7 @@ pub mod compare;
 pub mod error;
 pub mod events;
 pub mod faults;
+pub mod feed;
 pub mod findings;
 pub mod limits;
 pub mod openapi;
@@ -21,6 +24,7 @@ pub mod runs;
 pub mod scenarios;
 pub mod stream;
 pub mod watch;
+pub mod webhooks;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -54,7 +58,18 @@ pub fn router(shared: Shared) -> Router {
         .route("/findings/{id}", get(findings::get))
         .route("/findings/{id}/close", post(findings::close))
         .route("/audit", get(audit::list))
-        .route("/stream", get(stream::stream));
+        .route("/stream", get(stream::stream))
+        .route("/events", get(feed::events))
+        .route("/webhooks", post(webhooks::create).get(webhooks::list))
+        .route(
+            "/webhooks/{id}",
+            get(webhooks::get).delete(webhooks::delete),
+        )
+        .route("/webhooks/{id}/deliveries", get(webhooks::deliveries))
+        .route(
+            "/webhooks/{id}/deliveries/{event}/redeliver",
+            post(webhooks::redeliver),
+        );
     Router::new()
         .nest("/v1/reliability", v1)
         .route("/healthz", get(openapi::healthz))

@@ -17,7 +17,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder, Schema, Type};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
-use super::{agents, audit, compare, events, faults, findings, runs, scenarios, stream};
+use super::{
+    agents, audit, compare, events, faults, feed, findings, runs, scenarios, stream, webhooks,
+};
 use iohr_domain::RunRecord;
 use iohr_domain::finding::Finding;
 
@@ -71,6 +73,13 @@ pub const ERROR_CODES: &[&str] = &[
     "too_many_viewers",
     "invalid_last_event_id",
     "websocket_required",
+    // Webhooks and the event feed
+    "invalid_url",
+    "invalid_events",
+    "invalid_format",
+    "too_many_webhooks",
+    "webhook_disabled",
+    "too_many_feeds",
 ];
 
 /// The body of every refusal: `{"error": {"code", "message"}}`.
@@ -153,6 +162,13 @@ docs/mcp.md) and the gRPC service `iohr.runs.v1.Runs` on the same port (proto/ru
         findings::close,
         audit::list,
         stream::stream,
+        feed::events,
+        webhooks::create,
+        webhooks::list,
+        webhooks::get,
+        webhooks::delete,
+        webhooks::deliveries,
+        webhooks::redeliver,
         healthz,
         serve,
     ),
@@ -167,6 +183,7 @@ docs/mcp.md) and the gRPC service `iohr.runs.v1.Runs` on the same port (proto/ru
         (name = "compare", description = "What is different now"),
         (name = "findings", description = "The problems runs found"),
         (name = "audit", description = "Who did what (scope reliability:audit)"),
+        (name = "webhooks", description = "Webhook subscriptions to the account's events, their delivery logs"),
         (name = "meta", description = "Health and this document"),
     )
 )]

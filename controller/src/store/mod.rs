@@ -10,6 +10,7 @@ mod agents;
 mod audit;
 mod claim;
 mod confirmations;
+mod events;
 mod findings;
 mod frames;
 mod page;
@@ -18,6 +19,7 @@ mod runs;
 mod scenarios;
 #[cfg(test)]
 pub(crate) mod tests;
+mod webhooks;
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -34,10 +36,14 @@ pub use agents::{AgentIdentity, AgentRow, AgentScope, Declaration};
 pub use audit::{AuditFilter, AuditLine};
 pub use claim::Claim;
 pub use confirmations::ConfirmRefusal;
+pub use events::{Backlog, EVENT_TYPES, EventRow, FINDING_CREATED, RUN_FINISHED};
 pub use findings::{FindingFilter, FindingRow};
 pub use frames::{AppendOutcome, StoredFrame};
 pub use runs::{ConfirmState, Ending, LeaseGuard, NewRun, RunFilter, RunRow};
 pub use scenarios::{Scenario, ScenarioName, ScenarioVersion, Stored};
+pub use webhooks::{
+    AttemptOutcome, DeliveryRow, DueDelivery, MAX_WEBHOOKS_PER_ACCOUNT, NewWebhook, WebhookRow,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -276,6 +276,10 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         let stored = run_from_row(&row)?;
+        if stored.status.is_finished() {
+            // Refused at the door: ended, so announced like any ending.
+            super::events::insert_ending_events(&mut tx, &stored, stored.status, &[], now).await?;
+        }
         tx.commit().await?;
         Ok(stored)
     }
@@ -472,6 +476,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         let found = self.findings_of_ending(&mut tx, &run, ending, now).await?;
+        super::events::insert_ending_events(&mut tx, &run, ending.status, &found, now).await?;
         let last: i64 =
             sqlx::query("SELECT COALESCE(MAX(number), 0) AS last FROM frames WHERE run_id = $1")
                 .bind(run_id)

@@ -559,7 +559,7 @@ async fn which_agents_serve_a_kind_and_environment() {
 }
 
 /// A run of `seed`'s scenario and target, taken by an agent: running under its lease.
-async fn take_run(store: &Store, template: &RunRow) -> (RunRow, LeaseGuard) {
+pub(crate) async fn take_run(store: &Store, template: &RunRow) -> (RunRow, LeaseGuard) {
     let new = NewRun {
         executor: Executor::Any,
         ..run_like(template)
@@ -579,7 +579,7 @@ async fn take_run(store: &Store, template: &RunRow) -> (RunRow, LeaseGuard) {
 }
 
 /// Ends a taken run with `result`: the run as stored and the frames the ending wrote.
-async fn end_run(
+pub(crate) async fn end_run(
     store: &Store,
     (run, lease): (RunRow, LeaseGuard),
     status: RunStatus,
@@ -600,7 +600,7 @@ async fn end_run(
     (run, frames)
 }
 
-async fn run_to_end(
+pub(crate) async fn run_to_end(
     store: &Store,
     template: &RunRow,
     status: RunStatus,
@@ -610,7 +610,7 @@ async fn run_to_end(
     end_run(store, taken, status, result).await
 }
 
-fn failing_checks() -> serde_json::Value {
+pub(crate) fn failing_checks() -> serde_json::Value {
     json!({"passed": false, "total": 1, "failed": 1,
         "checks": [{"name": "home", "method": "GET", "path": "/", "passed": false,
                     "status": 500, "latency_ms": 1.0, "failures": ["status 500, expected 200"]}],

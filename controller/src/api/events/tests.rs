@@ -34,6 +34,7 @@ async fn shared_with_a_live_run() -> (Shared, String) {
         dispatcher,
         timing,
         shutdown,
+        feed: Default::default(),
     };
     (shared, run.id)
 }

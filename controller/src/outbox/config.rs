@@ -1,0 +1,139 @@
+//! The `serve` flags of the outbox: the MQTT broker, the webhook retry schedule, timeout
+//! and concurrency, how often the outbox is read.
+
+use std::time::Duration;
+
+use super::deliveries::DeliveryConfig;
+use super::mqtt::BrokerAddr;
+
+/// The retry schedule Standard Webhooks suggests: attempts at once, then 5 s, 5 min,
+/// 30 min, 2 h, 5 h, 10 h, 14 h, 20 h and 24 h after the one before (about 3 days).
+pub const DEFAULT_RETRY_SCHEDULE: &str = "0s,5s,5m,30m,2h,5h,10h,14h,20h,24h";
+
+/// The delays before each attempt of a delivery, each after the one before; the first is
+/// usually 0. A delivery that failed as many times as there are delays is given up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetrySchedule(pub Vec<Duration>);
+
+impl std::str::FromStr for RetrySchedule {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let delays = text
+            .split(',')
+            .map(|part| {
+                humantime::parse_duration(part.trim())
+                    .map_err(|e| format!("{:?} is not a duration: {e}", part.trim()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if delays.is_empty() || delays.len() > 50 {
+            return Err("give 1 to 50 delays, separated by commas".to_string());
+        }
+        if delays
+            .iter()
+            .any(|d| *d > Duration::from_secs(7 * 24 * 3600))
+        {
+            return Err("a delay of more than 7 days".to_string());
+        }
+        Ok(RetrySchedule(delays))
+    }
+}
+
+impl RetrySchedule {
+    /// The delay before the attempt after `made` attempts (counted from the last
+    /// redelivery), or `None` when the schedule is used up.
+    pub fn next_delay(&self, made: i64) -> Option<Duration> {
+        usize::try_from(made)
+            .ok()
+            .and_then(|i| self.0.get(i))
+            .copied()
+    }
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct EventsConfig {
+    /// Publish every event to this MQTT broker (mqtt://HOST[:PORT], default port 1883) at
+    /// QoS 1 on the topic iohr/ACCOUNT/EVENT_TYPE; what the broker missed while it was
+    /// away is published on reconnection.
+    #[arg(long, value_name = "URL", value_parser = parse_mqtt_url)]
+    pub mqtt_url: Option<BrokerAddr>,
+    /// Delays before each attempt of a webhook delivery, each after the one before.
+    #[arg(long, default_value = DEFAULT_RETRY_SCHEDULE)]
+    pub webhook_retry_schedule: RetrySchedule,
+    /// Time one webhook attempt may take, answer included.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=120_000))]
+    pub webhook_timeout_ms: u64,
+    /// Webhook attempts in flight at once.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub webhook_concurrency: u32,
+    /// How often the outbox is read for new events (deliveries, MQTT, the feed).
+    #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    pub events_poll_ms: u64,
+}
+
+fn parse_mqtt_url(text: &str) -> Result<BrokerAddr, String> {
+    text.parse()
+}
+
+impl Default for EventsConfig {
+    fn default() -> Self {
+        EventsConfig {
+            mqtt_url: None,
+            webhook_retry_schedule: RetrySchedule(
+                DEFAULT_RETRY_SCHEDULE
+                    .split(',')
+                    .filter_map(|d| humantime::parse_duration(d).ok())
+                    .collect(),
+            ),
+            webhook_timeout_ms: 10_000,
+            webhook_concurrency: 8,
+            events_poll_ms: 250,
+        }
+    }
+}
+
+impl EventsConfig {
+    pub fn poll(&self) -> Duration {
+        Duration::from_millis(self.events_poll_ms)
+    }
+
+    pub fn deliveries(&self) -> DeliveryConfig {
+        DeliveryConfig {
+            schedule: self.webhook_retry_schedule.clone(),
+            timeout: Duration::from_millis(self.webhook_timeout_ms),
+            concurrency: self.webhook_concurrency as usize,
+            poll: self.poll(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_schedule_is_the_standard_webhooks_one_and_ends() {
+        let schedule: RetrySchedule = DEFAULT_RETRY_SCHEDULE.parse().unwrap();
+        assert_eq!(schedule, EventsConfig::default().webhook_retry_schedule);
+        assert_eq!(schedule.next_delay(0), Some(Duration::ZERO));
+        assert_eq!(schedule.next_delay(1), Some(Duration::from_secs(5)));
+        assert_eq!(schedule.next_delay(9), Some(Duration::from_secs(24 * 3600)));
+        assert_eq!(schedule.next_delay(10), None);
+        let total: Duration = schedule.0.iter().sum();
+        assert_eq!(
+            total.as_secs(),
+            5 + 300 + 1800 + (2 + 5 + 10 + 14 + 20 + 24) * 3600
+        );
+    }
+
+    #[test]
+    fn bad_schedules_are_refused() {
+        assert!("".parse::<RetrySchedule>().is_err());
+        assert!("5s,soon".parse::<RetrySchedule>().is_err());
+        assert!("8d".parse::<RetrySchedule>().is_err());
+        assert_eq!(
+            "0s, 100ms".parse::<RetrySchedule>().unwrap().0,
+            vec![Duration::ZERO, Duration::from_millis(100)]
+        );
+    }
+}

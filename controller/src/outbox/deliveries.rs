@@ -1,0 +1,205 @@
+//! Webhook deliveries: one task per controller. Each poll it fans the accounts' new
+//! events out into delivery rows (each subscription's cursor moves in the same
+//! transaction), then sends the due ones, at most `concurrency` at once, each within
+//! `timeout`. A 2xx answer delivers; 410 Gone disables the subscription; anything else is
+//! retried on the schedule, and given up once the schedule is used up. The schedule lives
+//! in the store (`next_attempt_at`), not in memory, so a restart keeps it: that is why
+//! this is not a `backon` retry loop, which holds its state in the task.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http_body_util::Full;
+use hyper::Request;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tokio_util::sync::CancellationToken;
+
+use super::config::RetrySchedule;
+use super::signing;
+use crate::store::{AttemptOutcome, DueDelivery, EventRow, Store, now_ms};
+
+/// Events fanned out per subscription per poll.
+const FAN_OUT_BATCH: u32 = 200;
+/// The longest error text kept in the delivery log.
+const MAX_ERROR_CHARS: usize = 300;
+
+#[derive(Debug, Clone)]
+pub struct DeliveryConfig {
+    pub schedule: RetrySchedule,
+    pub timeout: Duration,
+    pub concurrency: usize,
+    pub poll: Duration,
+}
+
+type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The client of deliveries: HTTP/1.1 over TCP, or TLS verified against the system's
+/// roots for `https://` receivers (rustls with the ring provider, as the workspace).
+fn client() -> Result<HttpsClient, rustls::Error> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        // A system root rustls cannot parse is skipped, as browsers do.
+        let _ = roots.add(cert);
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .build();
+    Ok(Client::builder(TokioExecutor::new()).build(connector))
+}
+
+/// The delivery task: runs until `shutdown`.
+pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationToken) {
+    let client = match client() {
+        Ok(client) => client,
+        Err(error) => {
+            tracing::error!(%error, "webhook deliveries cannot start: TLS configuration");
+            return;
+        }
+    };
+    let mut tick = tokio::time::interval(config.poll);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        tokio::select! {
+            () = one_pass(&store, &client, &config) => {}
+            // Attempts cut short stay pending and are sent again after a restart.
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
+async fn one_pass(store: &Store, client: &HttpsClient, config: &DeliveryConfig) {
+    if let Err(error) = store.fan_out_events(FAN_OUT_BATCH).await {
+        tracing::warn!(%error, "webhook fan-out failed; retried next poll");
+        return;
+    }
+    let limit = u32::try_from(config.concurrency * 4).unwrap_or(u32::MAX);
+    let due = match store.due_deliveries(now_ms(), limit).await {
+        Ok(due) => due,
+        Err(error) => {
+            tracing::warn!(%error, "reading due webhook deliveries failed");
+            return;
+        }
+    };
+    futures_util::stream::iter(due)
+        .for_each_concurrent(config.concurrency, |due| async move {
+            let outcome = attempt(client, &due, config).await;
+            let (hook, seq) = (&due.webhook.id, due.delivery.event_seq);
+            match &outcome {
+                AttemptOutcome::Delivered { status_code } => {
+                    tracing::debug!(webhook = %hook, event = %due.event.id, status_code, "webhook delivered")
+                }
+                AttemptOutcome::Failed { error, retry_at, .. } => {
+                    tracing::info!(webhook = %hook, event = %due.event.id, %error, retrying = retry_at.is_some(), "webhook delivery failed")
+                }
+                AttemptOutcome::Gone => {
+                    tracing::warn!(webhook = %hook, "webhook receiver answered 410 Gone: subscription disabled")
+                }
+            }
+            if let Err(error) = store.record_attempt(hook, seq, &outcome).await {
+                tracing::warn!(webhook = %hook, %error, "recording a webhook attempt failed");
+            }
+        })
+        .await;
+}
+
+/// The body a subscription receives: the event as JSON, or for `slack` the
+/// `{"text": ...}` an incoming webhook posts to its channel.
+pub fn body(format: &str, event: &EventRow) -> String {
+    if format != "slack" {
+        return event.to_json();
+    }
+    let text_of = |field: &str| event.data[field].as_str().unwrap_or("?").to_string();
+    let text = match event.event_type.as_str() {
+        crate::store::RUN_FINISHED => format!(
+            "iohr: {} run {} in {} finished: {}",
+            text_of("kind"),
+            text_of("run_id"),
+            text_of("environment"),
+            text_of("status")
+        ),
+        crate::store::FINDING_CREATED => format!(
+            "iohr: run {} found something new: finding {} ({})",
+            text_of("run_id"),
+            text_of("finding_id"),
+            text_of("signature")
+        ),
+        other => format!("iohr: {other} {}", event.id),
+    };
+    serde_json::json!({ "text": text }).to_string()
+}
+
+async fn attempt(
+    client: &HttpsClient,
+    due: &DueDelivery,
+    config: &DeliveryConfig,
+) -> AttemptOutcome {
+    let made = due.delivery.attempts - due.delivery.schedule_from + 1;
+    let failed = |status_code: Option<i64>, error: String| AttemptOutcome::Failed {
+        status_code,
+        error: error.chars().take(MAX_ERROR_CHARS).collect(),
+        retry_at: config
+            .schedule
+            .next_delay(made)
+            .map(|delay| now_ms() + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2)),
+    };
+    let body = body(&due.webhook.format, &due.event);
+    let timestamp = now_ms() / 1000;
+    let signature = match signing::sign(&due.webhook.secret, &due.event.id, timestamp, &body) {
+        Ok(signature) => signature,
+        Err(error) => return failed(None, error.to_string()),
+    };
+    let request = Request::post(due.webhook.url.as_str())
+        .header("content-type", "application/json")
+        .header(
+            "user-agent",
+            concat!("iohr-controller/", env!("CARGO_PKG_VERSION")),
+        )
+        .header("webhook-id", &due.event.id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", signature)
+        .body(Full::new(Bytes::from(body)));
+    let request = match request {
+        Ok(request) => request,
+        Err(error) => return failed(None, format!("the request could not be built: {error}")),
+    };
+    match tokio::time::timeout(config.timeout, client.request(request)).await {
+        Err(_) => failed(None, format!("no answer within {:?}", config.timeout)),
+        Ok(Err(error)) => failed(None, error_chain(&error)),
+        Ok(Ok(response)) => {
+            let code = i64::from(response.status().as_u16());
+            // The answer's body is not read: only the status counts, and nothing of it is kept.
+            drop(response);
+            match code {
+                200..=299 => AttemptOutcome::Delivered { status_code: code },
+                410 => AttemptOutcome::Gone,
+                _ => failed(Some(code), format!("the receiver answered {code}")),
+            }
+        }
+    }
+}
+
+/// An error with its causes ("client error (Connect): tcp connect error: refused").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

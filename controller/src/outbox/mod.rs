@@ -1,0 +1,49 @@
+//! The outbox's consumers: product events (written by the store in the transaction that
+//! finishes a run, `store/events.rs`) leave the controller from here.
+//!
+//! - [`deliveries`]: webhook subscriptions, one background task per controller that fans
+//!   new events out into delivery rows and sends the due ones, signed as Standard Webhooks
+//!   says ([`signing`]), retried on a bounded schedule.
+//! - [`mqtt`]: with `serve --mqtt-url`, a publisher with its own cursor per account in the
+//!   store, QoS 1, topic `iohr/ACCOUNT/EVENT_TYPE`.
+//! - [`feed`]: "the account's events after N, then live", served as SSE by
+//!   `GET /v1/reliability/events` and reusable by any other stream.
+//!
+//! Every consumer is at-least-once: a crash between sending and recording repeats a
+//! send, and the event id (`webhook-id`, the SSE id, the payload's `id`) is what a
+//! receiver deduplicates on.
+
+pub mod config;
+pub mod deliveries;
+pub mod feed;
+pub mod mqtt;
+pub mod signing;
+
+pub use config::{EventsConfig, RetrySchedule};
+pub use feed::{FeedLimits, account_events};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::store::Store;
+
+/// Starts the outbox's background tasks; they end when `shutdown` is cancelled.
+pub fn start(
+    store: Store,
+    config: &EventsConfig,
+    shutdown: CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = vec![tokio::spawn(deliveries::run(
+        store.clone(),
+        config.deliveries(),
+        shutdown.clone(),
+    ))];
+    if let Some(url) = &config.mqtt_url {
+        tasks.push(tokio::spawn(mqtt::run(
+            store,
+            url.clone(),
+            config.poll(),
+            shutdown,
+        )));
+    }
+    tasks
+}
