@@ -14,6 +14,7 @@ pub mod limits;
 pub mod link;
 pub mod mcp;
 pub mod queue;
+pub mod schedule;
 pub mod server;
 pub mod store;
 pub mod timing;

@@ -115,8 +115,13 @@ pub async fn start(
         config.api,
         shutdown.clone(),
     );
+    let scheduler = crate::schedule::Scheduler::new(
+        shared.clone(),
+        std::sync::Arc::new(crate::schedule::SystemClock),
+    )
+    .spawn(shutdown.clone());
     let done = tokio::spawn(async move {
-        let (link, (), _) = tokio::join!(link, api, dispatcher_task);
+        let (link, (), _, _) = tokio::join!(link, api, dispatcher_task, scheduler);
         if let Err(error) = link {
             tracing::error!(%error, "agent link server stopped");
         }

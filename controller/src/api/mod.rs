@@ -15,8 +15,10 @@ pub mod findings;
 pub mod limits;
 pub mod page;
 pub mod run_guards;
+pub mod run_start;
 pub mod runs;
 pub mod scenarios;
+pub mod schedules;
 pub mod watch;
 
 use axum::Router;
@@ -44,7 +46,14 @@ pub fn router(shared: Shared) -> Router {
         .route("/compare", get(compare::get))
         .route("/findings", get(findings::list))
         .route("/findings/{id}", get(findings::get))
-        .route("/findings/{id}/close", post(findings::close));
+        .route("/findings/{id}/close", post(findings::close))
+        .route("/schedules", post(schedules::create).get(schedules::list))
+        .route(
+            "/schedules/{id}",
+            get(schedules::get)
+                .patch(schedules::patch)
+                .delete(schedules::delete),
+        );
     Router::new()
         .nest("/v1/reliability", v1)
         .route("/healthz", get(|| async { "ok" }))

@@ -16,6 +16,7 @@ mod page;
 mod reasons;
 mod runs;
 mod scenarios;
+mod schedules;
 #[cfg(test)]
 pub(crate) mod tests;
 
@@ -38,6 +39,7 @@ pub use findings::{FindingFilter, FindingRow};
 pub use frames::{AppendOutcome, StoredFrame};
 pub use runs::{ConfirmState, Ending, LeaseGuard, NewRun, RunFilter, RunRow};
 pub use scenarios::Scenario;
+pub use schedules::{Fire, MAX_SCHEDULES, NewSchedule, ScheduleChange, ScheduleRow};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
