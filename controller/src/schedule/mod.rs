@@ -10,6 +10,8 @@ pub mod clock;
 pub mod cron;
 pub mod floors;
 #[cfg(test)]
+mod scheduler_tests;
+#[cfg(test)]
 mod tests;
 mod ticker;
 

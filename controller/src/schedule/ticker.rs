@@ -104,7 +104,7 @@ impl Scheduler {
         Ok(report)
     }
 
-    async fn fire(
+    pub(super) async fn fire(
         &self,
         schedule: &ScheduleRow,
         fire: &Fire,
