@@ -68,6 +68,15 @@ impl Api {
         self.call(Method::POST, path, Some(body)).await
     }
 
+    pub async fn patch(&self, path: &str, body: &Value) -> Result<Value> {
+        self.call(Method::PATCH, path, Some(body)).await
+    }
+
+    /// A DELETE; its empty answer (204) is `null`.
+    pub async fn delete(&self, path: &str) -> Result<Value> {
+        self.call(Method::DELETE, path, None).await
+    }
+
     async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value> {
         let what = format!("{method} {}{path}", self.base);
         let body = match body {
@@ -98,6 +107,9 @@ impl Api {
             })??;
         if !status.is_success() {
             return Err(api_error(status, &bytes));
+        }
+        if bytes.is_empty() {
+            return Ok(Value::Null);
         }
         serde_json::from_slice(&bytes)
             .map_err(|e| Failure::protocol(format!("{what}: the answer is not JSON: {e}")))

@@ -17,6 +17,7 @@ mod page;
 mod run;
 mod runs;
 mod scenarios;
+mod schedules;
 
 use std::process::ExitCode;
 
@@ -99,6 +100,9 @@ enum Reliability {
     /// its floor), seen again by later runs instead of duplicated: list them (by default),
     /// show one, close one.
     Findings(findings::FindingsArgs),
+    /// Runs started by a cron expression in UTC: make, list, show, pause, resume, delete.
+    #[command(subcommand)]
+    Schedules(schedules::SchedulesCommand),
     /// Stop every queued or running faults run of the account now; each agent undoes its
     /// faults as it stops. Safe to repeat.
     Halt {
@@ -156,6 +160,7 @@ async fn execute(cli: Cli) -> Result<u8> {
         Reliability::Compare(args) => compare::execute(&ctx, args).await,
         Reliability::Findings(args) => findings::execute(&ctx, args).await,
         Reliability::Halt { reason } => runs::halt(&ctx, reason).await,
+        Reliability::Schedules(command) => schedules::execute(&ctx, command).await,
     }
 }
 
