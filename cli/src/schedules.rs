@@ -12,6 +12,8 @@ use crate::error::{Failure, Result};
 use crate::output::{Table, emit, emit_json};
 use crate::run::{RunArgs, request_body};
 
+// One value, parsed once per process: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum SchedulesCommand {
     /// Make a schedule: a run's flags plus --name and --cron (crontab's five fields,
