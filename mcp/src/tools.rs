@@ -231,6 +231,16 @@ impl Tools {
     }
 
     #[tool(
+        description = "The account's schedules (GET /v1/reliability/schedules): runs started by a cron expression in UTC, with each one's next fire times, skipped fires and last run."
+    )]
+    async fn reliability_list_schedules(
+        &self,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Record>, CallToolResult> {
+        self.get(&ctx, "/schedules").await
+    }
+
+    #[tool(
         description = "The scenarios (name, version, kind) of the account's latest 500 runs, newest first: what reliability_start_run can name as `scenario` to run the same version again."
     )]
     async fn reliability_list_scenarios(

@@ -24,7 +24,7 @@ pub mod watch;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, patch, post};
 use iohr_proto::runs::runs_server::RunsServer;
 
 use crate::Shared;
@@ -48,12 +48,9 @@ pub fn router(shared: Shared) -> Router {
         .route("/findings/{id}", get(findings::get))
         .route("/findings/{id}/close", post(findings::close))
         .route("/schedules", post(schedules::create).get(schedules::list))
-        .route(
-            "/schedules/{id}",
-            get(schedules::get)
-                .patch(schedules::patch)
-                .delete(schedules::delete),
-        );
+        .route("/schedules/{id}", get(schedules::get))
+        .route("/schedules/{id}", patch(schedules::patch))
+        .route("/schedules/{id}", delete(schedules::delete));
     Router::new()
         .nest("/v1/reliability", v1)
         .route("/healthz", get(|| async { "ok" }))

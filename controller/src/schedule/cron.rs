@@ -81,6 +81,15 @@ impl Expression {
             .map(|t| t.timestamp_millis())
     }
 
+    /// The latest fire at or before `at_ms`.
+    pub fn latest_at_or_before(&self, at_ms: i64) -> Option<i64> {
+        let at = DateTime::<Utc>::from_timestamp_millis(at_ms)?;
+        self.cron
+            .find_previous_occurrence(&at, true)
+            .ok()
+            .map(|t| t.timestamp_millis())
+    }
+
     /// The next `n` fires strictly after `after_ms`.
     pub fn next_n(&self, after_ms: i64, n: usize) -> Vec<i64> {
         let mut fires = Vec::with_capacity(n);

@@ -517,3 +517,34 @@ async fn an_account_has_at_most_a_bounded_number_of_schedules() {
         crate::store::MAX_SCHEDULES
     );
 }
+
+#[tokio::test]
+async fn another_accounts_schedule_is_not_found() {
+    for s in both().await {
+        let id = s.checks_schedule("0 * * * *").await;
+        let store = &s.shared.store;
+        let other = store.create_account("globex", 2, false).await.unwrap();
+        assert!(store.schedule(&other.id, &id).await.unwrap().is_none());
+        assert!(store.schedules(&other.id).await.unwrap().is_empty());
+        let pause = ScheduleChange {
+            enabled: Some(false),
+            ..Default::default()
+        };
+        assert!(matches!(
+            store
+                .update_schedule(&other.id, &id, &pause, "person:eve", "schedule.pause", 0)
+                .await,
+            Err(StoreError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.delete_schedule(&other.id, &id, "person:eve", 0).await,
+            Err(StoreError::NotFound(_))
+        ));
+        let row = store.schedule(&s.account.id, &id).await.unwrap().unwrap();
+        assert!(row.enabled, "unchanged");
+        assert!(
+            store.audit_lines(&other.id).await.unwrap().is_empty(),
+            "no line for a refused change"
+        );
+    }
+}

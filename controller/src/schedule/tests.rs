@@ -226,6 +226,25 @@ fn malformed_expressions_are_refused_with_the_reason() {
 }
 
 #[test]
+fn the_latest_fire_at_or_before_a_time_is_found() {
+    let latest = |text: &str, at: i64| {
+        format_utc(
+            Expression::parse(text)
+                .unwrap()
+                .latest_at_or_before(at)
+                .unwrap(),
+        )
+    };
+    assert_eq!(latest("*/15 * * * *", SAT_NOON), "2026-03-28T12:00:00Z");
+    assert_eq!(latest("*/15 * * * *", SAT_NOON - 1), "2026-03-28T11:45:00Z");
+    assert_eq!(latest("0 0 * * 1", SAT_NOON), "2026-03-23T00:00:00Z");
+    assert_eq!(
+        latest("*/20 * * * * *", SAT_NOON + 59_000),
+        "2026-03-28T12:00:40Z"
+    );
+}
+
+#[test]
 fn the_shortest_gap_between_fires_is_found() {
     let gap = |text: &str| {
         Expression::parse(text)

@@ -86,13 +86,10 @@ impl Scheduler {
                 }
             };
             // The latest due time not yet fired: earlier ones a late tick passed are
-            // missed, not fired in a burst.
-            let mut due = None;
-            let mut at = schedule.fired_through;
-            while let Some(next) = expression.next_after(at).filter(|next| *next <= now) {
-                due = Some(next);
-                at = next;
-            }
+            // missed, not fired in a burst (found in one step, however late the tick).
+            let due = expression
+                .latest_at_or_before(now)
+                .filter(|due| *due > schedule.fired_through);
             let Some(due_at) = due else { continue };
             let fire = Fire {
                 schedule_id: schedule.id.clone(),
