@@ -16,8 +16,8 @@ pub fn default_floor(kind: RunKind) -> Duration {
     }
 }
 
-/// The floor of `kind` under an account's stored overrides (unreadable overrides count as
-/// none: the defaults are the stricter reading only by accident, so they are logged).
+/// The floor of `kind` under an account's stored overrides (overrides that do not parse
+/// count as none, with a warning: the defaults apply).
 pub fn floor(kind: RunKind, stored: Option<&str>) -> Duration {
     let overrides = stored.map(parse_stored).unwrap_or_default();
     overrides
