@@ -382,7 +382,7 @@ impl Store {
         Ok(())
     }
 
-    /// How many fires of a schedule are stored, by outcome (tests and `show`).
+    /// A schedule's stored fires, oldest first: due time, outcome and run.
     pub async fn fire_outcomes(
         &self,
         schedule_id: &str,
