@@ -309,6 +309,11 @@ Start more from this shell (the same lines are in $ENV_FILE):
   iohr reliability runs events RUN_ID
   iohr reliability agents
 
+  # A schedule: the same checks every day at 03:00 UTC (crontab's five fields)
+  iohr reliability schedules create --name nightly --cron "0 3 * * *" --kind checks \\
+    --environment staging --target $TARGET --spec examples/checks-api.json
+  iohr reliability schedules list   # with each one's next fire time
+
   deploy/quickstart.sh status   # what is running
   deploy/quickstart.sh down     # stop everything this started
 EOF

@@ -68,6 +68,10 @@ impl Api {
         self.call(Method::POST, path, Some(body)).await
     }
 
+    pub async fn patch(&self, path: &str, body: &Value) -> Result<Value> {
+        self.call(Method::PATCH, path, Some(body)).await
+    }
+
     /// `DELETE`: `Null` for an empty (204) answer.
     pub async fn delete(&self, path: &str) -> Result<Value> {
         self.call(Method::DELETE, path, None).await

@@ -20,6 +20,7 @@ mod report;
 mod run;
 mod runs;
 mod scenarios;
+mod schedules;
 mod webhooks;
 
 use std::process::ExitCode;
@@ -113,6 +114,9 @@ enum Reliability {
     /// Who did what: every start, cancel, confirmation, lapse, finding close and halt, newest
     /// first (needs a token with reliability:audit).
     Audit(audit::AuditArgs),
+    /// Runs started by a cron expression in UTC: make, list, show, pause, resume, delete.
+    #[command(subcommand)]
+    Schedules(schedules::SchedulesCommand),
     /// Stop every queued or running faults run of the account now; each agent undoes its
     /// faults as it stops. Safe to repeat.
     Halt {
@@ -187,6 +191,7 @@ async fn execute(cli: Cli) -> Result<u8> {
         Reliability::Halt { reason } => runs::halt(&ctx, reason).await,
         Reliability::Webhooks(command) => webhooks::execute(&ctx, command).await,
         Reliability::Events(args) => feed::execute(&ctx, args).await,
+        Reliability::Schedules(command) => schedules::execute(&ctx, command).await,
     }
 }
 

@@ -197,6 +197,25 @@ struct PlanArgs {
     /// unlimited).
     #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
     units_per_month: Option<i64>,
+    /// How often a schedule of a kind may fire, such as checks=30s (repeatable; default:
+    /// load, capacity, replay and faults hourly, checks and scenario every minute).
+    #[arg(long = "schedule-floor", value_parser = iohr_controller::schedule::floors::parse_override)]
+    schedule_floors: Vec<(iohr_domain::RunKind, Duration)>,
+}
+
+impl PlanArgs {
+    /// Stores the schedule floors given, beside the account's other plan values.
+    async fn set_floors(&self, store: &Store, account: &Account) -> anyhow::Result<()> {
+        if self.schedule_floors.is_empty() {
+            return Ok(());
+        }
+        let stored = store.schedule_floors(&account.id).await?;
+        let merged =
+            iohr_controller::schedule::floors::merged(stored.as_deref(), &self.schedule_floors);
+        store.set_schedule_floors(&account.id, &merged).await?;
+        println!("account {}: schedule floors {merged}", account.name);
+        Ok(())
+    }
 }
 
 impl PlanArgs {
@@ -354,6 +373,7 @@ async fn main() -> anyhow::Result<()> {
             let store = store.open().await?;
             let account = store.create_account(&name, max_running, platform).await?;
             let account = store.set_plan(&account.id, &plan.change(None)).await?;
+            plan.set_floors(&store, &account).await?;
             for env in &environments {
                 store.add_environment(&account.id, env, false).await?;
             }
@@ -377,13 +397,14 @@ async fn main() -> anyhow::Result<()> {
                 },
         } => {
             let change = plan.change(max_running);
-            if change == PlanChange::default() {
+            if change == PlanChange::default() && plan.schedule_floors.is_empty() {
                 bail!(
-                    "give what to change: --max-running, --max-queued, --max-run-duration or --units-per-month"
+                    "give what to change: --max-running, --max-queued, --max-run-duration, --units-per-month or --schedule-floor"
                 );
             }
             let store = store.open().await?;
             let account = find_account(&store, &name).await?;
+            plan.set_floors(&store, &account).await?;
             let account = store.set_plan(&account.id, &change).await?;
             println!(
                 "account {name}: {} (a running controller applies it to new runs)",

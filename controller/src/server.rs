@@ -122,11 +122,17 @@ pub async fn start(
         config.api,
         shutdown.clone(),
     );
+    let scheduler = crate::schedule::Scheduler::new(
+        shared.clone(),
+        std::sync::Arc::new(crate::schedule::SystemClock),
+    )
+    .spawn(shutdown.clone());
     let done = tokio::spawn(async move {
-        let (link, (), _, _) = tokio::join!(
+        let (link, (), _, _, _) = tokio::join!(
             link,
             api,
             dispatcher_task,
+            scheduler,
             futures_util::future::join_all(outbox)
         );
         if let Err(error) = link {

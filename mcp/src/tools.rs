@@ -231,6 +231,16 @@ impl Tools {
     }
 
     #[tool(
+        description = "The account's schedules (GET /v1/reliability/schedules): runs started by a cron expression in UTC, with each one's next fire times, skipped fires and last run."
+    )]
+    async fn reliability_list_schedules(
+        &self,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Record>, CallToolResult> {
+        self.get(&ctx, "/schedules").await
+    }
+
+    #[tool(
         description = "The account's scenario names (GET /v1/reliability/scenarios), in order: each with its kind, how many versions and the newest version, which reliability_start_run can name as `scenario` {id, version} to run it again; `limit` 1 to 500; page with `cursor`."
     )]
     async fn reliability_list_scenarios(

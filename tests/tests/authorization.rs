@@ -55,6 +55,11 @@ const ROUTES: &[(&str, &str, Rule)] = &[
         "/webhooks/{id}/deliveries/{event}/redeliver",
         Rule::Run,
     ),
+    ("POST", "/schedules", Rule::Run),
+    ("GET", "/schedules", Rule::Read),
+    ("GET", "/schedules/{id}", Rule::Read),
+    ("PATCH", "/schedules/{id}", Rule::Run),
+    ("DELETE", "/schedules/{id}", Rule::Run),
 ];
 
 /// Every gRPC method of `iohr.runs.v1.Runs` (all read).

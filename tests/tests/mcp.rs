@@ -38,6 +38,7 @@ fn assert_the_tools(seen: &Value) {
             "reliability_list_findings",
             "reliability_list_runs",
             "reliability_list_scenarios",
+            "reliability_list_schedules",
             "reliability_start_run",
             "reliability_wait_run",
         ],
@@ -47,7 +48,7 @@ fn assert_the_tools(seen: &Value) {
         seen["start_input_required"],
         json!(["environment", "kind", "target"])
     );
-    assert_eq!(seen["with_output_schema"].as_array().unwrap().len(), 8);
+    assert_eq!(seen["with_output_schema"].as_array().unwrap().len(), 9);
 
     assert_eq!(seen["start"]["is_error"], false, "{seen}");
     assert_eq!(seen["start"]["structured"]["status"], "queued");

@@ -20,8 +20,10 @@ pub mod limits;
 pub mod openapi;
 pub mod page;
 pub mod run_guards;
+pub mod run_start;
 pub mod runs;
 pub mod scenarios;
+pub mod schedules;
 pub mod stream;
 pub mod watch;
 pub mod webhooks;
@@ -29,7 +31,7 @@ pub mod webhooks;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, patch, post};
 use iohr_proto::runs::runs_server::RunsServer;
 
 use crate::Shared;
@@ -69,7 +71,11 @@ pub fn router(shared: Shared) -> Router {
         .route(
             "/webhooks/{id}/deliveries/{event}/redeliver",
             post(webhooks::redeliver),
-        );
+        )
+        .route("/schedules", post(schedules::create).get(schedules::list))
+        .route("/schedules/{id}", get(schedules::get))
+        .route("/schedules/{id}", patch(schedules::patch))
+        .route("/schedules/{id}", delete(schedules::delete));
     Router::new()
         .nest("/v1/reliability", v1)
         .route("/healthz", get(openapi::healthz))

@@ -18,7 +18,8 @@ use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::{
-    agents, audit, compare, events, faults, feed, findings, runs, scenarios, stream, webhooks,
+    agents, audit, compare, events, faults, feed, findings, runs, scenarios, schedules, stream,
+    webhooks,
 };
 use iohr_domain::RunRecord;
 use iohr_domain::finding::Finding;
@@ -80,6 +81,10 @@ pub const ERROR_CODES: &[&str] = &[
     "too_many_webhooks",
     "webhook_disabled",
     "too_many_feeds",
+    // Schedules
+    "invalid_cron",
+    "schedule_too_frequent",
+    "too_many_schedules",
 ];
 
 /// The body of every refusal: `{"error": {"code", "message"}}`.
@@ -163,6 +168,11 @@ docs/mcp.md) and the gRPC service `iohr.runs.v1.Runs` on the same port (proto/ru
         audit::list,
         stream::stream,
         feed::events,
+        schedules::create,
+        schedules::list,
+        schedules::get,
+        schedules::patch,
+        schedules::delete,
         webhooks::create,
         webhooks::list,
         webhooks::get,
@@ -182,6 +192,7 @@ docs/mcp.md) and the gRPC service `iohr.runs.v1.Runs` on the same port (proto/ru
         (name = "scenarios", description = "Stored scenario versions"),
         (name = "compare", description = "What is different now"),
         (name = "findings", description = "The problems runs found"),
+        (name = "schedules", description = "Runs started by a cron expression in UTC"),
         (name = "audit", description = "Who did what (scope reliability:audit)"),
         (name = "webhooks", description = "Webhook subscriptions to the account's events, their delivery logs"),
         (name = "meta", description = "Health and this document"),

@@ -17,6 +17,7 @@ mod page;
 mod reasons;
 mod runs;
 mod scenarios;
+mod schedules;
 #[cfg(test)]
 pub(crate) mod tests;
 mod webhooks;
@@ -41,6 +42,7 @@ pub use findings::{FindingFilter, FindingRow};
 pub use frames::{AppendOutcome, StoredFrame};
 pub use runs::{ConfirmState, Ending, LeaseGuard, NewRun, RunFilter, RunRow};
 pub use scenarios::{Scenario, ScenarioName, ScenarioVersion, Stored};
+pub use schedules::{Fire, MAX_SCHEDULES, NewSchedule, ScheduleChange, ScheduleRow};
 pub use webhooks::{
     AttemptOutcome, DeliveryRow, DueDelivery, MAX_WEBHOOKS_PER_ACCOUNT, NewWebhook, WebhookRow,
 };

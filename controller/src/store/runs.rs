@@ -207,9 +207,32 @@ impl Store {
     /// nothing is stored ([`StoreError::TooManyQueued`]); past the month's unit budget it
     /// is stored ended `refused`, with its reason and `finished` frame.
     pub async fn insert_run(&self, run: &NewRun, actor: &str) -> Result<RunRow> {
+        self.insert_run_of(run, actor, None).await
+    }
+
+    /// [`Store::insert_run`] for a schedule's fire: the fire's row is claimed in the same
+    /// transaction, so a fire that happened already stores nothing (`Conflict`).
+    pub async fn insert_fired_run(
+        &self,
+        run: &NewRun,
+        actor: &str,
+        fire: &super::schedules::Fire,
+    ) -> Result<RunRow> {
+        self.insert_run_of(run, actor, Some(fire)).await
+    }
+
+    async fn insert_run_of(
+        &self,
+        run: &NewRun,
+        actor: &str,
+        fire: Option<&super::schedules::Fire>,
+    ) -> Result<RunRow> {
         let id = new_id();
         let now = now_ms();
         let mut tx = self.write_tx().await?;
+        if let Some(fire) = fire {
+            super::schedules::claim_fire(&mut tx, fire, "started", Some(&id)).await?;
+        }
         let verdict =
             super::admission::admit(self, &mut tx, &run.account_id, run.units_reserved, now)
                 .await?;
@@ -266,9 +289,20 @@ impl Store {
             run_id: Some(id.clone()),
             targets: Some(run.target.clone()),
             outcome: status.to_string(),
+            schedule_id: fire.map(|f| f.schedule_id.clone()),
             ..Default::default()
         };
         super::audit::insert_audit(&mut tx, &run.account_id, &line).await?;
+        if let Some(fire) = fire {
+            super::schedules::record_started(&mut tx, fire, &id).await?;
+            let line = AuditLine {
+                at: fire.at,
+                action: "schedule.fire".to_string(),
+                outcome: format!("started: run {id} {status}"),
+                ..line
+            };
+            super::audit::insert_audit(&mut tx, &run.account_id, &line).await?;
+        }
         let row = sqlx::query(AssertSqlSafe(format!(
             "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.id = $1"
         )))

@@ -1,0 +1,400 @@
+//! `POST/GET /schedules`, `GET/PATCH/DELETE /schedules/{id}`: runs started by a cron
+//! expression in UTC (see docs/operations.md, "Schedules").
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use iohr_domain::RunKind;
+use iohr_domain::run::ScenarioRef;
+use serde::{Deserialize, Serialize};
+
+use super::auth::{Caller, ReadScope, RunScope};
+use super::error::{ApiError, JsonBody};
+use super::run_start::{self, CreateRun, MAX_NAME, parse_kind};
+use crate::Shared;
+use crate::schedule::cron::{Expression, format_utc};
+use crate::schedule::floors;
+use crate::store::{MAX_SCHEDULES, NewSchedule, ScheduleChange, ScheduleRow, StoreError, now_ms};
+
+/// Next fire times a schedule's record shows.
+const NEXT_FIRES: usize = 3;
+
+/// A run's POST body plus `name` and `cron`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSchedule {
+    #[schema(min_length = 1, max_length = 200)]
+    pub name: String,
+    /// Five fields, minute first, as crontab (or six with seconds first), in UTC.
+    pub cron: String,
+    /// Created paused with `false` (default `true`).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    #[schema(value_type = RunKind)]
+    pub kind: String,
+    pub environment: String,
+    pub target: String,
+    /// The kind's spec, inline (stored as a scenario version when the schedule is made).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub spec: Option<serde_json::Value>,
+    #[serde(default)]
+    pub scenario: Option<ScenarioRef>,
+    #[serde(default)]
+    pub scenario_name: Option<String>,
+    #[serde(default)]
+    pub executor: Option<String>,
+    #[serde(default)]
+    pub change: Option<String>,
+    #[serde(default)]
+    pub confirm_within: Option<String>,
+}
+
+/// What a PATCH may change: the name, the expression, enabled or paused.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchSchedule {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub cron: Option<String>,
+    #[serde(default)]
+    pub enabled: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartedByRef {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+}
+
+/// A schedule as the API shows it. Times are RFC 3339 UTC.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ScheduleRecord {
+    pub id: String,
+    pub name: String,
+    pub cron: String,
+    pub enabled: bool,
+    #[schema(value_type = RunKind)]
+    pub kind: String,
+    pub scenario: ScenarioRef,
+    pub environment: String,
+    pub target: String,
+    pub executor: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm_within: Option<String>,
+    pub created_by: String,
+    pub created_at: String,
+    /// Fires skipped because the previous run was unfinished.
+    pub skipped: i64,
+    pub last_skipped_at: Option<String>,
+    pub last_run: Option<String>,
+    pub last_fire_at: Option<String>,
+    /// The next fire times (none while paused).
+    pub next_fires: Vec<String>,
+}
+
+fn record(row: &ScheduleRow, now: i64) -> ScheduleRecord {
+    let next_fires = match (row.enabled, Expression::parse(&row.cron)) {
+        (true, Ok(expression)) => expression
+            .next_n(now.max(row.fired_through), NEXT_FIRES)
+            .into_iter()
+            .map(format_utc)
+            .collect(),
+        _ => Vec::new(),
+    };
+    ScheduleRecord {
+        id: row.id.clone(),
+        name: row.name.clone(),
+        cron: row.cron.clone(),
+        enabled: row.enabled,
+        kind: row.kind.clone(),
+        scenario: ScenarioRef {
+            id: row.scenario_id.clone(),
+            version: row.scenario_version.clone(),
+        },
+        environment: row.environment.clone(),
+        target: row.target.clone(),
+        executor: row.executor.clone(),
+        change: row.change.clone(),
+        confirm_within: row.confirm_within.clone(),
+        created_by: row.created_by.clone(),
+        created_at: format_utc(row.created_at),
+        skipped: row.skipped,
+        last_skipped_at: row.last_skipped_at.map(format_utc),
+        last_run: row.last_run_id.clone(),
+        last_fire_at: row.last_fire_at.map(format_utc),
+        next_fires,
+    }
+}
+
+fn check_name(name: &str) -> Result<(), ApiError> {
+    if name.trim().is_empty() || name.len() > MAX_NAME {
+        return Err(ApiError::bad_request(
+            "invalid_name",
+            format!("name must be 1 to {MAX_NAME} characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// Parses an expression and holds it to the floor of its kind under the account's plan.
+async fn check_cron(
+    shared: &Shared,
+    account_id: &str,
+    kind: RunKind,
+    text: &str,
+) -> Result<Expression, ApiError> {
+    let expression = Expression::parse(text)
+        .map_err(|e| ApiError::bad_request("invalid_cron", e.to_string()))?;
+    let stored = shared.store.schedule_floors(account_id).await?;
+    let floor = floors::floor(kind, stored.as_deref());
+    if let Some(gap) = expression.min_gap_ms(now_ms())
+        && gap < floor.as_millis() as i64
+    {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "schedule_too_frequent",
+            format!(
+                "cron {:?} fires every {} at times; this plan lets a {kind} schedule fire at most every {}",
+                expression.as_str(),
+                humantime::format_duration(std::time::Duration::from_millis(gap.max(0) as u64)),
+                humantime::format_duration(floor),
+            ),
+        ));
+    }
+    Ok(expression)
+}
+
+fn too_many() -> ApiError {
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "too_many_schedules",
+        format!("an account has at most {MAX_SCHEDULES} schedules; delete one first"),
+    )
+}
+
+/// The account's schedules.
+#[allow(dead_code)] // a schema: the list is written with `json!`
+#[derive(utoipa::ToSchema)]
+pub struct ScheduleList {
+    schedules: Vec<ScheduleRecord>,
+}
+
+/// Make a schedule: a run's request and a cron expression in UTC.
+///
+/// Scope: `reliability:run`.
+#[utoipa::path(
+    post,
+    path = "/v1/reliability/schedules",
+    tag = "schedules",
+    operation_id = "create_schedule",
+    security(("bearer" = [])),
+    request_body = CreateSchedule,
+    responses(
+        (status = 201, description = "The schedule with its next fire times", body = ScheduleRecord),
+        (status = 400, description = "`malformed_json`, `invalid_body`, `invalid_name`, `invalid_cron`, and every refusal of `POST /runs` but the queue's", body = super::openapi::ApiErrorBody),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
+        (status = 409, description = "`conflict`", body = super::openapi::ApiErrorBody),
+        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
+        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
+        (status = 422, description = "`schedule_too_frequent` (names the floor), `too_many_schedules`", body = super::openapi::ApiErrorBody),
+    )
+)]
+pub async fn create(
+    State(shared): State<Shared>,
+    caller: Caller<RunScope>,
+    JsonBody(body): JsonBody<CreateSchedule>,
+) -> Result<impl IntoResponse, ApiError> {
+    let account = &caller.0.account;
+    check_name(&body.name)?;
+    let kind = parse_kind(&body.kind)?;
+    let expression = check_cron(&shared, &account.id, kind, &body.cron).await?;
+    // Counted before the scenario is stored (nothing half-stored), and again in the
+    // insert's transaction.
+    if shared.store.schedules(&account.id).await?.len() as i64 >= MAX_SCHEDULES {
+        return Err(too_many());
+    }
+    let run = CreateRun {
+        kind: body.kind,
+        environment: body.environment,
+        target: body.target,
+        spec: body.spec,
+        scenario: body.scenario,
+        scenario_name: body.scenario_name,
+        executor: body.executor,
+        change: body.change,
+        confirm_within: body.confirm_within,
+    };
+    // The same checks as a POSTed run's; the queue's room is checked at each fire.
+    let checked = run_start::check(&shared, account, &run, false).await?;
+    let new = NewSchedule {
+        account_id: account.id.clone(),
+        name: body.name,
+        kind: checked.kind.as_str().to_string(),
+        scenario_id: checked.scenario.id,
+        scenario_version: checked.scenario.version,
+        environment: run.environment,
+        target: checked.target,
+        executor: checked.executor.to_string(),
+        change: run.change,
+        confirm_within: run.confirm_within,
+        cron: expression.as_str().to_string(),
+        enabled: body.enabled.unwrap_or(true),
+        created_by: caller.actor(),
+    };
+    let now = now_ms();
+    let row = match shared.store.insert_schedule(&new, now).await {
+        Err(StoreError::Conflict(_)) => return Err(too_many()),
+        other => other?,
+    };
+    tracing::info!(schedule = %row.id, account = %account.name, cron = %row.cron, "schedule created");
+    Ok((StatusCode::CREATED, Json(record(&row, now))))
+}
+
+/// The account's schedules, each with its next fire times.
+///
+/// Scope: `reliability:read`.
+#[utoipa::path(
+    get,
+    path = "/v1/reliability/schedules",
+    tag = "schedules",
+    operation_id = "list_schedules",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The schedules", body = ScheduleList),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
+    )
+)]
+pub async fn list(
+    State(shared): State<Shared>,
+    caller: Caller<ReadScope>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let now = now_ms();
+    let rows = shared.store.schedules(caller.account_id()).await?;
+    let schedules: Vec<ScheduleRecord> = rows.iter().map(|r| record(r, now)).collect();
+    Ok(Json(serde_json::json!({ "schedules": schedules })))
+}
+
+/// One schedule.
+///
+/// Scope: `reliability:read`.
+#[utoipa::path(
+    get,
+    path = "/v1/reliability/schedules/{id}",
+    tag = "schedules",
+    operation_id = "get_schedule",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The schedule's id")),
+    responses(
+        (status = 200, description = "The schedule", body = ScheduleRecord),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
+        (status = 404, description = "`not_found`: no such schedule in this account", body = super::openapi::ApiErrorBody),
+    )
+)]
+pub async fn get(
+    State(shared): State<Shared>,
+    caller: Caller<ReadScope>,
+    Path(id): Path<String>,
+) -> Result<Json<ScheduleRecord>, ApiError> {
+    let row = shared
+        .store
+        .schedule(caller.account_id(), &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(&format!("schedule {id}")))?;
+    Ok(Json(record(&row, now_ms())))
+}
+
+/// Rename a schedule, change its expression, pause or resume it.
+///
+/// Scope: `reliability:run`.
+#[utoipa::path(
+    patch,
+    path = "/v1/reliability/schedules/{id}",
+    tag = "schedules",
+    operation_id = "patch_schedule",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The schedule's id")),
+    request_body = PatchSchedule,
+    responses(
+        (status = 200, description = "The schedule", body = ScheduleRecord),
+        (status = 400, description = "`malformed_json`, `invalid_body`, `invalid_name`, `invalid_cron`", body = super::openapi::ApiErrorBody),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
+        (status = 404, description = "`not_found`: no such schedule in this account", body = super::openapi::ApiErrorBody),
+        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
+        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
+        (status = 422, description = "`schedule_too_frequent`", body = super::openapi::ApiErrorBody),
+    )
+)]
+pub async fn patch(
+    State(shared): State<Shared>,
+    caller: Caller<RunScope>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<PatchSchedule>,
+) -> Result<Json<ScheduleRecord>, ApiError> {
+    let account_id = caller.account_id().to_string();
+    let row = shared
+        .store
+        .schedule(&account_id, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(&format!("schedule {id}")))?;
+    if let Some(name) = &body.name {
+        check_name(name)?;
+    }
+    let cron = match &body.cron {
+        Some(text) => {
+            let kind = parse_kind(&row.kind)?;
+            let expression = check_cron(&shared, &account_id, kind, text).await?;
+            Some(expression.as_str().to_string())
+        }
+        None => None,
+    };
+    let action = match (&body.name, &cron, body.enabled) {
+        (None, None, Some(false)) => "schedule.pause",
+        (None, None, Some(true)) => "schedule.resume",
+        _ => "schedule.update",
+    };
+    let change = ScheduleChange {
+        name: body.name,
+        cron,
+        enabled: body.enabled,
+    };
+    let now = now_ms();
+    let row = shared
+        .store
+        .update_schedule(&account_id, &id, &change, &caller.actor(), action, now)
+        .await?;
+    Ok(Json(record(&row, now)))
+}
+
+/// Delete a schedule; the runs it started stay.
+///
+/// Scope: `reliability:run`.
+#[utoipa::path(
+    delete,
+    path = "/v1/reliability/schedules/{id}",
+    tag = "schedules",
+    operation_id = "delete_schedule",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The schedule's id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
+        (status = 404, description = "`not_found`: no such schedule in this account", body = super::openapi::ApiErrorBody),
+    )
+)]
+pub async fn delete(
+    State(shared): State<Shared>,
+    caller: Caller<RunScope>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    shared
+        .store
+        .delete_schedule(caller.account_id(), &id, &caller.actor(), now_ms())
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
