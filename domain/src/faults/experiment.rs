@@ -35,7 +35,7 @@ mod resolve;
 pub mod substitute;
 pub mod vars;
 
-pub use resolve::Resolved;
+pub use resolve::{MASK, Mask, Resolved};
 pub use vars::{ConfigValue, Vars};
 
 use std::collections::BTreeMap;

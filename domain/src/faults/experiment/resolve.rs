@@ -19,11 +19,22 @@ pub const MASK: &str = "***";
 #[derive(Debug, Clone)]
 pub struct Resolved {
     pub experiment: Experiment,
-    /// The secrets' values (longest first), never written anywhere: see [`Resolved::mask`].
+    pub mask: Mask,
+}
+
+/// The secrets' values (longest first), to mask wherever a run writes.
+#[derive(Clone, Default)]
+pub struct Mask {
     secrets: Vec<String>,
 }
 
-impl Resolved {
+impl std::fmt::Debug for Mask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Mask({} secrets)", self.secrets.len())
+    }
+}
+
+impl Mask {
     /// `text` with every secret's value replaced by [`MASK`].
     pub fn mask_str(&self, text: &str) -> String {
         mask_with(&self.secrets, text)
@@ -36,7 +47,11 @@ impl Resolved {
         }
         match value {
             Value::String(s) => {
-                if self.secrets.iter().any(|secret| s.contains(secret.as_str())) {
+                if self
+                    .secrets
+                    .iter()
+                    .any(|secret| s.contains(secret.as_str()))
+                {
                     *s = self.mask_str(s);
                 }
             }
@@ -48,9 +63,9 @@ impl Resolved {
 }
 
 fn mask_with(secrets: &[String], text: &str) -> String {
-    secrets
-        .iter()
-        .fold(text.to_string(), |t, secret| t.replace(secret.as_str(), MASK))
+    secrets.iter().fold(text.to_string(), |t, secret| {
+        t.replace(secret.as_str(), MASK)
+    })
 }
 
 impl Experiment {
@@ -93,7 +108,7 @@ impl Experiment {
         experiment.check_target(target).map_err(masked)?;
         Ok(Resolved {
             experiment,
-            secrets,
+            mask: Mask { secrets },
         })
     }
 
@@ -136,7 +151,8 @@ fn resolve_activity(
             .and_then(|map| map.remove("headers"));
         let mut provider = Provider::from_json(&at, &substituted)?;
         if let Some(h) = headers {
-            let h = super::fields::headers(&at, &serde_json::Map::from_iter([("headers".into(), h)]))?;
+            let h =
+                super::fields::headers(&at, &serde_json::Map::from_iter([("headers".into(), h)]))?;
             match &mut provider {
                 Provider::Http(p) => p.headers = h,
                 Provider::Load(p) => p.headers = h,

@@ -132,7 +132,11 @@ fn as_text(value: &Value) -> String {
 /// Substitutes one string.
 pub fn substitute_str(s: &str, names: &dyn Lookup) -> Value {
     let parts = pieces(s);
-    if let [Piece::Name { name, braced: true, .. }] = parts.as_slice()
+    if let [
+        Piece::Name {
+            name, braced: true, ..
+        },
+    ] = parts.as_slice()
         && let Some(value) = names.get(name)
     {
         return value.clone();
@@ -239,7 +243,10 @@ mod tests {
         );
         let mut refs = BTreeSet::new();
         references(&v, &mut refs);
-        assert_eq!(refs, BTreeSet::from(["_x1".to_string(), "port".to_string()]));
+        assert_eq!(
+            refs,
+            BTreeSet::from(["_x1".to_string(), "port".to_string()])
+        );
     }
 
     proptest! {

@@ -142,10 +142,7 @@ fn what_iohr_cannot_run_is_refused_with_the_field_named() {
             }),
             "steady-state-hypothesis.probes[1].tolerance",
         ),
-        (
-            Box::new(|v| v["controls"] = json!([])),
-            "controls",
-        ),
+        (Box::new(|v| v["controls"] = json!([])), "controls"),
         (
             Box::new(|v| v["method"][0]["provider"]["toxic"]["latency_ms"] = json!("slow")),
             "method[0].provider",
@@ -204,7 +201,10 @@ fn what_iohr_cannot_run_is_refused_with_the_field_named() {
             "configuration.c.key",
         ),
         (
-            Box::new(|v| v["configuration"] = json!({"c": {"type": "env", "key": "C", "env_var_type": "bytes"}})),
+            Box::new(|v| {
+                v["configuration"] =
+                    json!({"c": {"type": "env", "key": "C", "env_var_type": "bytes"}})
+            }),
             "configuration.c.env_var_type",
         ),
     ];

@@ -157,7 +157,9 @@ impl Vars {
                     (None, None) => {
                         return Err(spec_error(
                             field,
-                            format!("the environment variable {key} is not set on the agent and the key has no default"),
+                            format!(
+                                "the environment variable {key} is not set on the agent and the key has no default"
+                            ),
                         ));
                     }
                 },
@@ -176,9 +178,7 @@ impl Vars {
                 if !value.is_empty() {
                     secrets.push(value.clone());
                 }
-                values
-                    .entry(name.clone())
-                    .or_insert(Value::String(value));
+                values.entry(name.clone()).or_insert(Value::String(value));
             }
         }
         Ok((values, secrets))
@@ -320,10 +320,7 @@ fn convert(field: &str, kind: Option<&str>, raw: String) -> Result<Value, SpecEr
                 .map(Value::Number)
                 .ok_or_else(|| bad("a finite float"))?
         }
-        Some("bool") => Value::Bool(!matches!(
-            raw.to_lowercase().as_str(),
-            "false" | "0" | "no"
-        )),
+        Some("bool") => Value::Bool(!matches!(raw.to_lowercase().as_str(), "false" | "0" | "no")),
         Some(_) if raw.is_empty() => Value::String(raw),
         Some(_) => serde_json::from_str(&raw).map_err(|_| bad("JSON"))?,
     })

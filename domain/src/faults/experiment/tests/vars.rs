@@ -42,7 +42,10 @@ fn literal_configuration_is_substituted_as_the_experiment_is_read() {
     let e = Experiment::from_json(&experiment()).unwrap();
     let probes = &e.hypothesis.as_ref().unwrap().probes;
     match &probes[0].provider {
-        Provider::Http(h) => assert_eq!(h.location, HttpLocation::Url("http://127.0.0.1:8080/".into())),
+        Provider::Http(h) => assert_eq!(
+            h.location,
+            HttpLocation::Url("http://127.0.0.1:8080/".into())
+        ),
         other => panic!("{other:?}"),
     }
     // Names an env value and a secret: kept as written, with the literal substituted.
@@ -53,8 +56,14 @@ fn literal_configuration_is_substituted_as_the_experiment_is_read() {
     assert!(e.has_deferred());
     // Stored as written: declarations, never values; read back the same.
     let stored = e.to_json();
-    assert_eq!(stored["secrets"], json!({"auth": {"token": {"type": "env", "key": "API_TOKEN"}}}));
-    assert_eq!(stored["configuration"]["port"], json!({"type": "env", "key": "PORT", "env_var_type": "int"}));
+    assert_eq!(
+        stored["secrets"],
+        json!({"auth": {"token": {"type": "env", "key": "API_TOKEN"}}})
+    );
+    assert_eq!(
+        stored["configuration"]["port"],
+        json!({"type": "env", "key": "PORT", "env_var_type": "int"})
+    );
     assert_eq!(Experiment::from_json(&stored).unwrap(), e);
     // The target rule, at once for literal values.
     e.check_target("http://127.0.0.1:8080").unwrap();
@@ -66,12 +75,18 @@ fn literal_configuration_is_substituted_as_the_experiment_is_read() {
 fn the_agent_resolves_env_values_and_secrets_and_masks_the_secrets() {
     let e = Experiment::from_json(&experiment()).unwrap();
     let r = e
-        .resolve(&env(&[("API_TOKEN", "s3cr3t"), ("PORT", "8080"), ("WAIT_S", "2.5")]), "http://127.0.0.1:8080")
+        .resolve(
+            &env(&[("API_TOKEN", "s3cr3t"), ("PORT", "8080"), ("WAIT_S", "2.5")]),
+            "http://127.0.0.1:8080",
+        )
         .unwrap();
     assert!(!r.experiment.has_deferred());
     match &r.experiment.hypothesis.as_ref().unwrap().probes[1].provider {
         Provider::Http(h) => {
-            assert_eq!(h.location, HttpLocation::Url("http://127.0.0.1:8080/health".into()));
+            assert_eq!(
+                h.location,
+                HttpLocation::Url("http://127.0.0.1:8080/health".into())
+            );
             assert_eq!(h.headers["Authorization"], "Bearer s3cr3t");
             // `"${wait}"` is the whole string: the float itself.
             assert_eq!(h.timeout, Duration::from_millis(2500));
@@ -79,7 +94,7 @@ fn the_agent_resolves_env_values_and_secrets_and_masks_the_secrets() {
         other => panic!("{other:?}"),
     }
     let mut written = json!({"a": ["Bearer s3cr3t", 1], "b": "s3cr3t-s3cr3t"});
-    r.mask(&mut written);
+    r.mask.mask(&mut written);
     assert_eq!(written, json!({"a": ["Bearer ***", 1], "b": "***-***"}));
 }
 
@@ -87,9 +102,21 @@ fn the_agent_resolves_env_values_and_secrets_and_masks_the_secrets() {
 fn the_agent_refuses_what_its_environment_cannot_complete() {
     let e = Experiment::from_json(&experiment()).unwrap();
     let cases = [
-        (env(&[("PORT", "1"), ("WAIT_S", "1")]), "secrets.auth.token", "API_TOKEN"),
-        (env(&[("API_TOKEN", "x"), ("WAIT_S", "1")]), "configuration.port", "PORT"),
-        (env(&[("API_TOKEN", "x"), ("PORT", "eighty"), ("WAIT_S", "1")]), "configuration.port", "int"),
+        (
+            env(&[("PORT", "1"), ("WAIT_S", "1")]),
+            "secrets.auth.token",
+            "API_TOKEN",
+        ),
+        (
+            env(&[("API_TOKEN", "x"), ("WAIT_S", "1")]),
+            "configuration.port",
+            "PORT",
+        ),
+        (
+            env(&[("API_TOKEN", "x"), ("PORT", "eighty"), ("WAIT_S", "1")]),
+            "configuration.port",
+            "int",
+        ),
     ];
     for (vars, field, says) in cases {
         let err = e.resolve(&vars, "http://127.0.0.1:8080").unwrap_err();
@@ -103,12 +130,21 @@ fn the_agent_refuses_what_its_environment_cannot_complete() {
     let e = Experiment::from_json(&v).unwrap();
     let err = e
         .resolve(
-            &env(&[("API_TOKEN", "s3cr3t"), ("PORT", "1"), ("WAIT_S", "1"), ("BASE", "http://127.0.0.2:8080")]),
+            &env(&[
+                ("API_TOKEN", "s3cr3t"),
+                ("PORT", "1"),
+                ("WAIT_S", "1"),
+                ("BASE", "http://127.0.0.2:8080"),
+            ]),
             "http://127.0.0.1:8080",
         )
         .unwrap_err();
     assert!(err.field.ends_with("provider.url"), "{}", err.field);
-    assert!(!err.message.contains("s3cr3t") && err.message.contains("***"), "{}", err.message);
+    assert!(
+        !err.message.contains("s3cr3t") && err.message.contains("***"),
+        "{}",
+        err.message
+    );
 }
 
 #[test]
@@ -117,7 +153,10 @@ fn a_configuration_key_shadows_a_secret_of_the_same_name() {
     v["configuration"]["token"] = json!("public");
     let e = Experiment::from_json(&v).unwrap();
     let r = e
-        .resolve(&env(&[("API_TOKEN", "s3cr3t"), ("PORT", "1"), ("WAIT_S", "1")]), "http://127.0.0.1:8080")
+        .resolve(
+            &env(&[("API_TOKEN", "s3cr3t"), ("PORT", "1"), ("WAIT_S", "1")]),
+            "http://127.0.0.1:8080",
+        )
         .unwrap();
     match &r.experiment.hypothesis.as_ref().unwrap().probes[1].provider {
         Provider::Http(h) => assert_eq!(h.headers["Authorization"], "Bearer public"),
