@@ -46,14 +46,13 @@ impl Mask {
             return;
         }
         match value {
-            Value::String(s) => {
+            Value::String(s)
                 if self
                     .secrets
                     .iter()
-                    .any(|secret| s.contains(secret.as_str()))
-                {
-                    *s = self.mask_str(s);
-                }
+                    .any(|secret| s.contains(secret.as_str())) =>
+            {
+                *s = self.mask_str(s);
             }
             Value::Array(items) => items.iter_mut().for_each(|v| self.mask(v)),
             Value::Object(map) => map.values_mut().for_each(|v| self.mask(v)),
