@@ -4,8 +4,9 @@
 //! `iohr-agent exec` against the same sample target; the two journals are compared key by
 //! key, type by type and verdict by verdict, and ours is read by a Chaos Toolkit consumer
 //! (tests/ctk/consume.py: chaoslib's own validator and the fields a report reads). Then
-//! through the controller: a run whose secret the agent's environment holds, and whose
-//! value appears nowhere in what the controller stores or serves.
+//! through the controller (SQLite and PostgreSQL): a run whose secret the agent's
+//! environment holds, and whose value appears nowhere in what the controller stores or
+//! serves, nor in any file of the installation.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
@@ -15,7 +16,7 @@ use std::time::Duration;
 use iohr_tests::process::{AgentOptions, agent_exec_output};
 use iohr_tests::python::{python, run_script};
 use iohr_tests::setup::OneAgent;
-use iohr_tests::{Backend, Target};
+use iohr_tests::{Backend, Target, on_both_stores};
 use serde_json::{Value, json};
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -348,8 +349,14 @@ async fn an_off_target_literal_is_refused_at_once_and_an_env_one_by_the_agent() 
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_secret_from_the_agents_environment_is_stored_nowhere() {
+on_both_stores!(a_secret_from_the_agents_environment_is_stored_nowhere);
+
+/// Whether `bytes` hold the secret.
+fn holds_secret(bytes: &[u8]) -> bool {
+    bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes())
+}
+
+async fn a_secret_from_the_agents_environment_is_stored_nowhere(backend: Backend) {
     let target = Target::start().await;
     let dir = scratch();
     let policy = dir.join("policy.json");
@@ -360,7 +367,7 @@ async fn a_secret_from_the_agents_environment_is_stored_nowhere() {
     .unwrap();
     let policy = policy.display().to_string();
     let stack = OneAgent::start(
-        Backend::Sqlite,
+        backend,
         AgentOptions {
             extra: &["--policy", policy.as_str()],
             env: &env(),
@@ -410,13 +417,30 @@ async fn a_secret_from_the_agents_environment_is_stored_nowhere() {
             pending.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
         } else if let Ok(bytes) = std::fs::read(&path) {
             files += 1;
-            assert!(
-                !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
-                "{} holds the secret",
-                path.display()
-            );
+            assert!(!holds_secret(&bytes), "{} holds the secret", path.display());
         }
     }
     assert!(files > 0, "the installation's files were read");
+    // The PostgreSQL store: every row, as pg_dump writes it.
+    if let Some(url) = &stack.install.database_url {
+        let dump = tokio::process::Command::new("pg_dump")
+            .args(["--data-only", url.as_str()])
+            .output()
+            .await
+            .expect("pg_dump (postgresql-client) reads the test database");
+        assert!(
+            dump.status.success(),
+            "pg_dump: {}",
+            String::from_utf8_lossy(&dump.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&dump.stdout).contains("CTK_TOKEN"),
+            "the dump holds the stored spec"
+        );
+        assert!(
+            !holds_secret(&dump.stdout),
+            "the PostgreSQL store holds the secret"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
