@@ -163,3 +163,46 @@ fn a_configuration_key_shadows_a_secret_of_the_same_name() {
         other => panic!("{other:?}"),
     }
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn template() -> impl Strategy<Value = String> {
+        "(\\$|\\{|\\}|base_url|token|port|x|/|:|-| ){0,16}"
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 256,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(15),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        /// Any `${...}` text in a provider, any env value: reading, storing, reading back
+        /// and resolving never panic, a stored spec never holds the secret, and whatever
+        /// resolves is on the target.
+        #[test]
+        fn reading_and_resolving_never_panic(
+            url in template(),
+            header in template(),
+            port in prop_oneof![Just("8080".to_string()), "[0-9a-z.]{0,6}"],
+        ) {
+            let mut v = experiment();
+            v["steady-state-hypothesis"]["probes"][0]["provider"]["url"] = json!(format!("http://127.0.0.1:8080{url}"));
+            v["steady-state-hypothesis"]["probes"][1]["provider"]["headers"] = json!({"X-Key": header});
+            let Ok(e) = Experiment::from_json(&v) else { return Ok(()) };
+            let stored = e.to_json();
+            prop_assert!(!stored.to_string().contains("s3cr3t"));
+            let _ = Experiment::from_json(&stored);
+            let values = [("API_TOKEN", "s3cr3t"), ("PORT", port.as_str()), ("WAIT_S", "1")];
+            let vars = env(&values);
+            if let Ok(r) = e.resolve(&vars, "http://127.0.0.1:8080") {
+                prop_assert!(!r.experiment.has_deferred());
+                prop_assert!(r.experiment.check_target("http://127.0.0.1:8080").is_ok());
+            }
+        }
+    }
+}
