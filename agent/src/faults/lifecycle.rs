@@ -124,7 +124,8 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> Run<'a, D, E, T
     /// First the experiment's `env` configuration and secrets are read from the agent's
     /// environment and substituted, and every URL is checked against the target again: a
     /// refusal there is the journal's `refused`, with nothing run. The journal embeds the
-    /// experiment as given, and no secret's value appears in it or in a timeline step.
+    /// experiment as read (declarations, never values), and no secret's value appears in
+    /// it or in a timeline step.
     pub async fn execute(self, experiment: &Experiment) -> Journal {
         let env = self.env.clone();
         let resolved = experiment.resolve(&|name| env.get(name), &self.target);
