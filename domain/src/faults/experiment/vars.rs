@@ -152,7 +152,7 @@ impl Vars {
                     default,
                     env_var_type,
                 } => match (env(key), default) {
-                    (Some(raw), _) => convert(&field, env_var_type.as_deref(), raw)?,
+                    (Some(raw), _) => convert(&field, key, env_var_type.as_deref(), raw)?,
                     (None, Some(d)) => d.clone(),
                     (None, None) => {
                         return Err(spec_error(
@@ -304,11 +304,12 @@ fn secret_env(field: &str, value: &Value) -> Result<String, SpecError> {
 }
 
 /// The Chaos Toolkit's `convert_to_type` for an environment variable's text.
-fn convert(field: &str, kind: Option<&str>, raw: String) -> Result<Value, SpecError> {
+fn convert(field: &str, key: &str, kind: Option<&str>, raw: String) -> Result<Value, SpecError> {
+    // The value itself is not quoted: the variable may hold something meant to stay put.
     let bad = |what: &str| {
         spec_error(
             field,
-            format!("the environment variable's value is not {what}"),
+            format!("the environment variable {key} does not hold {what}"),
         )
     };
     Ok(match kind {
