@@ -127,6 +127,8 @@ fn activity_requests(activity: &Activity) -> u64 {
         Provider::Http(_) => 1,
         Provider::Load(burst) => burst.expected_requests(),
         Provider::Fault(_) => 0,
+        // Resolved on the agent: counted as one request (its burst is not known yet).
+        Provider::Deferred(_) => 1,
     };
     let judged = match &activity.tolerance {
         Some(Tolerance::Probe(probe)) => activity_requests(probe),

@@ -20,13 +20,15 @@
 use std::future::Future;
 use std::time::Duration;
 
+use iohr_domain::faults::experiment::Mask;
 use iohr_domain::faults::experiment::Provider;
 use iohr_domain::faults::journal::TimelineStep;
-use iohr_domain::faults::{Experiment, Fault, Journal, Policy, ProbeOutput};
+use iohr_domain::faults::{Experiment, Fault, Journal, JournalStatus, Policy, ProbeOutput};
 use tokio_util::sync::CancellationToken;
 
 use super::ledger::Ledger;
 use super::{FaultError, Undo};
+use crate::run_context::EnvVars;
 
 /// The clock, the randomness and the sleeping of a lifecycle.
 pub trait Clock: Send + Sync {
@@ -108,6 +110,8 @@ pub struct Run<'a, D, E, T> {
     pub cancel: CancellationToken,
     pub dry_run: bool,
     pub retry: Retry,
+    /// Where the experiment's `env` configuration and secrets are read.
+    pub env: EnvVars,
 }
 
 /// How much longer than its own timeout (or burst) a probe may take before the lifecycle
@@ -116,26 +120,51 @@ pub const PROBE_SLACK: Duration = Duration::from_secs(5);
 
 impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> Run<'a, D, E, T> {
     /// Runs the experiment to its journal. Never fails: every error is in the journal.
+    ///
+    /// First the experiment's `env` configuration and secrets are read from the agent's
+    /// environment and substituted, and every URL is checked against the target again: a
+    /// refusal there is the journal's `refused`, with nothing run. The journal embeds the
+    /// experiment as read (declarations, never values), and no secret's value appears in
+    /// it or in a timeline step.
     pub async fn execute(self, experiment: &Experiment) -> Journal {
+        let env = self.env.clone();
+        let resolved = experiment.resolve(&|name| env.get(name), &self.target);
+        let mask = match &resolved {
+            Ok(r) => r.mask.clone(),
+            Err(_) => Mask::default(),
+        };
         let mut state = state::State {
             run: self,
             journal: Journal::new(&experiment.title, 0),
             applied: Vec::new(),
             method_started: false,
+            mask,
         };
         state.journal.start = state.run.clock.now_ms();
-        state.execute(experiment).await;
+        origin::stamp(&mut state.journal, experiment.to_json());
+        match resolved {
+            Ok(r) => state.execute(&r.experiment).await,
+            Err(e) => {
+                tracing::warn!(run = %state.run.run_id, field = %e.field, reason = %e.message, "faults refused: the experiment's configuration or secrets");
+                state.end_as(
+                    JournalStatus::Refused,
+                    format!("refused before anything ran: {e}"),
+                );
+            }
+        }
         let end = state.run.clock.now_ms();
         state.journal.end = end;
         state.journal.duration = end.saturating_sub(state.journal.start) as f64 / 1000.0;
         let status = state.journal.status.as_str().to_string();
         let detail = state.journal.reason.clone();
         state.step("end", None, &status, detail);
+        origin::mask(&mut state.journal, &state.mask);
         state.journal
     }
 }
 
 mod apply;
+mod origin;
 mod probes;
 mod recover;
 mod retry;
@@ -143,6 +172,7 @@ mod rollback;
 mod state;
 mod timeline;
 
+pub use origin::version;
 pub use recover::recover;
 pub use retry::Retry;
 pub use timeline::timeline_frames;

@@ -66,6 +66,10 @@ impl Prober {
             Provider::Http(h) => self.http(h, env).await,
             Provider::Load(l) => self.load(l, env).await,
             Provider::Fault(_) => Err(ProbeError("a fault is not a probe".into())),
+            // The run resolves every deferred provider before its lifecycle starts.
+            Provider::Deferred(_) => Err(ProbeError(
+                "a provider naming configuration or secrets was not resolved".into(),
+            )),
         }
     }
 
@@ -186,7 +190,7 @@ pub fn probe_budget(provider: &Provider) -> Duration {
     match provider {
         Provider::Http(h) => h.timeout,
         Provider::Load(l) => l.duration + iohr_domain::load::DEFAULT_TIMEOUT,
-        Provider::Fault(_) => Duration::ZERO,
+        Provider::Fault(_) | Provider::Deferred(_) => Duration::ZERO,
     }
 }
 

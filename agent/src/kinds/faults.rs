@@ -278,6 +278,7 @@ pub async fn run(plan: FaultsPlan, ctx: &RunContext) -> Outcome {
         cancel: ctx.cancel.clone(),
         dry_run: plan.dry_run,
         retry: Retry::default(),
+        env: ctx.env.clone(),
     }
     .execute(&plan.experiment)
     .await;

@@ -18,6 +18,11 @@
 //! - `{"type": "iohr", "probe": "load", "rate": 50, "duration": "2s", "path": "/"}`: a short
 //!   open-model burst; its output is `p99_ms`, `error_rate` and `requests`.
 //!
+//! `configuration` and `secrets` (see [`vars`]) are substituted into `${name}` in
+//! providers as the Chaos Toolkit does ([`substitute`]): literal configuration when the
+//! experiment is read; a provider naming an `env` value is kept as written
+//! ([`Provider::Deferred`]) until the agent resolves it ([`Experiment::resolve`]).
+//!
 //! Rollbacks differ from the Chaos Toolkit's on purpose: every applied fault is undone by
 //! the agent itself (newest first), so `rollbacks` only lists extra actions (HTTP calls)
 //! run after those undos. A Chaos Toolkit experiment file whose activities use these
@@ -26,6 +31,12 @@
 mod fields;
 mod parse;
 mod provider;
+mod resolve;
+pub mod substitute;
+pub mod vars;
+
+pub use resolve::{MASK, Mask, Resolved};
+pub use vars::{ConfigValue, Vars};
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -56,6 +67,9 @@ pub struct Experiment {
     pub method: Vec<Activity>,
     /// Extra actions run after the agent has undone every applied fault.
     pub rollbacks: Vec<Activity>,
+    /// The `configuration` and `secrets` blocks, as declared (never a value from the
+    /// environment).
+    pub vars: Vars,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -93,6 +107,10 @@ pub enum Provider {
     Fault(FaultAction),
     Http(HttpProbe),
     Load(LoadProbe),
+    /// A provider naming an `env` configuration value or a secret, as written (with the
+    /// literal configuration substituted): only the agent's environment completes it, and
+    /// [`Experiment::resolve`] reads it then. Nothing runs it as it is.
+    Deferred(Value),
 }
 
 /// A fault and how long it holds: its deadline, which the agent enforces.

@@ -3,9 +3,12 @@
 //! activity with `activity`, `status`, `start`, `end`, `duration`, `output`, `exception`),
 //! plus the targets, the ledger entries and who confirmed the run.
 //!
-//! Times are milliseconds since the Unix epoch (as everywhere in iohr), durations seconds
-//! (as in the Chaos Toolkit). Outputs never hold a body: an HTTP probe keeps its status
-//! and latency.
+//! The keys and value types are those `chaos run` writes, so the Chaos Toolkit's own tools
+//! read it: `chaoslib-version` (ours: `iohr-agent VERSION`), `platform`, `node`,
+//! `experiment` (as written: `env` values and secrets unresolved), `start`/`end` as ISO
+//! 8601 strings in UTC (`2026-12-01T14:47:07.365000+00:00`, [`iso`]), `duration` seconds.
+//! Our extra keys keep epoch milliseconds (the ledger's times), as everywhere in iohr.
+//! Outputs never hold a body: an HTTP probe keeps its status and latency.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -55,7 +58,10 @@ pub struct ActivityRun {
     /// The activity as the experiment names it (for an undo: the fault and its undo).
     pub activity: Value,
     pub status: ActivityStatus,
+    /// Epoch milliseconds here, an ISO 8601 string in JSON.
+    #[serde(with = "iso")]
     pub start: u64,
+    #[serde(with = "iso")]
     pub end: u64,
     /// Seconds.
     pub duration: f64,
@@ -116,10 +122,26 @@ pub struct PlannedFault {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Journal {
+    /// Who ran it: `iohr-agent VERSION` where `chaos run` names chaoslib's version.
+    #[serde(rename = "chaoslib-version", default)]
+    pub chaoslib_version: String,
+    /// The agent's OS, release and machine (`Linux-6.1.0-x86_64`), as Python's
+    /// `platform.platform()` names them.
+    #[serde(default)]
+    pub platform: String,
+    /// The agent's host name.
+    #[serde(default)]
+    pub node: String,
+    /// The experiment as it was given (`env` values and secrets never resolved).
+    #[serde(default)]
+    pub experiment: Value,
     pub title: String,
     pub status: JournalStatus,
     pub deviated: bool,
+    /// Epoch milliseconds here, an ISO 8601 string in JSON.
+    #[serde(with = "iso")]
     pub start: u64,
+    #[serde(with = "iso")]
     pub end: u64,
     pub duration: f64,
     pub steady_states: SteadyStates,
@@ -142,6 +164,10 @@ pub struct Journal {
 impl Journal {
     pub fn new(title: &str, start: u64) -> Journal {
         Journal {
+            chaoslib_version: String::new(),
+            platform: String::new(),
+            node: String::new(),
+            experiment: Value::Null,
             title: title.to_string(),
             status: JournalStatus::Completed,
             deviated: false,
@@ -263,6 +289,55 @@ pub struct TimelineStep {
     pub detail: Option<String>,
 }
 
+/// Epoch milliseconds as the Chaos Toolkit's ISO 8601 times (Python's `isoformat()` of
+/// an aware UTC datetime); read back from that, from `...Z`, or from a number (journals
+/// stored before the times were strings).
+pub mod iso {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn format(ms: u64) -> String {
+        let at = UNIX_EPOCH + Duration::from_millis(ms);
+        let text = humantime::format_rfc3339_micros(at).to_string();
+        match text.strip_suffix('Z') {
+            Some(rest) => format!("{rest}+00:00"),
+            None => text,
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<u64> {
+        let utc = text
+            .strip_suffix("+00:00")
+            .map(|rest| format!("{rest}Z"))
+            .unwrap_or_else(|| text.to_string());
+        let at = humantime::parse_rfc3339_weak(&utc).ok()?;
+        at.duration_since(UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_millis() as u64)
+    }
+
+    pub fn serialize<S: Serializer>(ms: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format(*ms))
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Ms(u64),
+        Text(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        match Either::deserialize(d)? {
+            Either::Ms(ms) => Ok(ms),
+            Either::Text(t) => parse(&t).ok_or_else(|| {
+                serde::de::Error::custom(format!("not an ISO 8601 UTC time: {t:?}"))
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,7 +385,25 @@ mod tests {
         }
         assert_eq!(probe["status"], "succeeded");
         assert_eq!(v["steady_states"]["during"], json!([]));
+        assert_eq!(v["start"], "1970-01-01T00:00:01.000000+00:00");
+        assert_eq!(probe["end"], "1970-01-01T00:00:01.005000+00:00");
+        for key in ["chaoslib-version", "platform", "node", "experiment"] {
+            assert!(v.get(key).is_some(), "{key}");
+        }
         let back: Journal = serde_json::from_value(v).unwrap();
         assert_eq!(back, j);
+    }
+
+    #[test]
+    fn times_read_back_from_iso_8601_or_old_numbers() {
+        let ms = 1_796_136_427_365;
+        assert_eq!(iso::format(ms), "2026-12-01T14:47:07.365000+00:00");
+        assert_eq!(iso::parse(&iso::format(ms)), Some(ms));
+        assert_eq!(iso::parse("2026-12-01T14:47:07.365041Z"), Some(ms));
+        assert_eq!(iso::parse("yesterday"), None);
+        let mut v = serde_json::to_value(Journal::new("t", ms)).unwrap();
+        v["start"] = json!(5);
+        let old: Journal = serde_json::from_value(v).unwrap();
+        assert_eq!(old.start, 5);
     }
 }

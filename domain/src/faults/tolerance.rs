@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::request::{SpecError, spec_error};
 
 use super::experiment::Activity;
+use super::experiment::vars::Names;
 
 /// The most nested probe tolerances: a probe's tolerance may be a probe, not forever.
 pub const MAX_PROBE_DEPTH: usize = 4;
@@ -67,6 +68,17 @@ pub enum Judgement<'a> {
 impl Tolerance {
     /// Reads a tolerance at `field`, refusing what it cannot judge.
     pub fn from_json(field: &str, value: &Value, depth: usize) -> Result<Tolerance, SpecError> {
+        Tolerance::from_json_in(field, value, depth, &Names::default())
+    }
+
+    /// [`Tolerance::from_json`] with the experiment's configuration and secrets (which a
+    /// probe tolerance's provider may name).
+    pub fn from_json_in(
+        field: &str,
+        value: &Value,
+        depth: usize,
+        names: &Names,
+    ) -> Result<Tolerance, SpecError> {
         match value {
             Value::Bool(b) => Ok(Tolerance::Bool(*b)),
             Value::Number(n) => n
@@ -163,7 +175,7 @@ impl Tolerance {
                                 format!("probe tolerances nest at most {MAX_PROBE_DEPTH} deep"),
                             ));
                         }
-                        let activity = Activity::from_json(field, value, depth + 1)?;
+                        let activity = Activity::from_json_in(field, value, depth + 1, names)?;
                         if activity.tolerance.is_none() {
                             return Err(spec_error(
                                 format!("{field}.tolerance"),

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use iohr_domain::faults::experiment::{Activity, ActivityType, Provider};
+use iohr_domain::faults::experiment::{Activity, ActivityType, Mask, Provider};
 use iohr_domain::faults::journal::{ActivityStatus, PlannedFault, SteadyState, TimelineStep};
 use iohr_domain::faults::{Experiment, Fault, Journal, JournalStatus, Touch};
 use serde_json::{Value, json};
@@ -35,6 +35,8 @@ pub(super) struct State<'a, D, E, T> {
     pub(super) applied: Vec<Applied>,
     /// The experiment's rollback actions run only once the method has started.
     pub(super) method_started: bool,
+    /// The secrets' values: masked in every timeline step and in the journal.
+    pub(super) mask: Mask,
 }
 
 impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T> {

@@ -246,6 +246,7 @@ impl Harness {
             cancel: self.cancel.clone(),
             dry_run: dry,
             retry: Retry::default(),
+            env: EnvVars::from_fn(|name| (name == "API_TOKEN").then(|| "s3cr3t".to_string())),
         }
         .execute(e)
         .await
@@ -662,6 +663,7 @@ fn a_run_is_a_send_future_and_its_timeline_goes_out_as_frames() {
         cancel: CancellationToken::new(),
         dry_run: true,
         retry: Retry::default(),
+        env: EnvVars::from_fn(|_| None),
     };
     let future = run.execute(&e);
     assert_send(&future);
@@ -712,3 +714,5 @@ async fn a_probe_that_never_answers_is_given_up_after_its_budget() {
     assert_eq!(probe.exception.as_deref(), Some("no answer within 10 s"));
     assert_eq!(probe.end - probe.start, 10_000);
 }
+
+mod vars;

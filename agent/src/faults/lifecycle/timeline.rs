@@ -26,12 +26,13 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E,
         status: &str,
         detail: Option<String>,
     ) {
+        // A probe's error may quote a URL or header made with a secret.
         (self.run.timeline)(TimelineStep {
             phase: phase.to_string(),
-            activity: activity.map(str::to_string),
+            activity: activity.map(|a| self.mask.mask_str(a)),
             status: status.to_string(),
             at: self.run.clock.now_ms(),
-            detail,
+            detail: detail.map(|d| self.mask.mask_str(&d)),
         });
     }
 }

@@ -63,7 +63,11 @@ pub(super) fn headers(
     }
 }
 
-pub(super) fn activities(field: &str, value: &Value) -> Result<Vec<Activity>, SpecError> {
+pub(super) fn activities(
+    field: &str,
+    value: &Value,
+    names: &super::vars::Names,
+) -> Result<Vec<Activity>, SpecError> {
     let items = value
         .as_array()
         .ok_or_else(|| spec_error(field, "must be a list of activities"))?;
@@ -76,7 +80,7 @@ pub(super) fn activities(field: &str, value: &Value) -> Result<Vec<Activity>, Sp
     items
         .iter()
         .enumerate()
-        .map(|(i, a)| Activity::from_json(&format!("{field}[{i}]"), a, 0))
+        .map(|(i, a)| Activity::from_json_in(&format!("{field}[{i}]"), a, 0, names))
         .collect()
 }
 

@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 use crate::request::{SpecError, spec_error};
 
 use super::fields::*;
+use super::vars::Names;
 use super::*;
 use crate::faults::tolerance::Tolerance;
 
@@ -22,15 +23,18 @@ impl Experiment {
                 | "rollbacks" => {}
                 // Descriptive Chaos Toolkit fields: read and dropped.
                 "version" | "contributions" | "extensions" => {}
-                "configuration" | "secrets" | "controls" | "runtime" => {
+                "configuration" | "secrets" => {}
+                "controls" | "runtime" => {
                     return Err(spec_error(
                         key.clone(),
-                        "not supported by iohr: probes and actions read their values from the experiment, credentials from ${env:NAME} headers",
+                        "not supported by iohr: the agent runs the lifecycle itself",
                     ));
                 }
                 _ => return Err(spec_error(key.clone(), "unknown field")),
             }
         }
+        let vars = Vars::from_json(map.get("configuration"), map.get("secrets"))?;
+        let names = Names::of(&vars);
         let title = text(map, "", "title")?;
         if title.trim().is_empty() {
             return Err(spec_error("title", "must not be empty"));
@@ -53,10 +57,10 @@ impl Experiment {
         };
         let hypothesis = match map.get("steady-state-hypothesis") {
             None | Some(Value::Null) => None,
-            Some(h) => Some(Hypothesis::from_json(h)?),
+            Some(h) => Some(Hypothesis::from_json(h, &names)?),
         };
         let method = match map.get("method") {
-            Some(m) => activities("method", m)?,
+            Some(m) => activities("method", m, &names)?,
             None => {
                 return Err(spec_error(
                     "method",
@@ -66,8 +70,25 @@ impl Experiment {
         };
         let rollbacks = match map.get("rollbacks") {
             None | Some(Value::Null) => Vec::new(),
-            Some(r) => activities("rollbacks", r)?,
+            Some(r) => activities("rollbacks", r, &names)?,
         };
+        let experiment = Experiment {
+            title,
+            description,
+            tags,
+            hypothesis,
+            method,
+            rollbacks,
+            vars,
+        };
+        experiment.check_structure()?;
+        Ok(experiment)
+    }
+
+    /// What only the whole experiment can tell: faults only in the method, as actions.
+    /// Checked again once deferred providers are resolved.
+    pub(super) fn check_structure(&self) -> Result<(), SpecError> {
+        let (method, rollbacks) = (&self.method, &self.rollbacks);
         for (i, a) in method.iter().enumerate() {
             if let Provider::Fault(_) = a.provider
                 && a.kind != ActivityType::Action
@@ -86,14 +107,7 @@ impl Experiment {
                 ));
             }
         }
-        Ok(Experiment {
-            title,
-            description,
-            tags,
-            hypothesis,
-            method,
-            rollbacks,
-        })
+        Ok(())
     }
 
     /// Reads an experiment file's text.
@@ -107,6 +121,7 @@ impl Experiment {
     pub fn to_json(&self) -> Value {
         let mut map = Map::new();
         map.insert("title".into(), json!(self.title));
+        self.vars.to_json(&mut map);
         map.insert("description".into(), json!(self.description));
         if !self.tags.is_empty() {
             map.insert("tags".into(), json!(self.tags));
@@ -142,36 +157,24 @@ impl Experiment {
 
 impl Experiment {
     /// Refuses an HTTP provider whose `url` is not on the run's target (the agent would
-    /// refuse it when it runs; this says so before the run is stored).
+    /// refuse it when it runs; this says so before the run is stored). A deferred provider
+    /// is checked by the agent once it is resolved ([`Experiment::resolve`]).
     pub fn check_target(&self, target: &str) -> Result<(), SpecError> {
-        let mut pending: Vec<(String, &Activity)> = Vec::new();
-        if let Some(h) = &self.hypothesis {
-            for (i, a) in h.probes.iter().enumerate() {
-                pending.push((format!("steady-state-hypothesis.probes[{i}]"), a));
+        let mut first = None;
+        self.visit(&mut |field, activity| {
+            if first.is_none()
+                && let Provider::Http(h) = &activity.provider
+                && let Err(e) = h.location.path_on(target)
+            {
+                first = Some(spec_error(format!("{field}.provider.url"), e));
             }
-        }
-        for (i, a) in self.method.iter().enumerate() {
-            pending.push((format!("method[{i}]"), a));
-        }
-        for (i, a) in self.rollbacks.iter().enumerate() {
-            pending.push((format!("rollbacks[{i}]"), a));
-        }
-        while let Some((field, activity)) = pending.pop() {
-            if let Provider::Http(h) = &activity.provider {
-                h.location
-                    .path_on(target)
-                    .map_err(|e| spec_error(format!("{field}.provider.url"), e))?;
-            }
-            if let Some(Tolerance::Probe(inner)) = &activity.tolerance {
-                pending.push((format!("{field}.tolerance"), inner));
-            }
-        }
-        Ok(())
+        });
+        first.map_or(Ok(()), Err)
     }
 }
 
 impl Hypothesis {
-    fn from_json(value: &Value) -> Result<Hypothesis, SpecError> {
+    fn from_json(value: &Value, names: &Names) -> Result<Hypothesis, SpecError> {
         let field = "steady-state-hypothesis";
         let map = object(field, value)?;
         if let Some(k) = map
@@ -183,7 +186,7 @@ impl Hypothesis {
         let title = text(map, field, "title")?;
         let probes = match map.get("probes") {
             None => Vec::new(),
-            Some(p) => activities(&format!("{field}.probes"), p)?,
+            Some(p) => activities(&format!("{field}.probes"), p, names)?,
         };
         for (i, p) in probes.iter().enumerate() {
             let at = format!("{field}.probes[{i}]");
@@ -207,6 +210,16 @@ impl Hypothesis {
 impl Activity {
     /// Reads one activity at `field`; `depth` counts probe tolerances around it.
     pub fn from_json(field: &str, value: &Value, depth: usize) -> Result<Activity, SpecError> {
+        Activity::from_json_in(field, value, depth, &Names::default())
+    }
+
+    /// [`Activity::from_json`] with the experiment's configuration and secrets.
+    pub fn from_json_in(
+        field: &str,
+        value: &Value,
+        depth: usize,
+        names: &Names,
+    ) -> Result<Activity, SpecError> {
         let map = object(field, value)?;
         for key in map.keys() {
             match key.as_str() {
@@ -234,9 +247,10 @@ impl Activity {
         if name.trim().is_empty() {
             return Err(spec_error(format!("{field}.name"), "must not be empty"));
         }
-        let provider = Provider::from_json(
+        let provider = Provider::from_json_in(
             &format!("{field}.provider"),
             map.get("provider").unwrap_or(&Value::Null),
+            names,
         )?;
         if let (Provider::Fault(_), ActivityType::Probe) = (&provider, kind) {
             return Err(spec_error(
@@ -246,10 +260,11 @@ impl Activity {
         }
         let tolerance = match map.get("tolerance") {
             None => None,
-            Some(t) => Some(Tolerance::from_json(
+            Some(t) => Some(Tolerance::from_json_in(
                 &format!("{field}.tolerance"),
                 t,
                 depth,
+                names,
             )?),
         };
         if tolerance.is_some() && kind == ActivityType::Action {

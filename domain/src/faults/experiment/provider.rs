@@ -5,11 +5,40 @@ use serde_json::{Map, Value, json};
 use crate::load::{LoadPlan, LoadSpec, MAX_RATE, MAX_TIMEOUT, Model, Operation};
 use crate::request::{SpecError, spec_error, validate_request};
 
+use std::collections::BTreeSet;
+
 use super::fields::*;
+use super::substitute::{references, substitute};
+use super::vars::Names;
 use super::*;
 use crate::faults::fault::{Fault, MAX_FAULT_DURATION};
 
 impl Provider {
+    /// Reads a provider, substituting the literal configuration first; one that names an
+    /// `env` value or a secret is kept as written, to be read by the agent.
+    pub(super) fn from_json_in(
+        field: &str,
+        value: &Value,
+        names: &Names,
+    ) -> Result<Provider, SpecError> {
+        let substituted = substitute(value, &names.literal);
+        if !names.deferred.is_empty() {
+            let mut refs = BTreeSet::new();
+            references(&substituted, &mut refs);
+            if refs.iter().any(|r| names.deferred.contains(r)) {
+                let map = object(field, value)?;
+                return match map.get("type").and_then(Value::as_str) {
+                    Some("http" | "iohr") => Ok(Provider::Deferred(value.clone())),
+                    _ => Err(spec_error(
+                        format!("{field}.type"),
+                        "must be \"http\" or \"iohr\"",
+                    )),
+                };
+            }
+        }
+        Provider::from_json(field, &substituted)
+    }
+
     pub(super) fn from_json(field: &str, value: &Value) -> Result<Provider, SpecError> {
         let map = object(field, value)?;
         match map.get("type").and_then(Value::as_str) {
@@ -57,6 +86,7 @@ impl Provider {
 
     pub fn to_json(&self) -> Value {
         match self {
+            Provider::Deferred(raw) => raw.clone(),
             Provider::Fault(f) => {
                 let mut v = serde_json::to_value(&f.fault).unwrap_or(Value::Null);
                 if let Value::Object(m) = &mut v {

@@ -142,10 +142,7 @@ fn what_iohr_cannot_run_is_refused_with_the_field_named() {
             }),
             "steady-state-hypothesis.probes[1].tolerance",
         ),
-        (
-            Box::new(|v| v["configuration"] = json!({"x": 1})),
-            "configuration",
-        ),
+        (Box::new(|v| v["controls"] = json!([])), "controls"),
         (
             Box::new(|v| v["method"][0]["provider"]["toxic"]["latency_ms"] = json!("slow")),
             "method[0].provider",
@@ -183,6 +180,33 @@ fn what_iohr_cannot_run_is_refused_with_the_field_named() {
             Box::new(|v| v["method"][0]["pauses"]["before"] = json!(-1)),
             "method[0].pauses.before",
         ),
+        (
+            Box::new(|v| v["secrets"] = json!({"auth": {"token": "literal"}})),
+            "secrets.auth.token",
+        ),
+        (
+            Box::new(|v| v["secrets"] = json!({"auth": {"token": {"type": "vault", "path": "p"}}})),
+            "secrets.auth.token.type",
+        ),
+        (
+            Box::new(|v| v["secrets"] = json!({"token": {"type": "env", "key": "T"}})),
+            "secrets.token",
+        ),
+        (
+            Box::new(|v| v["configuration"] = json!({"c": {"type": "probe", "provider": {}}})),
+            "configuration.c.type",
+        ),
+        (
+            Box::new(|v| v["configuration"] = json!({"c": {"type": "env"}})),
+            "configuration.c.key",
+        ),
+        (
+            Box::new(|v| {
+                v["configuration"] =
+                    json!({"c": {"type": "env", "key": "C", "env_var_type": "bytes"}})
+            }),
+            "configuration.c.env_var_type",
+        ),
     ];
     for (edit, field) in cases {
         assert_eq!(refused(edit).field, field);
@@ -215,3 +239,5 @@ fn a_url_must_name_the_runs_target() {
         "/p"
     );
 }
+
+mod vars;
