@@ -240,7 +240,7 @@ async fn the_stream_serves_several_runs_as_sse_does(backend: Backend) {
         ("unknown_op", "invalid_message"),
         ("unknown_field", "invalid_message"),
         ("negative_after", "invalid_message"),
-        ("events_topic", "unsupported_topic"),
+        ("events_topic", "invalid_message"),
         ("unknown_run", "not_found"),
         ("other_account", "not_found"),
         ("not_subscribed", "not_subscribed"),
@@ -404,7 +404,62 @@ async fn a_cut_stream_resumes_after_the_last_frame(backend: Backend) {
     assert_eq!(after.last().unwrap(), &end(&run, sse.last().unwrap().0));
 }
 
+/// The account's events on the stream (topic `events`): the same events, ids and data as
+/// the SSE feed `GET /events`, stored ones then live ones, resumed after an id.
+async fn the_stream_serves_the_accounts_events(backend: Backend) {
+    let stack = OneAgent::start(backend, AgentOptions::default()).await;
+    let api = &stack.api;
+    let target = Target::start().await;
+    let failing = create(
+        api,
+        json!({"kind": "checks", "environment": "staging", "target": target.url(),
+               "spec": {"checks": [{"name": "broken", "path": "/status/500"}]}}),
+    )
+    .await;
+    api.wait_status(&failing, &["failed"], LIMIT).await;
+    // A finding, then the run's end: two stored events, as the feed shows them.
+    let mut feed = api.feed(None).await;
+    let mut sse = Vec::new();
+    for _ in 0..2 {
+        sse.push(feed.next(LIMIT).await.expect("a stored event"));
+    }
+    drop(feed);
+    let live = create(api, load(&target, 2)).await;
+    let seen = client(
+        json!({"mode": "events", "url": stream_url(&stack.controller.api_url()),
+        "token": stack.install.full_token(), "stored": 2, "run": live}),
+    )
+    .await;
+    assert_eq!(seen["subscribed"]["topic"], "events", "{seen}");
+    for (ws, sse) in seen["stored"].as_array().unwrap().iter().zip(&sse) {
+        assert_eq!(ws["id"].as_u64(), sse.id, "{seen}");
+        assert_eq!(ws["event"], sse.event.as_str());
+        assert_eq!(ws["data"], sse.data, "the same data as the feed");
+    }
+    assert_eq!(
+        seen["stored"][1]["data"]["data"]["run_id"],
+        failing.as_str()
+    );
+    assert_eq!(seen["live"]["data"]["data"]["run_id"], live.as_str());
+    assert_eq!(
+        seen["twice"]["code"], "already_subscribed",
+        "one events subscription per connection: {seen}"
+    );
+    assert_eq!(seen["unsubscribed"]["type"], "unsubscribed");
+    // Resumed after the first event: every later one once, in order, the live one last.
+    let resumed: Vec<u64> = seen["resumed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_u64().unwrap())
+        .collect();
+    let first = seen["stored"][0]["id"].as_u64().unwrap();
+    let last = seen["live"]["id"].as_u64().unwrap();
+    assert_eq!(resumed, ((first + 1)..=last).collect::<Vec<_>>(), "{seen}");
+}
+
 on_both_stores!(
     the_stream_serves_several_runs_as_sse_does,
-    a_cut_stream_resumes_after_the_last_frame
+    a_cut_stream_resumes_after_the_last_frame,
+    the_stream_serves_the_accounts_events
 );

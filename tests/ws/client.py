@@ -13,6 +13,9 @@ Driven by tests/tests/ws_stream.rs: one argument, a JSON object with a "mode":
   first two, then asks for the cut, then reconnects and resumes after the last id seen.
 - "revoked": {"url", "token", "run"}: a subscription, then asks for the token's
   revocation, then subscribes again.
+- "events": {"url", "token", "stored": N, "run": R}: the account's events (topic
+  "events"): the N stored ones, then run R's `reliability.run.finished` as it happens, an
+  unsubscribe, a second subscribe refused, and a resume after the first event's id.
 
 A mode asks the test to act by printing `{"ask": WHAT}` and waits for a line on stdin.
 Every mode prints, as its last line, one JSON object of what it saw for the Rust test to
@@ -220,9 +223,43 @@ async def revoked_mode(cfg):
             return {"first": first, "close": [e.rcvd.code, e.rcvd.reason] if e.rcvd else None}
 
 
+async def next_event(ws):
+    while True:
+        message = await recv(ws)
+        if message["type"] == "event":
+            return message
+        if message["type"] != "subscribed":
+            raise RuntimeError(f"not an event: {message}")
+
+
+async def events_mode(cfg):
+    """The events topic: stored events, a live one, unsubscribe, a resume after an id."""
+    async with open_stream(cfg, cfg["token"]) as ws:
+        subscribed = await answer_to(ws, {"op": "subscribe", "topic": "events"})
+        stored = [await next_event(ws) for _ in range(cfg["stored"])]
+        while True:
+            live = await next_event(ws)
+            if (live["event"] == "reliability.run.finished"
+                    and live["data"]["data"]["run_id"] == cfg["run"]):
+                break
+        await send(ws, {"op": "subscribe", "topic": "events"})
+        while (twice := await recv(ws))["type"] == "event":
+            pass
+        await send(ws, {"op": "unsubscribe", "topic": "events"})
+        while (unsubscribed := await recv(ws))["type"] == "event":
+            pass
+    async with open_stream(cfg, cfg["token"]) as ws:
+        await send(ws, {"op": "subscribe", "topic": "events", "after": stored[0]["id"]})
+        resumed = []
+        while not resumed or resumed[-1]["id"] < live["id"]:
+            resumed.append(await next_event(ws))
+    return {"subscribed": subscribed, "stored": stored, "live": live, "twice": twice,
+            "unsubscribed": unsubscribed, "resumed": [e["id"] for e in resumed]}
+
+
 async def main(cfg):
     modes = {"main": main_mode, "bounds": bounds_mode, "resume": resume_mode,
-             "revoked": revoked_mode}
+             "revoked": revoked_mode, "events": events_mode}
     mode = modes[cfg["mode"]]
     return await mode(cfg)
 

@@ -41,7 +41,8 @@ use super::error::ApiError;
 use super::events::{frame_stream, join};
 use crate::Shared;
 use crate::hub::ConnectionSeat;
-use crate::store::StoredFrame;
+use crate::outbox::account_events;
+use crate::store::{EventRow, StoredFrame};
 use message::{Refusal, Request};
 
 /// Subscriptions one connection may hold at once; one more is refused
@@ -116,6 +117,7 @@ pub async fn stream(
                 caller,
                 token,
                 subscriptions: StreamMap::new(),
+                events: None,
                 _seat: seat,
             };
             connection.serve(socket).await;
@@ -159,6 +161,23 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// The account's events on this connection: from a task of its own (as a subscription's
+/// frames), holding one of the controller's event-feed places while it lives.
+struct EventFeed {
+    events: mpsc::Receiver<EventRow>,
+    last: u64,
+    _task: AbortOnDrop,
+    _place: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// The next event of the connection's feed; never, without one.
+async fn next_event(feed: &mut Option<EventFeed>) -> Option<EventRow> {
+    match feed {
+        Some(feed) => feed.events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 struct Connection {
     shared: Shared,
     caller: Caller<ReadScope>,
@@ -166,6 +185,7 @@ struct Connection {
     /// logged.
     token: Option<HeaderValue>,
     subscriptions: StreamMap<String, Subscription>,
+    events: Option<EventFeed>,
     _seat: ConnectionSeat,
 }
 
@@ -198,6 +218,7 @@ impl Connection {
                 Some((run, item)) = self.subscriptions.next(), if !self.subscriptions.is_empty() => {
                     self.on_item(&run, item).await
                 }
+                event = next_event(&mut self.events) => self.on_event(event),
                 _ = ping.tick() => Next::Ping,
                 _ = idle => Next::Close(1008, "nothing heard for 60 s"),
                 _ = self.shared.shutdown.cancelled() => Next::Close(1001, "the controller is stopping"),
@@ -243,6 +264,8 @@ impl Connection {
         let answer = match message::parse(text.as_str()) {
             Ok(Request::Subscribe { run, after }) => self.subscribe(run, after).await,
             Ok(Request::Unsubscribe { run }) => self.unsubscribe(&run),
+            Ok(Request::SubscribeEvents { after }) => self.subscribe_events(after).await,
+            Ok(Request::UnsubscribeEvents) => self.unsubscribe_events(),
             Err(refusal) => Err(refusal),
         };
         match answer {
@@ -307,6 +330,82 @@ impl Connection {
             },
         );
         Ok(message::subscribed(&run, after))
+    }
+
+    async fn subscribe_events(&mut self, after: u64) -> Result<Value, Refusal> {
+        if let Err(error) = authorize::<ReadScope>(&self.shared, self.token.as_ref()).await {
+            return Err(Refusal::new(error.code, error.message, None));
+        }
+        if self.events.is_some() {
+            return Err(Refusal::new(
+                "already_subscribed",
+                "the events are subscribed already on this connection; unsubscribe first",
+                None,
+            ));
+        }
+        let place = self.shared.feed.join().ok_or_else(|| {
+            Refusal::new(
+                "too_many_feeds",
+                format!(
+                    "the controller already serves {} event feeds, its limit; retry later",
+                    self.shared.feed.max
+                ),
+                None,
+            )
+        })?;
+        let (tx, events) = mpsc::channel(SUBSCRIPTION_BUFFER);
+        let stream = account_events(
+            self.shared.store.clone(),
+            self.caller.account_id().to_string(),
+            i64::try_from(after).unwrap_or(i64::MAX),
+            self.shared.feed.poll,
+            self.shared.shutdown.clone(),
+        );
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            while let Some(event) = stream.next().await {
+                if tx.send(event).await.is_err() {
+                    return;
+                }
+            }
+        });
+        self.events = Some(EventFeed {
+            events,
+            last: after,
+            _task: AbortOnDrop(task),
+            _place: place,
+        });
+        Ok(message::events_subscribed(after))
+    }
+
+    fn unsubscribe_events(&mut self) -> Result<Value, Refusal> {
+        match self.events.take() {
+            Some(_) => Ok(message::events_unsubscribed()),
+            None => Err(Refusal::new(
+                "not_subscribed",
+                "the events are not subscribed on this connection",
+                None,
+            )),
+        }
+    }
+
+    /// An event to send, or the feed's end (the controller stops, or the store failed).
+    fn on_event(&mut self, event: Option<EventRow>) -> Next {
+        match event {
+            Some(event) => {
+                if let Some(feed) = &mut self.events {
+                    feed.last = u64::try_from(event.seq).unwrap_or(feed.last);
+                }
+                Next::Send(vec![message::event(&event)])
+            }
+            None => {
+                let last = self.events.take().map_or(0, |feed| feed.last);
+                if self.shared.shutdown.is_cancelled() {
+                    return Next::Close(1001, "the controller is stopping");
+                }
+                Next::Send(vec![message::events_end(last)])
+            }
+        }
     }
 
     fn unsubscribe(&mut self, run: &str) -> Result<Value, Refusal> {

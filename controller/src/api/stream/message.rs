@@ -1,11 +1,11 @@
 //! The WebSocket stream's messages: what a client may send (parsed strictly, every
 //! refusal a code and a message that names the field) and what the server sends back.
-//! Every message carries a `topic`; only `frames` is served today, and the shape leaves
-//! room for others (`events`, resuming after an id of its own).
+//! Every message carries a `topic`: `frames` (a run's frames, resumed after a frame
+//! number) or `events` (the account's product events, resumed after an event seq).
 
 use serde_json::{Map, Value, json};
 
-use crate::store::StoredFrame;
+use crate::store::{EventRow, StoredFrame};
 
 /// The longest run id a message may name; ids are UUIDs (36 characters).
 pub const MAX_RUN_ID_BYTES: usize = 128;
@@ -15,12 +15,15 @@ pub const MAX_RUN_ID_BYTES: usize = 128;
 pub enum Topic {
     /// A run's frames, numbered from 1, resumed after a frame number.
     Frames,
+    /// The account's events, numbered by `seq` from 1, resumed after a seq.
+    Events,
 }
 
 impl Topic {
     pub fn as_str(self) -> &'static str {
         match self {
             Topic::Frames => "frames",
+            Topic::Events => "events",
         }
     }
 }
@@ -32,6 +35,10 @@ pub enum Request {
     Subscribe { run: String, after: u64 },
     /// `{"op":"unsubscribe","run":ID}`.
     Unsubscribe { run: String },
+    /// `{"op":"subscribe","topic":"events","after":SEQ}`: the account's events after SEQ.
+    SubscribeEvents { after: u64 },
+    /// `{"op":"unsubscribe","topic":"events"}`.
+    UnsubscribeEvents,
 }
 
 /// A refused message or subscription, sent as `{"type":"error",...}`; the connection
@@ -97,14 +104,13 @@ pub fn parse(text: &str) -> Result<Request, Refusal> {
     match fields.get("topic") {
         None => {}
         Some(Value::String(topic)) if topic == "frames" => {}
-        Some(Value::String(topic)) if topic == "events" => {
-            return Err(Refusal::new(
-                "unsupported_topic",
-                "topic \"events\" is not served yet; only \"frames\"",
+        Some(Value::String(topic)) if topic == "events" => return events(op, &fields),
+        Some(_) => {
+            return Err(Refusal::invalid(
+                "topic must be \"frames\" or \"events\"",
                 run,
             ));
         }
-        Some(_) => return Err(Refusal::invalid("topic must be \"frames\"", run)),
     }
     let allowed: &[&str] = if op == "subscribe" {
         &["op", "topic", "run", "after"]
@@ -138,6 +144,31 @@ pub fn parse(text: &str) -> Result<Request, Refusal> {
         run: run.to_string(),
         after,
     })
+}
+
+/// A message of the `events` topic: no run, `after` an event seq.
+fn events(op: &str, fields: &Map<String, Value>) -> Result<Request, Refusal> {
+    let allowed: &[&str] = if op == "subscribe" {
+        &["op", "topic", "after"]
+    } else {
+        &["op", "topic"]
+    };
+    if let Some(unknown) = fields.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(Refusal::invalid(
+            format!("unknown field {unknown:?} in {op} of topic events"),
+            None,
+        ));
+    }
+    if op == "unsubscribe" {
+        return Ok(Request::UnsubscribeEvents);
+    }
+    let after = after(fields).ok_or_else(|| {
+        Refusal::invalid(
+            "after must be an event seq (0 or more; 0 or absent: from the first)",
+            None,
+        )
+    })?;
+    Ok(Request::SubscribeEvents { after })
 }
 
 fn after(fields: &Map<String, Value>) -> Option<u64> {
@@ -174,6 +205,34 @@ pub fn frame(frame: &StoredFrame) -> Value {
 /// sent (or the `after` resumed from).
 pub fn end(run: &str, last: u64) -> Value {
     json!({"type": "end", "topic": Topic::Frames.as_str(), "run": run, "last": last})
+}
+
+/// `{"type":"subscribed","topic":"events",...}`: the account's events after `after`.
+pub fn events_subscribed(after: u64) -> Value {
+    json!({"type": "subscribed", "topic": Topic::Events.as_str(), "after": after})
+}
+
+/// `{"type":"unsubscribed","topic":"events"}`: no event follows.
+pub fn events_unsubscribed() -> Value {
+    json!({"type": "unsubscribed", "topic": Topic::Events.as_str()})
+}
+
+/// One event: `id` and `event` are the SSE feed's id (the seq) and name (the type),
+/// `data` its data (the event as every surface shows it).
+pub fn event(event: &EventRow) -> Value {
+    json!({
+        "type": "event",
+        "topic": Topic::Events.as_str(),
+        "id": event.seq,
+        "event": event.event_type,
+        "data": event.body(),
+    })
+}
+
+/// The events stopped (the controller stops, or the store failed): subscribe again
+/// after `last`.
+pub fn events_end(last: u64) -> Value {
+    json!({"type": "end", "topic": Topic::Events.as_str(), "last": last})
 }
 
 #[cfg(test)]

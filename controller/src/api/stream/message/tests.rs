@@ -109,8 +109,14 @@ fn each_refusal_has_its_code_and_names_what_is_wrong() {
         ),
         (
             r#"{"op":"subscribe","topic":"events","after":"e1"}"#,
-            "unsupported_topic",
-            "not served yet",
+            "invalid_message",
+            "after must be an event seq",
+            None,
+        ),
+        (
+            r#"{"op":"subscribe","topic":"events","run":"r1"}"#,
+            "invalid_message",
+            "unknown field \"run\" in subscribe of topic events",
             None,
         ),
         (
@@ -131,6 +137,46 @@ fn each_refusal_has_its_code_and_names_what_is_wrong() {
         "a".repeat(MAX_RUN_ID_BYTES + 1)
     );
     assert!(refused(&long).message.contains("run must be"));
+}
+
+#[test]
+fn the_events_topic_subscribes_after_a_seq() {
+    assert_eq!(
+        parse(r#"{"op":"subscribe","topic":"events","after":7}"#),
+        Ok(Request::SubscribeEvents { after: 7 })
+    );
+    assert_eq!(
+        parse(r#"{"op":"subscribe","topic":"events"}"#),
+        Ok(Request::SubscribeEvents { after: 0 })
+    );
+    assert_eq!(
+        parse(r#"{"op":"unsubscribe","topic":"events"}"#),
+        Ok(Request::UnsubscribeEvents)
+    );
+    let row = crate::store::EventRow {
+        account_id: "a1".into(),
+        seq: 4,
+        id: "evt_1".into(),
+        event_type: "reliability.run.finished".into(),
+        at: 0,
+        data: json!({"run_id": "r1"}),
+    };
+    let sent = event(&row);
+    assert_eq!(
+        (&sent["type"], &sent["topic"], &sent["id"], &sent["event"]),
+        (
+            &json!("event"),
+            &json!("events"),
+            &json!(4),
+            &json!("reliability.run.finished")
+        )
+    );
+    assert_eq!(sent["data"]["id"], "evt_1");
+    assert_eq!(sent["data"]["data"]["run_id"], "r1");
+    assert_eq!(
+        events_end(4),
+        json!({"type": "end", "topic": "events", "last": 4})
+    );
 }
 
 #[test]
@@ -173,7 +219,7 @@ fn config(cases: u32) -> ProptestConfig {
     }
 }
 
-const CODES: [&str; 3] = ["malformed_json", "invalid_message", "unsupported_topic"];
+const CODES: [&str; 2] = ["malformed_json", "invalid_message"];
 
 /// JSON values shaped like messages: the known keys with values of any type, and others.
 fn near_messages() -> impl Strategy<Value = String> {
@@ -229,6 +275,16 @@ proptest! {
             Ok(Request::Unsubscribe { run }) => {
                 prop_assert_eq!(&value["op"], "unsubscribe");
                 prop_assert_eq!(value["run"].as_str(), Some(run.as_str()));
+            }
+            Ok(Request::SubscribeEvents { after }) => {
+                prop_assert_eq!(&value["op"], "subscribe");
+                prop_assert_eq!(&value["topic"], "events");
+                prop_assert!(value.get("run").is_none());
+                prop_assert_eq!(value.get("after").and_then(Value::as_u64).unwrap_or(0), after);
+            }
+            Ok(Request::UnsubscribeEvents) => {
+                prop_assert_eq!(&value["op"], "unsubscribe");
+                prop_assert_eq!(&value["topic"], "events");
             }
             Err(refusal) => {
                 prop_assert!(CODES.contains(&refusal.code), "{refusal:?}");
