@@ -1,5 +1,6 @@
 //! A run's live frames as people read them: one line per second for load-like runs
-//! (elapsed/total, requests/s, p50, p99, errors, late), the other frames as
+//! (elapsed/total, requests/s, p50, p99, errors, late), one per step of a faults run's
+//! timeline, the other frames as
 //! [`frame_line`] writes them. On a terminal, `--wait` draws a load run's seconds as a
 //! progress bar (indicatif) instead of a line each; `--json` and `runs events --raw` keep
 //! the frames as they are.
@@ -9,7 +10,9 @@ use std::io::IsTerminal;
 use humantime::parse_duration;
 use indicatif::{ProgressBar, ProgressStyle};
 use iohr_domain::Frame;
+use iohr_domain::faults::journal::TimelineStep;
 use iohr_domain::load::SecondSummary;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::output::{clean, frame_line, note};
@@ -19,6 +22,10 @@ use crate::output::{clean, frame_line, note};
 pub fn line(frame: &Frame, total_s: Option<u64>) -> String {
     match frame.kind.as_str() {
         "load" => clean(&SecondSummary::of(&frame.data).line(total_s)),
+        "timeline" => match TimelineStep::deserialize(&frame.data) {
+            Ok(step) => clean(&format!("timeline  {}", step.line())),
+            Err(_) => frame_line(&frame.kind, &frame.data),
+        },
         _ => frame_line(&frame.kind, &frame.data),
     }
 }
@@ -107,6 +114,15 @@ mod tests {
         let text = line(&second, Some(30));
         assert_eq!(text, "measure  4/30 s  10 req/s  errors 0  late 0");
         assert!(!text.contains("HISTFAAA"));
+        let step = frame(
+            "timeline",
+            json!({"phase": "hypothesis_after", "activity": "fast",
+            "status": "missed", "at": 12, "detail": "latency_ms 101.2 outside [0, 50]"}),
+        );
+        assert_eq!(
+            line(&step, None),
+            "timeline  hypothesis after  fast  missed  latency_ms 101.2 outside [0, 50]"
+        );
         let finished = frame("finished", json!({"status": "passed"}));
         assert_eq!(line(&finished, None), "finished  passed");
     }

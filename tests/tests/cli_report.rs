@@ -23,8 +23,21 @@ fn cli(stack: &OneAgent, args: &[&str]) -> (i32, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_and_scenario_runs_read_as_reports() {
-    let stack = OneAgent::start(Backend::Sqlite, AgentOptions::default()).await;
     let target = Target::start().await;
+    // The agent's fault policy allows faults on the target's port only.
+    let policy =
+        std::env::temp_dir().join(format!("iohr-report-policy-{}.json", std::process::id()));
+    std::fs::write(
+        &policy,
+        json!({"target_ports": [target.addr.port()]}).to_string(),
+    )
+    .expect("write the policy");
+    let extra = ["--policy", policy.to_str().unwrap()];
+    let options = AgentOptions {
+        extra: &extra,
+        ..AgentOptions::default()
+    };
+    let stack = OneAgent::start(Backend::Sqlite, options).await;
     let spec = stack.install.path("load.json");
     std::fs::write(
         &spec,
@@ -97,6 +110,54 @@ async fn load_and_scenario_runs_read_as_reports() {
             .any(|f| f["kind"] == "load" && f["data"]["histogram"].is_string()),
         "{raw}"
     );
+
+    // A faults run's timeline reads as one line per step, not as JSON.
+    let experiment = stack.install.path("faults.json");
+    std::fs::write(
+        &experiment,
+        json!({"title": "home stays up", "description": "5 ms of latency; home still answers",
+            "steady-state-hypothesis": {"title": "home answers", "probes": [
+                {"type": "probe", "name": "home-ok", "tolerance": 200,
+                 "provider": {"type": "http", "path": "/"}}]},
+            "method": [{"type": "action", "name": "add-latency",
+                "provider": {"type": "iohr", "fault": "network", "duration": "5s",
+                             "toxic": {"type": "latency", "latency_ms": 5}}}],
+            "rollbacks": []})
+        .to_string(),
+    )
+    .expect("write the experiment");
+    let (code, stdout, stderr) = cli(
+        &stack,
+        &[
+            "reliability",
+            "run",
+            "--kind",
+            "faults",
+            "--environment",
+            "staging",
+            "--target",
+            &target.url(),
+            "--spec",
+            experiment.to_str().unwrap(),
+            "--wait",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let steps: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("timeline  "))
+        .collect();
+    assert!(
+        steps.contains(&"timeline  hypothesis before  home-ok  met"),
+        "{stderr}"
+    );
+    assert!(
+        steps
+            .iter()
+            .any(|l| l.starts_with("timeline  method  add-latency  applied")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("{\"phase\""), "no timeline JSON: {stderr}");
 
     // A scenario run shows its report, not its request log.
     let run = stack

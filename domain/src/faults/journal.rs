@@ -289,6 +289,17 @@ pub struct TimelineStep {
     pub detail: Option<String>,
 }
 
+impl TimelineStep {
+    /// The step as a person reads it: `method  slow-home  applied  120 ms of latency`.
+    pub fn line(&self) -> String {
+        let mut parts = vec![self.phase.replace('_', " ")];
+        parts.extend(self.activity.clone());
+        parts.push(self.status.clone());
+        parts.extend(self.detail.clone());
+        parts.join("  ")
+    }
+}
+
 /// Epoch milliseconds as the Chaos Toolkit's ISO 8601 times (Python's `isoformat()` of
 /// an aware UTC datetime); read back from that, from `...Z`, or from a number (journals
 /// stored before the times were strings).
