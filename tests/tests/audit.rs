@@ -153,6 +153,29 @@ async fn the_audit_is_readable_filtered_and_paged(backend: Backend) {
     let (theirs, _) = page(&other, "").await;
     assert!(theirs.is_empty(), "another account's lines: {theirs:?}");
 
+    // A faults run's start names its faults.
+    let faults = api
+        .create_run(
+            &json!({"kind": "faults", "environment": "staging", "target": target.url(),
+            "spec": {"title": "t", "description": "d",
+                "steady-state-hypothesis": {"title": "up", "probes": [{"type": "probe",
+                    "name": "home", "tolerance": 200, "provider": {"type": "http", "path": "/"}}]},
+                "method": [{"type": "action", "name": "slow", "provider": {"type": "iohr",
+                    "fault": "network", "duration": "1s",
+                    "toxic": {"type": "latency", "latency_ms": 5}}}],
+                "rollbacks": []}}),
+        )
+        .await;
+    let (status, body) = auditor
+        .get(&format!(
+            "/v1/reliability/audit?run={}",
+            faults["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["audit"][0]["faults"], "network", "{body}");
+    assert_eq!(lines[2]["faults"], Value::Null, "a checks run names none");
+
     // The CLI.
     let cli = |args: &[&str]| {
         let out = stack.iohr(auditor.token.as_deref(), args);

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use iohr_domain::faults::Experiment;
 use iohr_domain::faults::confirmation::{
     DEFAULT_CONFIRM_WITHIN, MAX_CONFIRM_WITHIN, confirmation_hash,
 };
@@ -264,6 +265,13 @@ pub fn prepare(
         confirm_within,
         units,
     } = checked;
+    // What a faults run applies, named on its audit line (providers completed only by
+    // the agent's environment are not known here).
+    let faults = (kind == RunKind::Faults)
+        .then(|| Experiment::from_json(&scenario.spec).ok())
+        .flatten()
+        .map(|experiment| experiment.fault_names().join(", "))
+        .filter(|names| !names.is_empty());
     let confirmation = confirm_within.map(|within| {
         let hash = confirmation_hash(&scenario.version, &target, &body.environment);
         (hash, now + within.as_millis() as i64)
@@ -287,6 +295,7 @@ pub fn prepare(
         units_reserved: units as i64,
         reason,
         confirmation,
+        faults,
     }
 }
 

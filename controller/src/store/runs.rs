@@ -30,6 +30,8 @@ pub struct NewRun {
     /// A production faults run waits for a person to confirm this hash before this deadline
     /// (Unix ms); the dispatcher does not queue it until then.
     pub confirmation: Option<(String, i64)>,
+    /// The faults a faults run applies (`network, http`), for its audit line.
+    pub faults: Option<String>,
 }
 
 /// A production faults run's confirmation as stored.
@@ -290,7 +292,7 @@ impl Store {
             targets: Some(run.target.clone()),
             outcome: status.to_string(),
             schedule_id: fire.map(|f| f.schedule_id.clone()),
-            ..Default::default()
+            faults: run.faults.clone(),
         };
         super::audit::insert_audit(&mut tx, &run.account_id, &line).await?;
         if let Some(fire) = fire {

@@ -83,6 +83,7 @@ pub(crate) fn checks_run(account_id: &str, scenario: &Scenario) -> NewRun {
         units_reserved: 1,
         reason: None,
         confirmation: None,
+        faults: None,
     }
 }
 
@@ -101,6 +102,7 @@ pub(crate) fn run_like(row: &RunRow) -> NewRun {
         units_reserved: 1,
         reason: None,
         confirmation: None,
+        faults: None,
     }
 }
 

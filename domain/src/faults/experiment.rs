@@ -86,6 +86,23 @@ pub enum ActivityType {
     Action,
 }
 
+impl Experiment {
+    /// The faults its method applies, by name (`network`, `http`, ...), in order, each
+    /// once: what an audit line names.
+    pub fn fault_names(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        for activity in &self.method {
+            if let Provider::Fault(action) = &activity.provider {
+                let name = action.fault.name();
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        names
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Activity {
     pub kind: ActivityType,
