@@ -123,3 +123,30 @@ pub struct ListScenarios {
     #[serde(default)]
     pub cursor: Option<String>,
 }
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListAudit {
+    /// Lines at or after this time (RFC 3339).
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Lines before this time (RFC 3339).
+    #[serde(default)]
+    pub until: Option<String>,
+    /// `token:ID`, `person:NAME` or `controller`.
+    #[serde(default)]
+    pub actor: Option<String>,
+    /// `run.start`, `run.cancel`, `run.confirm`, `finding.close`, `halt`, `schedule.fire`, ...
+    #[serde(default)]
+    pub action: Option<String>,
+    #[serde(default)]
+    pub run: Option<String>,
+    #[serde(default)]
+    pub schedule: Option<String>,
+    /// 1 to 500 (default 50).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the page before.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}

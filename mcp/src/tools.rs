@@ -10,7 +10,9 @@ use rmcp::{RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use serde_json::{Value, json};
 
 use crate::frames::Frames;
-use crate::inputs::{CompareRuns, ListFindings, ListRuns, ListScenarios, RunId, StartRun, WaitRun};
+use crate::inputs::{
+    CompareRuns, ListAudit, ListFindings, ListRuns, ListScenarios, RunId, StartRun, WaitRun,
+};
 use crate::outputs::{Compared, Record, Waited};
 use crate::rest::{Method, Rest, RestError, query, segment};
 
@@ -213,6 +215,30 @@ impl Tools {
                 ("status", list.status),
                 ("scenario", list.scenario),
                 ("environment", list.environment),
+                ("limit", list.limit.map(|l| l.to_string())),
+                ("cursor", list.cursor),
+            ])
+        );
+        self.get(&ctx, &path).await
+    }
+
+    #[tool(
+        description = "Who did what (GET /v1/reliability/audit), newest first: starts, cancels, confirmations, finding closes, halts, schedule and webhook changes; filter by time (RFC 3339), actor, action, run, schedule; page with `cursor`. Needs a token with reliability:audit."
+    )]
+    async fn reliability_list_audit(
+        &self,
+        Parameters(list): Parameters<ListAudit>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<Record>, CallToolResult> {
+        let path = format!(
+            "/audit{}",
+            query(&[
+                ("since", list.since),
+                ("until", list.until),
+                ("actor", list.actor),
+                ("action", list.action),
+                ("run", list.run),
+                ("schedule", list.schedule),
                 ("limit", list.limit.map(|l| l.to_string())),
                 ("cursor", list.cursor),
             ])

@@ -122,6 +122,8 @@ async def main(cfg):
                                        {"id": ids[0], "timeout_s": 100000})
         seen["unknown_kind"] = await call(s, "reliability_start_run", {**checks, "kind": "nope"})
         seen["unknown_run"] = await call(s, "reliability_get_run", {"id": "no-such-run"})
+        # The audit is a scope of its own: a run+read token is refused it.
+        seen["audit_refused"] = await call(s, "reliability_list_audit", {"action": "run.start"})
 
     async with session(cfg, cfg["read_token"]) as s:
         seen["read_only_start"] = await call(s, "reliability_start_run", checks)

@@ -35,6 +35,7 @@ fn assert_the_tools(seen: &Value) {
             "reliability_compare_runs",
             "reliability_get_run",
             "reliability_list_agents",
+            "reliability_list_audit",
             "reliability_list_findings",
             "reliability_list_runs",
             "reliability_list_scenarios",
@@ -48,7 +49,11 @@ fn assert_the_tools(seen: &Value) {
         seen["start_input_required"],
         json!(["environment", "kind", "target"])
     );
-    assert_eq!(seen["with_output_schema"].as_array().unwrap().len(), 9);
+    assert_eq!(
+        seen["with_output_schema"].as_array().unwrap().len(),
+        tools.len(),
+        "every tool has an output schema"
+    );
 
     assert_eq!(seen["start"]["is_error"], false, "{seen}");
     assert_eq!(seen["start"]["structured"]["status"], "queued");
@@ -124,6 +129,8 @@ fn assert_the_tools(seen: &Value) {
     assert_eq!(seen["read_only_start"]["is_error"], true);
     assert_eq!(code("read_only_start"), "insufficient_scope");
     assert_eq!(seen["read_only_list"], false);
+    assert_eq!(seen["audit_refused"]["is_error"], true);
+    assert_eq!(code("audit_refused"), "insufficient_scope");
 }
 
 #[tokio::test]
