@@ -1,5 +1,6 @@
 //! `iohr-controller`: initialise, administer and serve the controller.
 
+mod account_delete;
 mod serve_command;
 mod token_list;
 
@@ -180,6 +181,21 @@ enum AccountCommand {
         max_running: Option<i64>,
         #[command(flatten)]
         plan: PlanArgs,
+    },
+    /// Delete an account and all of it: runs, frames, findings, scenarios, schedules,
+    /// webhooks and their logs, events, tokens, agents and their certificates, audit lines.
+    /// Asks to confirm by typing the name, unless --yes.
+    Delete {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The account's name.
+        name: String,
+        /// Do not ask (for scripts).
+        #[arg(long)]
+        yes: bool,
+        /// Who deletes it, for the record that remains (default: $USER).
+        #[arg(long)]
+        by: Option<String>,
     },
 }
 
@@ -411,6 +427,19 @@ async fn main() -> anyhow::Result<()> {
                 plan_line(&account)
             );
             Ok(())
+        }
+        Command::Account {
+            command:
+                AccountCommand::Delete {
+                    store,
+                    name,
+                    yes,
+                    by,
+                },
+        } => {
+            let store = store.open().await?;
+            let account = find_account(&store, &name).await?;
+            account_delete::run(&store, &account, yes, by).await
         }
         Command::AgentCert {
             store,

@@ -4,6 +4,7 @@
 //! sqlx's `Any` driver with one portable schema (`migrations/`), so every query here runs
 //! unchanged on both and every store test runs against both.
 
+mod account_deletion;
 mod accounts;
 mod admission;
 mod agents;
@@ -28,6 +29,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Executor};
 
+pub use account_deletion::{ACCOUNT_TABLES, AccountDeletion};
 pub use accounts::{
     Account, DEFAULT_MAX_QUEUED, DEFAULT_MAX_RUN_DURATION_MS, DEFAULT_MAX_RUNNING, Environment,
     PlanChange, Scope, TokenInfo, TokenListing,
