@@ -15,6 +15,7 @@ pub mod link;
 pub mod mcp;
 pub mod outbox;
 pub mod queue;
+pub mod retention;
 pub mod schedule;
 pub mod server;
 pub mod store;

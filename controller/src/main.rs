@@ -80,6 +80,8 @@ enum Command {
         limits: Limits,
         #[command(flatten)]
         events: iohr_controller::outbox::EventsConfig,
+        #[command(flatten)]
+        retention: iohr_controller::retention::RetentionConfig,
     },
     /// API tokens.
     Token {
@@ -305,6 +307,7 @@ async fn main() -> anyhow::Result<()> {
             heartbeat_ms,
             limits,
             events,
+            retention,
         } => {
             if let Some(refusal) = api.refusal() {
                 // A usage error: clap's format and exit status 2.
@@ -319,6 +322,7 @@ async fn main() -> anyhow::Result<()> {
                 Duration::from_millis(heartbeat_ms),
                 limits,
                 events,
+                retention,
             )
             .await
         }
@@ -560,6 +564,7 @@ async fn serve(
     heartbeat: Duration,
     limits: Limits,
     events: iohr_controller::outbox::EventsConfig,
+    retention: iohr_controller::retention::RetentionConfig,
 ) -> anyhow::Result<()> {
     let pki = ControllerPki::in_data_dir(&args.data_dir);
     if !pki.exists() {
@@ -580,6 +585,7 @@ async fn serve(
         timing: Timing::from_heartbeat(heartbeat),
         limits,
         events,
+        retention,
     };
     let running = start(config, shutdown.clone()).await?;
     // Scripts and tests read these two lines for the bound ports.

@@ -45,6 +45,8 @@ pub struct ServeConfig {
     pub limits: Limits,
     /// The outbox: MQTT, webhook retries, the feeds' poll.
     pub events: crate::outbox::EventsConfig,
+    /// How long records are kept.
+    pub retention: crate::retention::RetentionConfig,
 }
 
 /// A started controller: its bound addresses and the task that ends when it stops.
@@ -127,12 +129,19 @@ pub async fn start(
         std::sync::Arc::new(crate::schedule::SystemClock),
     )
     .spawn(shutdown.clone());
+    let retention = crate::retention::spawn(
+        shared.store.clone(),
+        &config.retention,
+        std::sync::Arc::new(crate::schedule::SystemClock),
+        shutdown.clone(),
+    );
     let done = tokio::spawn(async move {
-        let (link, (), _, _, _) = tokio::join!(
+        let (link, (), _, _, _, _) = tokio::join!(
             link,
             api,
             dispatcher_task,
             scheduler,
+            retention,
             futures_util::future::join_all(outbox)
         );
         if let Err(error) = link {

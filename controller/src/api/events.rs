@@ -41,6 +41,24 @@ pub fn join(shared: &Shared, run_id: &str) -> Result<Subscription, ApiError> {
     })
 }
 
+/// 410 `frames_expired` when retention deleted the run's frames: its record (and its
+/// result) stays, its stream has nothing left to replay.
+pub async fn frames_kept(shared: &Shared, run_id: &str) -> Result<(), ApiError> {
+    match shared.store.frames_expired_at(run_id).await? {
+        None => Ok(()),
+        Some(at) => Err(ApiError::new(
+            axum::http::StatusCode::GONE,
+            "frames_expired",
+            format!(
+                "the frames of run {run_id} expired at {} (retention keeps a run's frames for \
+                 a period after it ends); GET /v1/reliability/runs/{run_id} keeps its record \
+                 and result",
+                crate::store::format_ms(at)
+            ),
+        )),
+    }
+}
+
 /// The frames of a run after `after`, stored ones first, then live ones, in order and
 /// without gaps, ending with `finished`. Served as SSE here and over gRPC by `WatchRun`.
 /// `live` must be taken before this is called (see [`join`]): a frame published while
@@ -196,6 +214,7 @@ pub struct EventsQuery {
         (status = 400, description = "`invalid_query`, `invalid_last_event_id`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
         (status = 404, description = "`not_found`: no such run in this account", body = super::openapi::ApiErrorBody),
+        (status = 410, description = "`frames_expired`: retention deleted the run's frames; its record stays", body = super::openapi::ApiErrorBody),
         (status = 429, description = "`too_many_viewers` (`Retry-After`)", body = super::openapi::ApiErrorBody),
     )
 )]
@@ -212,6 +231,7 @@ pub async fn events(
         .run_of_account(caller.account_id(), &id)
         .await?
         .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
+    frames_kept(&shared, &id).await?;
     let last_event_id = match headers.get("last-event-id") {
         None => None,
         Some(value) => Some(

@@ -74,6 +74,7 @@ pub const ERROR_CODES: &[&str] = &[
     "too_many_viewers",
     "invalid_last_event_id",
     "websocket_required",
+    "frames_expired",
     // Webhooks and the event feed
     "invalid_url",
     "invalid_events",

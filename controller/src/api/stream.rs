@@ -308,6 +308,9 @@ impl Connection {
         if found.is_none() {
             return Err(refuse("not_found", format!("run {run} not found")));
         }
+        super::events::frames_kept(&self.shared, &run)
+            .await
+            .map_err(|e| refuse(e.code, e.message))?;
         let live = join(&self.shared, &run).map_err(|e| refuse(e.code, e.message))?;
         let (tx, frames) = mpsc::channel(SUBSCRIPTION_BUFFER);
         let stream = frame_stream(self.shared.clone(), run.clone(), after, live);

@@ -52,6 +52,9 @@ impl Runs for RunsService {
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?
             .ok_or_else(|| Status::not_found(format!("run {run_id} not found")))?;
+        super::events::frames_kept(&self.shared, &run_id)
+            .await
+            .map_err(|e| Status::failed_precondition(e.message))?;
         let live =
             join(&self.shared, &run_id).map_err(|e| Status::resource_exhausted(e.message))?;
         let stream = frame_stream(self.shared.clone(), run_id, after_frame, live).map(|frame| {
