@@ -33,8 +33,10 @@ async fn a_runs_frames_expire_and_its_record_stays(backend: Backend) {
     .await;
     let target = Target::start().await;
     let run = api
-        .create_run(&json!({"kind": "checks", "environment": "staging", "target": target.url(),
-            "spec": {"checks": [{"name": "home", "path": "/"}]}}))
+        .create_run(
+            &json!({"kind": "checks", "environment": "staging", "target": target.url(),
+            "spec": {"checks": [{"name": "home", "path": "/"}]}}),
+        )
         .await;
     let id = run["id"].as_str().unwrap().to_string();
     api.wait_status(&id, &["passed"], LIMIT).await;
@@ -54,7 +56,10 @@ async fn a_runs_frames_expire_and_its_record_stays(backend: Backend) {
     );
     let record = api.run(&id).await;
     assert_eq!(record["status"], "passed");
-    assert_eq!(record["result"]["passed"], true, "the record keeps its result: {record}");
+    assert_eq!(
+        record["result"]["passed"], true,
+        "the record keeps its result: {record}"
+    );
 }
 
 on_both_stores!(a_runs_frames_expire_and_its_record_stays);
