@@ -97,11 +97,58 @@ async fn a_sweep_deletes_what_its_periods_no_longer_keep() {
                 store.audit(&account.id, &line).await.expect("audit");
             }
 
+            let hook = store
+                .create_webhook(
+                    &account.id,
+                    &crate::store::NewWebhook {
+                        url: "http://127.0.0.1:9/h".into(),
+                        events: vec!["reliability.run.finished".into()],
+                        format: "standard".into(),
+                        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+                    },
+                    "token:t1",
+                )
+                .await
+                .expect("webhook");
+            // Delivered 40 days ago (expires), pending 40 days ago (still tried: stays),
+            // delivered yesterday (stays).
+            for (seq, status, days_ago) in [
+                (1, "delivered", 40),
+                (2, "pending", 40),
+                (3, "delivered", 1),
+            ] {
+                sqlx::query(
+                    "INSERT INTO webhook_deliveries (webhook_id, event_seq, event_id, event_type,
+                         status, attempts, schedule_from, created_at)
+                     VALUES ($1, $2, $3, 'reliability.run.finished', $4, 1, 0, $5)",
+                )
+                .bind(&hook.id)
+                .bind(seq as i64)
+                .bind(format!("evt_{seq}"))
+                .bind(status)
+                .bind(NOW - days_ago * DAY)
+                .execute(&store.pool)
+                .await
+                .expect("delivery");
+            }
+
             let swept = store
                 .sweep(&Periods::default(), NOW, batch)
                 .await
                 .expect("sweep");
             assert_eq!(swept.runs, 1, "the run ended 100 days ago: {swept:?}");
+            assert_eq!(
+                swept.deliveries, 1,
+                "the delivery finished 40 days ago: {swept:?}"
+            );
+            let left: Vec<i64> = sqlx::query_scalar(
+                "SELECT event_seq FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY event_seq",
+            )
+            .bind(&hook.id)
+            .fetch_all(&store.pool)
+            .await
+            .expect("deliveries");
+            assert_eq!(left, [2, 3], "the pending one and the recent one stay");
             assert_eq!(
                 swept.frames, 6,
                 "the frames of the runs ended 40 and 100 days ago: {swept:?}"
