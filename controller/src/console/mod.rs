@@ -61,6 +61,11 @@ pub fn mount(api: Router, shared: Shared, secure: bool) -> Router {
         .route("/schedules/{id}/resume", post(schedules::resume))
         .route("/agents", get(agents::list_page))
         .route("/assets/{file}", get(assets::serve))
+        // Browsers ask for it on every first visit; there is none.
+        .route(
+            "/favicon.ico",
+            get(|| async { axum::http::StatusCode::NO_CONTENT }),
+        )
         .layer(axum::middleware::map_response(headers))
         .with_state(ConsoleState { shared, secure });
     api.merge(console)

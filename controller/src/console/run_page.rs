@@ -31,6 +31,9 @@ pub async fn show(
         (record(&run))
         h2 { "Start it again" }
         pre #rerun { code { (rerun_command(&run)) } }
+        @if run.status.is_finished() {
+            p { a #compare-with href=(format!("/compare?after={}", run.id)) { "Compare with an earlier run" } }
+        }
         (live_view(&run))
         h2 { "Result" }
         (result(&run))
@@ -129,7 +132,7 @@ fn live_view(run: &RunRecord) -> Markup {
 
 /// The sweep as `[[offered, achieved, p99 ms], ...]` for the capacity plot.
 fn curve(sweep: &CapacityResult) -> String {
-    let points: Vec<[f64; 3]> = sweep
+    let mut points: Vec<[f64; 3]> = sweep
         .points
         .iter()
         .map(|p| {
@@ -137,6 +140,8 @@ fn curve(sweep: &CapacityResult) -> String {
             [p.offered, p.achieved, p99]
         })
         .collect();
+    // Steps run in sweep order (bisecting goes back down); the plot reads by rate.
+    points.sort_by(|a, b| a[0].total_cmp(&b[0]));
     // NaN is not JSON: a step without responses has no p99 (null).
     serde_json::to_string(
         &points
