@@ -7,9 +7,10 @@
 #
 # Everything lives in .iohr/ at the repository root (ignored by git): the controller's
 # data dir with its SQLite store and CA (.iohr/controller), the agent's certificate
-# (.iohr/agent-local-1), the API token (.iohr/token), the exports (.iohr/env), pid files
-# (.iohr/run) and logs (.iohr/logs). Running it again reuses them and restarts the
-# processes; `rm -rf .iohr` starts from scratch. Everything listens on 127.0.0.1 only.
+# (.iohr/agent-local-1), your token (.iohr/token: a person's, the account's admin), the
+# exports (.iohr/env), pid files (.iohr/run) and logs (.iohr/logs). Running it again
+# reuses them and restarts the processes; `rm -rf .iohr` starts from scratch. Everything
+# listens on 127.0.0.1 only.
 #
 # Ports (environment): IOHR_API_PORT (default 8480), IOHR_AGENT_PORT (8443),
 # IOHR_TARGET_PORT (0: any free port) for the sample target.
@@ -211,10 +212,11 @@ fi
 
 new_token() {
     (umask 077 && "$BIN/iohr-controller" token create --data-dir "$DATA" --account default \
-        --scope reliability:run --scope reliability:read --person "${USER:-quickstart}" |
+        --scope reliability:run --scope reliability:read --scope reliability:admin \
+        --person "${USER:-quickstart}" |
         tail -n 1 >"$TOKEN_FILE.new")
     mv "$TOKEN_FILE.new" "$TOKEN_FILE"
-    say "created an API token (in $TOKEN_FILE)"
+    say "created your token (in $TOKEN_FILE)"
 }
 [ -s "$TOKEN_FILE" ] || new_token
 
@@ -292,6 +294,9 @@ The installation is up (logs in $LOGS/):
   controller     $SERVER, agent link $LINK, store $DATA/iohr.db
   agent          $AGENT_NAME, environment staging, 4 jobs at once
   sample target  $TARGET (a new port after each restart)
+
+The console: $SERVER/ (sign in with the token in $TOKEN_FILE, yours as
+the account's admin; iohr-controller account open-console default opens it to others).
 
 Start more from this shell (the same lines are in $ENV_FILE):
 

@@ -53,18 +53,12 @@ pub async fn execute(ctx: &Ctx, args: CompareArgs) -> Result<u8> {
 }
 
 fn render(comparison: &Comparison, format: Format) -> String {
-    let lines = comparison.lines();
     match format {
-        Format::Text => lines.iter().map(|l| format!("{l}\n")).collect(),
-        Format::Markdown => {
-            let mut out = format!(
-                "**{}** (`{}` -> `{}`)\n\n",
-                lines[0], comparison.before, comparison.after
-            );
-            for line in &lines[1..] {
-                out.push_str(&format!("- {line}\n"));
-            }
-            out
-        }
+        Format::Text => comparison
+            .lines()
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect(),
+        Format::Markdown => comparison.markdown(),
     }
 }

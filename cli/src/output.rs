@@ -4,12 +4,8 @@
 use std::io::Write;
 
 use iohr_domain::RunRecord;
-use iohr_domain::capacity::CapacityResult;
 use iohr_domain::checks::ChecksResult;
-use iohr_domain::faults::Journal;
 use iohr_domain::finding::Sighting;
-use iohr_domain::load::LoadResult;
-use iohr_domain::scenario_kind::record::ScenarioRecord;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -192,17 +188,8 @@ fn result(result: Option<&Value>) -> String {
     let Some(value) = result.filter(|v| !v.is_null()) else {
         return "result       -\n".to_string();
     };
-    // A capacity result's summary, not its JSON: each point holds a histogram. Each is
-    // read from the value in place, not from a copy of it.
-    let summary = CapacityResult::deserialize(value)
-        .map(|capacity| capacity.summary())
-        .or_else(|_| LoadResult::deserialize(value).map(|l| l.summary()))
-        // A faults journal as its lines (probes, activities, faults and their undos).
-        .or_else(|_| Journal::deserialize(value).map(|j| j.summary()))
-        // A scenario record as its report (per operation and the replay command), not
-        // its request log: `--json` keeps that.
-        .or_else(|_| ScenarioRecord::deserialize(value).map(|r| r.lines()));
-    if let Ok(summary) = summary {
+    // A summary per kind, not the JSON: `--json` keeps that.
+    if let Some(summary) = iohr_domain::summary::result_lines(value) {
         let mut out = "result\n".to_string();
         for line in summary {
             out.push_str("  ");

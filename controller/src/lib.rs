@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod compare_pool;
+pub mod console;
 pub mod http;
 pub mod hub;
 pub mod limits;

@@ -122,7 +122,9 @@ enum TokenCommand {
         store: StoreArgs,
         #[arg(long)]
         account: String,
-        /// reliability:run, reliability:read and/or reliability:audit.
+        /// reliability:run, reliability:read, reliability:audit and/or reliability:admin
+        /// (a person's only: one of the account's admins, who may use the console before
+        /// its owner opens it).
         #[arg(long = "scope", required = true)]
         scopes: Vec<String>,
         /// The person the token belongs to; without it, an API token for automation.
@@ -183,6 +185,21 @@ enum AccountCommand {
         max_running: Option<i64>,
         #[command(flatten)]
         plan: PlanArgs,
+    },
+    /// Open the account's console to all its people (until then only its admins, people
+    /// whose token holds reliability:admin, may sign in).
+    OpenConsole {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The account's name.
+        name: String,
+    },
+    /// Make the account's console admin-only again; other people's pages refuse at once.
+    CloseConsole {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The account's name.
+        name: String,
     },
     /// Delete an account and all of it: runs, frames, findings, scenarios, schedules,
     /// webhooks and their logs, events, tokens, agents and their certificates, audit lines.
@@ -341,6 +358,9 @@ async fn main() -> anyhow::Result<()> {
                 .iter()
                 .map(|s| s.parse::<Scope>().map_err(anyhow::Error::msg))
                 .collect::<anyhow::Result<Vec<_>>>()?;
+            if person.is_none() && scopes.contains(&Scope::Admin) {
+                bail!("reliability:admin is a person's role: give --person");
+            }
             let (info, secret) = store
                 .create_token(&account, &scopes, person.as_deref())
                 .await?;
@@ -433,6 +453,12 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Account {
+            command: AccountCommand::OpenConsole { store, name },
+        } => set_console(store, &name, true).await,
+        Command::Account {
+            command: AccountCommand::CloseConsole { store, name },
+        } => set_console(store, &name, false).await,
+        Command::Account {
             command:
                 AccountCommand::Delete {
                     store,
@@ -505,6 +531,18 @@ fn describe(out: &Path) -> String {
         files.cert().display(),
         files.ca_cert().display()
     )
+}
+
+async fn set_console(store: StoreArgs, name: &str, open: bool) -> anyhow::Result<()> {
+    let store = store.open().await?;
+    let account = find_account(&store, name).await?;
+    store.set_console_open(&account.id, open).await?;
+    if open {
+        println!("account {name}: the console is open to all its people");
+    } else {
+        println!("account {name}: the console is admin-only (reliability:admin)");
+    }
+    Ok(())
 }
 
 async fn find_account(

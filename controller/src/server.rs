@@ -120,7 +120,11 @@ pub async fn start(
         );
     let api = crate::http::serve(
         api_listener,
-        crate::mcp::mount(api::router(shared.clone()), shared.clone()),
+        crate::console::mount(
+            crate::mcp::mount(api::router(shared.clone()), shared.clone()),
+            shared.clone(),
+            config.api.tls.is_some(),
+        ),
         config.api,
         shutdown.clone(),
     );

@@ -133,6 +133,20 @@ impl Comparison {
         lines.extend(self.notes.iter().cloned());
         lines
     }
+
+    /// The answer as markdown to paste into a pull request: the verdict in bold with the
+    /// two runs, then a bullet per line.
+    pub fn markdown(&self) -> String {
+        let lines = self.lines();
+        let mut out = format!(
+            "**{}** (`{}` -> `{}`)\n\n",
+            lines[0], self.before, self.after
+        );
+        for line in &lines[1..] {
+            out.push_str(&format!("- {line}\n"));
+        }
+        out
+    }
 }
 
 /// What a kind whose results cannot be read as its own says.

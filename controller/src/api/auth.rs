@@ -99,6 +99,13 @@ impl<S: Rule> Caller<S> {
         &self.0.account.id
     }
 
+    /// A caller from a token found another way than a bearer header (a console session),
+    /// held to the same rule.
+    pub fn checked(token: TokenInfo) -> Result<Caller<S>, ApiError> {
+        S::check(&token)?;
+        Ok(Caller(token, PhantomData))
+    }
+
     /// How audit lines and `started_by` name the caller.
     pub fn actor(&self) -> String {
         match &self.0.person {

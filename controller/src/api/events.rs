@@ -260,4 +260,4 @@ pub async fn events(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -16,24 +16,24 @@ use crate::store::FindingFilter;
 /// The runs a single finding's answer lists (the newest).
 const RUNS_SHOWN: u32 = 100;
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Only findings with this status.
     #[param(value_type = Option<FindingStatus>)]
-    status: Option<String>,
+    pub(crate) status: Option<String>,
     /// Only findings of this scenario (its id).
     #[param(min_length = 1)]
-    scenario: Option<String>,
+    pub(crate) scenario: Option<String>,
     /// Only findings in this environment.
     #[param(min_length = 1)]
-    environment: Option<String>,
+    pub(crate) environment: Option<String>,
     /// The page size (default 50).
     #[param(minimum = 1, maximum = 500)]
-    limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
     /// The `next_cursor` of the page before.
-    cursor: Option<String>,
+    pub(crate) cursor: Option<String>,
 }
 
 /// The account's findings, newest first, a page at a time.

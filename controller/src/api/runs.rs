@@ -90,25 +90,27 @@ pub async fn get(
     Ok(Json(run.to_record()))
 }
 
-#[derive(Debug, Deserialize, IntoParams)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// Only runs with this status.
     #[param(value_type = Option<RunStatus>)]
-    status: Option<String>,
+    pub(crate) status: Option<String>,
     /// Only runs of this kind.
     #[param(value_type = Option<RunKind>)]
-    kind: Option<String>,
+    pub(crate) kind: Option<String>,
     /// Only runs in this environment.
-    environment: Option<String>,
+    pub(crate) environment: Option<String>,
     /// Only runs the agent of this id took.
-    agent: Option<String>,
+    pub(crate) agent: Option<String>,
+    /// Only runs of this scenario (its id; every version).
+    pub(crate) scenario: Option<String>,
     /// The page size (default 50).
     #[param(minimum = 1, maximum = 500)]
-    limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
     /// The `next_cursor` of the page before.
-    cursor: Option<String>,
+    pub(crate) cursor: Option<String>,
 }
 
 /// The account's runs, newest first, a page at a time.
@@ -141,6 +143,7 @@ pub async fn list(
         kind,
         environment: query.environment,
         agent: query.agent,
+        scenario: query.scenario,
         limit,
         cursor: query.cursor,
     };

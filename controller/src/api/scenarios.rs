@@ -106,15 +106,15 @@ pub async fn create(
     Ok((status, Json(StoredScenario::of(scenario, Some(stored)))))
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
     /// The page size (default 50).
     #[param(minimum = 1, maximum = 500)]
-    limit: Option<u32>,
+    pub(crate) limit: Option<u32>,
     /// The `next_cursor` of the page before (a name).
-    cursor: Option<String>,
+    pub(crate) cursor: Option<String>,
 }
 
 /// A scenario name: its kind, how many versions it names and the newest.

@@ -36,6 +36,9 @@ pub enum Scope {
     /// Reading the audit lines: a scope of its own, so a token that reads runs does not
     /// also read who did what.
     Audit,
+    /// Held by a person's token: one of the account's admins, who may use the console
+    /// before the owner opens it to everyone (`account open-console`).
+    Admin,
 }
 
 impl Scope {
@@ -44,6 +47,7 @@ impl Scope {
             Scope::Run => "reliability:run",
             Scope::Read => "reliability:read",
             Scope::Audit => "reliability:audit",
+            Scope::Admin => "reliability:admin",
         }
     }
 }
@@ -61,9 +65,10 @@ impl FromStr for Scope {
             "reliability:run" => Ok(Scope::Run),
             "reliability:read" => Ok(Scope::Read),
             "reliability:audit" => Ok(Scope::Audit),
+            "reliability:admin" => Ok(Scope::Admin),
             other => Err(format!(
-                "unknown scope {other:?}; expected reliability:run, reliability:read or \
-                 reliability:audit"
+                "unknown scope {other:?}; expected reliability:run, reliability:read, \
+                 reliability:audit or reliability:admin"
             )),
         }
     }
@@ -100,7 +105,7 @@ impl TokenInfo {
     }
 }
 
-fn hash_secret(secret: &str) -> String {
+pub(super) fn hash_secret(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))
 }
 
@@ -130,6 +135,21 @@ fn account_from_row(row: &sqlx::any::AnyRow) -> Result<Account> {
         max_queued: row.try_get("max_queued")?,
         max_run_duration_ms: row.try_get("max_run_duration_ms")?,
         is_platform: row.try_get::<i64, _>("is_platform")? != 0,
+    })
+}
+
+/// A token from a row of `t.id AS token_id, t.scopes, t.person, a.*`.
+pub(super) fn token_from_row(row: &sqlx::any::AnyRow) -> Result<TokenInfo> {
+    let scopes_text: String = row.try_get("scopes")?;
+    let scopes = scopes_text
+        .split_whitespace()
+        .map(|s| s.parse::<Scope>().map_err(StoreError::Corrupt))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(TokenInfo {
+        id: row.try_get("token_id")?,
+        account: account_from_row(row)?,
+        scopes,
+        person: row.try_get("person")?,
     })
 }
 
@@ -297,12 +317,8 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else { return Ok(None) };
-        let scopes_text: String = row.try_get("scopes")?;
-        let scopes = scopes_text
-            .split_whitespace()
-            .map(|s| s.parse::<Scope>().map_err(StoreError::Corrupt))
-            .collect::<Result<Vec<_>>>()?;
-        let id: String = row.try_get("token_id")?;
+        let info = token_from_row(&row)?;
+        let id = info.id.clone();
         let last_used: Option<i64> = row.try_get("last_used_at")?;
         let now = now_ms();
         if last_used.is_none_or(|at| now - at >= LAST_USED_RESOLUTION_MS) {
@@ -316,12 +332,7 @@ impl Store {
                 tracing::warn!(token = %id, %error, "noting the token's last use failed");
             }
         }
-        Ok(Some(TokenInfo {
-            id,
-            account: account_from_row(&row)?,
-            scopes,
-            person: row.try_get("person")?,
-        }))
+        Ok(Some(info))
     }
 
     /// Every token (of one account, or all), oldest first: never a secret or its hash.

@@ -127,6 +127,8 @@ pub struct RunFilter {
     pub environment: Option<String>,
     /// An agent's name.
     pub agent: Option<String>,
+    /// A scenario's id (every version of it).
+    pub scenario: Option<String>,
     pub limit: u32,
     /// The id of the last run of the previous page (newest first).
     pub cursor: Option<String>,
@@ -351,6 +353,7 @@ impl Store {
         page.and("r.kind =", filter.kind.map(|k| k.as_str().to_string()));
         page.and("r.environment =", filter.environment.clone());
         page.and("a.name =", filter.agent.clone());
+        page.and("r.scenario_id =", filter.scenario.clone());
         page.fetch(
             &self.pool,
             "r.id",

@@ -15,7 +15,9 @@ use crate::timing::Timing;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-async fn shared_with_a_live_run() -> (Shared, String) {
+/// A controller's parts on a new SQLite store holding `seed`'s queued run (also the
+/// console's tests' fixture).
+pub(crate) async fn shared_with_a_live_run() -> (Shared, String) {
     let dir = std::env::temp_dir().join(format!("iohr-events-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let store = Store::open(&sqlite_url(&dir)).await.expect("open sqlite");

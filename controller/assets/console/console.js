@@ -1,0 +1,135 @@
+// The console's only script: what moves on a page. Everything else is server-rendered.
+// Data comes from data- attributes and from each run's /runs/{id}/live feed (server-sent
+// events: status, second, step), never from inline scripts (the CSP allows none).
+"use strict";
+
+(function () {
+  // Live runs in a table: their status cell follows the run's feed.
+  function followRows() {
+    document.querySelectorAll("tr[data-live][data-run-id]").forEach(function (row) {
+      var feed = new EventSource("/runs/" + encodeURIComponent(row.dataset.runId) + "/live");
+      feed.addEventListener("status", function (e) {
+        var data = JSON.parse(e.data);
+        if (data.status) {
+          row.dataset.status = data.status;
+          var cell = row.querySelector("td.status");
+          if (cell) cell.textContent = data.status;
+        }
+        if (data.ended) feed.close();
+      });
+      feed.onerror = function () { if (feed.readyState === 2) row.dataset.feed = "closed"; };
+    });
+  }
+
+  function width(el) {
+    return Math.max(320, Math.min(1100, el.clientWidth || 900));
+  }
+
+  // A load-like run: requests/s, errors/s (left axis) and p50/p99 in ms (right axis).
+  function secondsPlot(el, feed) {
+    var xs = [], rps = [], errors = [], p50 = [], p99 = [];
+    var plot = null;
+    function draw() {
+      var data = [xs, rps, errors, p50, p99];
+      if (plot) { plot.setData(data); return; }
+      if (typeof uPlot === "undefined") return;
+      plot = new uPlot({
+        width: width(el), height: 300,
+        scales: { x: { time: false }, ms: { auto: true } },
+        axes: [
+          { label: "second" },
+          { label: "per second" },
+          { scale: "ms", side: 1, label: "ms", grid: { show: false } },
+        ],
+        series: [
+          { label: "second" },
+          { label: "requests/s", stroke: "#2b6cb0", width: 2 },
+          { label: "errors/s", stroke: "#c53030", width: 1 },
+          { label: "p50 ms", scale: "ms", stroke: "#2f855a", width: 1 },
+          { label: "p99 ms", scale: "ms", stroke: "#b7791f", width: 2 },
+        ],
+      }, data, el);
+    }
+    feed.addEventListener("second", function (e) {
+      var s = JSON.parse(e.data);
+      xs.push(xs.length + 1);
+      rps.push(s.sent == null ? null : s.sent);
+      errors.push(s.failed == null ? 0 : s.failed);
+      p50.push(s.p50_ms == null ? null : s.p50_ms);
+      p99.push(s.p99_ms == null ? null : s.p99_ms);
+      draw();
+      el.dataset.seconds = String(xs.length);
+    });
+  }
+
+  // A faults run: one line per timeline step, as it happens.
+  function timeline(el, feed) {
+    feed.addEventListener("step", function (e) {
+      var li = document.createElement("li");
+      li.textContent = JSON.parse(e.data).line;
+      el.appendChild(li);
+    });
+  }
+
+  // A finished capacity sweep: p99 against offered rate, the knee marked.
+  function capacityPlot(el) {
+    if (typeof uPlot === "undefined") return;
+    var curve = JSON.parse(el.dataset.curve || "[]");
+    var knee = el.dataset.knee ? parseFloat(el.dataset.knee) : null;
+    var xs = [], p99 = [], achieved = [], marks = [];
+    curve.forEach(function (point) {
+      xs.push(point[0]);
+      achieved.push(point[1]);
+      p99.push(point[2]);
+      marks.push(knee !== null && Math.abs(point[0] - knee) < 1e-6 ? point[2] : null);
+    });
+    new uPlot({
+      width: width(el), height: 300,
+      scales: { x: { time: false }, rate: { auto: true } },
+      axes: [
+        { label: "offered requests/s" },
+        { label: "p99 ms" },
+        { scale: "rate", side: 1, label: "achieved requests/s", grid: { show: false } },
+      ],
+      series: [
+        { label: "offered" },
+        { label: "p99 ms", stroke: "#b7791f", width: 2 },
+        { label: "achieved", scale: "rate", stroke: "#2b6cb0", width: 1 },
+        { label: "knee", stroke: "#c53030", width: 0, points: { show: true, size: 12, fill: "#c53030" } },
+      ],
+    }, [xs, p99, achieved, marks], el);
+  }
+
+  // A run's page: its status, plots and timeline share one feed.
+  function followRun() {
+    var status = document.getElementById("status");
+    var plot = document.getElementById("plot");
+    var steps = document.getElementById("timeline");
+    var capacity = document.getElementById("capacity-plot");
+    if (capacity) capacityPlot(capacity);
+    var source = (plot || steps) ? (plot || steps).dataset.feed : null;
+    if (!source && status && (status.dataset.status === "queued" || status.dataset.status === "running")) {
+      source = "/runs/" + encodeURIComponent(status.dataset.run) + "/live";
+    }
+    if (!source) return;
+    var feed = new EventSource(source);
+    if (plot) secondsPlot(plot, feed);
+    if (steps) timeline(steps, feed);
+    feed.addEventListener("status", function (e) {
+      var data = JSON.parse(e.data);
+      if (status && data.status) {
+        status.dataset.status = data.status;
+        status.textContent = data.status;
+      }
+      if (data.ended) {
+        feed.close();
+        document.body.dataset.ended = "1";
+      }
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    followRows();
+    if (document.body.dataset.page === "run") followRun();
+  });
+})();

@@ -1,0 +1,218 @@
+//! A run's page: its record, findings, units, who started it and for which change, the
+//! command that starts it again, its result in lines, and its live view (plots of the
+//! seconds for load-like kinds, the timeline for faults, the sweep for capacity), drawn
+//! by console.js from [`super::live`].
+
+use axum::extract::{Path, State};
+use axum::response::IntoResponse;
+use iohr_domain::capacity::CapacityResult;
+use iohr_domain::checks::ChecksResult;
+use iohr_domain::{RunKind, RunRecord};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use super::ConsoleState;
+use super::layout::{Extras, PageResult, page};
+use super::runs::short_version;
+use super::session::Viewer;
+
+pub async fn show(
+    State(state): State<ConsoleState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> PageResult {
+    let run = crate::api::runs::get(State(state.shared.clone()), viewer.caller()?, Path(id))
+        .await?
+        .0;
+    let title = format!("{} run {}", run.kind.as_str(), super::runs::short(&run.id));
+    let body = html! {
+        p { "Status: " strong #status data-status=(run.status.as_str()) data-run=(run.id) { (run.status.as_str()) }
+            @if let Some(reason) = &run.reason { " — " span #reason { (reason) } } }
+        (record(&run))
+        h2 { "Start it again" }
+        pre #rerun { code { (rerun_command(&run)) } }
+        (live_view(&run))
+        h2 { "Result" }
+        (result(&run))
+        h2 { "Findings" }
+        (findings(&run))
+    };
+    Ok(page(Some(&viewer), "run", &title, Extras { plots: true }, body).into_response())
+}
+
+fn record(run: &RunRecord) -> Markup {
+    let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_string());
+    html! {
+        dl #record {
+            dt { "Run" } dd { (run.id) }
+            dt { "Kind" } dd { (run.kind.as_str()) }
+            dt { "Scenario" } dd { a href=(format!("/scenarios/{}", run.scenario.id)) { (run.scenario.id) } " " small { (short_version(&run.scenario.version)) } }
+            dt { "Environment" } dd { (run.environment) }
+            dt { "Target" } dd { (run.target) }
+            dt { "Executor" } dd { (run.executor.to_string()) }
+            dt { "Agent" } dd { (dash(&run.agent)) }
+            dt { "Started by" } dd { (run.started_by.kind) ":" (run.started_by.id) }
+            dt { "Change" } dd { (dash(&run.started_by.change)) }
+            dt { "Units" } dd { (run.units.spent) " spent of " (run.units.reserved) " reserved" }
+            dt { "Created" } dd { (run.created_at) }
+            dt { "Started" } dd { (dash(&run.started_at)) }
+            dt { "Ended" } dd { (dash(&run.ended_at)) }
+            @if let Some(confirmation) = &run.confirmation {
+                dt { "Confirmation" } dd {
+                    @match &confirmation.confirmed_by {
+                        Some(by) => { "confirmed by " (by) }
+                        None => { "waits for a person until " (confirmation.deadline)
+                                  " (iohr reliability runs confirm " (run.id) " --hash " (confirmation.hash) ")" }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The exact command that starts this run again: the same stored scenario version, kind,
+/// environment, target and executor (the change is the one thing a person will change).
+pub fn rerun_command(run: &RunRecord) -> String {
+    let mut command = format!(
+        "iohr reliability run --kind {} --environment {} --target {} --scenario {} --version {} --executor {}",
+        run.kind.as_str(),
+        shell_word(&run.environment),
+        shell_word(&run.target),
+        shell_word(&run.scenario.id),
+        shell_word(&run.scenario.version),
+        shell_word(&run.executor.to_string()),
+    );
+    if let Some(change) = &run.started_by.change {
+        command.push_str(&format!(" --change {}", shell_word(change)));
+    }
+    command.push_str(" --wait");
+    command
+}
+
+/// A word as a POSIX shell reads it: quoted when it holds anything but safe characters.
+fn shell_word(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// The containers console.js fills from the run's live feed (and, for capacity, from the
+/// finished sweep, which the page carries as data).
+fn live_view(run: &RunRecord) -> Markup {
+    let feed = format!("/runs/{}/live", run.id);
+    html! {
+        @match run.kind {
+            RunKind::Load | RunKind::Scenario | RunKind::Replay | RunKind::Capacity => {
+                h2 { "Each second" }
+                div #plot data-feed=(feed) data-seconds="0" {}
+                p.legend { "requests/s, p50 and p99 (ms, corrected for coordinated omission) and errors/s, per second of the run" }
+            }
+            RunKind::Faults => {
+                h2 { "Timeline" }
+                ol #timeline data-feed=(feed) {}
+            }
+            _ => {}
+        }
+        @if run.kind == RunKind::Capacity {
+            @if let Some(sweep) = run.result.as_ref().and_then(|r| CapacityResult::deserialize(r).ok()) {
+                h2 { "Latency against offered rate" }
+                div #capacity-plot data-points=(sweep.points.len())
+                    data-curve=(curve(&sweep))
+                    data-knee=[sweep.knee.rate.map(|r| format!("{r:.1}"))] {}
+            }
+        }
+    }
+}
+
+/// The sweep as `[[offered, achieved, p99 ms], ...]` for the capacity plot.
+fn curve(sweep: &CapacityResult) -> String {
+    let points: Vec<[f64; 3]> = sweep
+        .points
+        .iter()
+        .map(|p| {
+            let p99 = p.p99_us.map_or(f64::NAN, |us| us as f64 / 1000.0);
+            [p.offered, p.achieved, p99]
+        })
+        .collect();
+    // NaN is not JSON: a step without responses has no p99 (null).
+    serde_json::to_string(
+        &points
+            .iter()
+            .map(|[o, a, p]| serde_json::json!([o, a, p.is_finite().then_some(*p)]))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap_or_else(|_| "[]".to_string())
+}
+
+fn result(run: &RunRecord) -> Markup {
+    let Some(value) = run.result.as_ref().filter(|v| !v.is_null()) else {
+        return html! { p.empty { "No result yet." } };
+    };
+    if let Some(lines) = iohr_domain::summary::result_lines(value) {
+        return html! { ul #summary { @for line in lines { li { (line) } } } };
+    }
+    if let Ok(checks) = ChecksResult::deserialize(value) {
+        return html! {
+            p #summary { (if checks.passed { "passed" } else { "failed" }) ": " (checks.failed) " of " (checks.total) " checks failed" }
+            table #checks {
+                thead { tr { th { "Check" } th { "Passed" } th { "Status" } th { "Latency" } th { "Why" } } }
+                tbody {
+                    @for c in &checks.checks {
+                        tr { td { (c.name) } td { (c.passed) } td { (c.status.map_or("-".to_string(), |s| s.to_string())) }
+                             td { (format!("{:.1} ms", c.latency_ms)) }
+                             td { (if c.failures.is_empty() { c.error.clone().unwrap_or_default() } else { c.failures.join("; ") }) } }
+                    }
+                    @for i in &checks.invariants {
+                        tr { td { "invariant " (i.name) } td { (i.passed) } td {} td {} td { (i.failures.join("; ")) } }
+                    }
+                }
+            }
+        };
+    }
+    html! { pre #summary { (serde_json::to_string_pretty(value).unwrap_or_default()) } }
+}
+
+fn findings(run: &RunRecord) -> Markup {
+    html! {
+        @if run.findings.is_empty() {
+            p.empty { "None." }
+        } @else {
+            table #findings {
+                thead { tr { th { "Finding" } th { "Seen" } th { "Kind" } th { "Subject" } th { "Detail" } } }
+                tbody {
+                    @for f in &run.findings {
+                        tr data-finding-id=(f.id) {
+                            td { (f.title) }
+                            td { (f.seen.as_str()) }
+                            td { (serde_json::to_value(f.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()) }
+                            td { (f.subject) }
+                            td { (f.detail) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn words_are_quoted_only_when_the_shell_would_read_them_otherwise() {
+        assert_eq!(
+            shell_word("http://127.0.0.1:8080/x"),
+            "http://127.0.0.1:8080/x"
+        );
+        assert_eq!(shell_word("sha256:ab"), "sha256:ab");
+        assert_eq!(shell_word("core#212"), "'core#212'");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word("$(rm)"), "'$(rm)'");
+        assert_eq!(shell_word(""), "''");
+    }
+}

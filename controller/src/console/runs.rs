@@ -1,0 +1,148 @@
+//! The Runs page: the account's runs, newest first, filtered by status, kind,
+//! environment and scenario; live rows follow their run's stream (console.js).
+
+use axum::extract::{Query, State};
+use axum::response::IntoResponse;
+use iohr_domain::{RunKind, RunStatus};
+use maud::{Markup, html};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::ConsoleState;
+use super::layout::{Extras, PageResult, page};
+use super::session::Viewer;
+use super::value::{list, query, text, when};
+use crate::api::runs::ListQuery;
+
+/// The filter form's fields; an empty field is no filter.
+#[derive(Debug, Default, Deserialize)]
+pub struct Filter {
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    environment: String,
+    #[serde(default)]
+    scenario: String,
+    #[serde(default)]
+    cursor: String,
+}
+
+fn given(field: &str) -> Option<String> {
+    let field = field.trim();
+    (!field.is_empty()).then(|| field.to_string())
+}
+
+/// Live rows that follow their stream at once: beyond them a reload shows the news.
+pub const LIVE_ROWS: usize = 20;
+
+pub async fn list_page(
+    State(state): State<ConsoleState>,
+    viewer: Viewer,
+    filter: Result<Query<Filter>, axum::extract::rejection::QueryRejection>,
+) -> PageResult {
+    let Query(filter) = filter.map_err(crate::api::error::ApiError::from)?;
+    let query = ListQuery {
+        status: given(&filter.status),
+        kind: given(&filter.kind),
+        environment: given(&filter.environment),
+        scenario: given(&filter.scenario),
+        cursor: given(&filter.cursor),
+        ..ListQuery::default()
+    };
+    let answer = crate::api::runs::list(
+        State(state.shared.clone()),
+        viewer.caller()?,
+        Ok(Query(query)),
+    )
+    .await?
+    .0;
+    let body = html! {
+        (filter_form(&filter))
+        (runs_table(list(&answer, "runs"), LIVE_ROWS))
+        @if let Some(next) = answer.get("next_cursor").and_then(Value::as_str) {
+            p { a #next href=(next_page(&filter, next)) { "Older runs" } }
+        }
+    };
+    Ok(page(Some(&viewer), "runs", "Runs", Extras::default(), body).into_response())
+}
+
+fn next_page(filter: &Filter, cursor: &str) -> String {
+    let pairs = [
+        ("status", filter.status.as_str()),
+        ("kind", &filter.kind),
+        ("environment", &filter.environment),
+        ("scenario", &filter.scenario),
+        ("cursor", cursor),
+    ];
+    format!("/runs{}", query(&pairs))
+}
+
+fn filter_form(filter: &Filter) -> Markup {
+    html! {
+        form #filter method="get" action="/runs" {
+            label { "Status "
+                select name="status" {
+                    option value="" { "any" }
+                    @for status in RunStatus::ALL {
+                        option value=(status.as_str()) selected[filter.status == status.as_str()] { (status.as_str()) }
+                    }
+                }
+            }
+            label { "Kind "
+                select name="kind" {
+                    option value="" { "any" }
+                    @for kind in RunKind::ALL {
+                        option value=(kind.as_str()) selected[filter.kind == kind.as_str()] { (kind.as_str()) }
+                    }
+                }
+            }
+            label { "Environment " input name="environment" value=(filter.environment); }
+            label { "Scenario " input name="scenario" value=(filter.scenario) placeholder="scenario id"; }
+            button type="submit" { "Filter" }
+        }
+    }
+}
+
+/// A table of run records (the Runs page, a scenario's runs). The first `live_rows` live
+/// runs carry `data-live`, which console.js follows.
+pub fn runs_table(runs: &[Value], live_rows: usize) -> Markup {
+    let mut live = 0;
+    html! {
+        table #runs {
+            thead { tr { th { "Run" } th { "Status" } th { "Kind" } th { "Scenario" } th { "Environment" }
+                         th { "Target" } th { "Started by" } th { "Change" } th { "Created" } } }
+            tbody {
+                @for run in runs {
+                    @let id = text(run, "id");
+                    @let status = text(run, "status");
+                    @let is_live = matches!(status.as_str(), "queued" | "running") && { live += 1; live <= live_rows };
+                    tr data-run-id=(id) data-status=(status) data-kind=(text(run, "kind")) data-live=[is_live.then_some("1")] {
+                        td { a href=(format!("/runs/{id}")) { (short(&id)) } }
+                        td.status { (status) }
+                        td { (text(run, "kind")) }
+                        td { a href=(format!("/scenarios/{}", text(run, "scenario.id"))) { (text(run, "scenario.id")) } " " small { (short_version(&text(run, "scenario.version"))) } }
+                        td { (text(run, "environment")) }
+                        td { (text(run, "target")) }
+                        td { (text(run, "started_by.type")) ":" (text(run, "started_by.id")) }
+                        td { (text(run, "started_by.change")) }
+                        td { (when(run, "created_at")) }
+                    }
+                }
+            }
+        }
+        @if runs.is_empty() { p.empty { "No runs." } }
+    }
+}
+
+/// An id's last 8 characters: enough to tell runs apart in a table (uuid v7 starts with time).
+pub fn short(id: &str) -> &str {
+    id.get(id.len().saturating_sub(8)..).unwrap_or(id)
+}
+
+/// `sha256:0123abcd…` shortened to its first 12 hex digits.
+pub fn short_version(version: &str) -> String {
+    let hex = version.strip_prefix("sha256:").unwrap_or(version);
+    hex.get(..12).unwrap_or(hex).to_string()
+}
