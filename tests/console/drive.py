@@ -9,8 +9,8 @@ the second failed with findings), "finding" (one of them, open), "schedule" (an 
 schedule), "agent" (the agent's name)}.
 
 It asks the test to act by printing {"ask": WHAT} and reads one JSON line back:
-"start_load" (answered {"id"} once the load run is running) and "open_console" (after
-`iohr-controller account open-console`). Its last line is one JSON object of what it
+"start_load" (answered {"id"} once the load run is running), "open_console" and
+"close_console" (after `iohr-controller account open-console` or `close-console`). Its last line is one JSON object of what it
 saw; the Rust test asserts on it. Each wait is bounded: an element that never appears
 fails the run with a screenshot (failure.png) and the page's text on stderr.
 """
@@ -371,6 +371,10 @@ def drive(c):
     expect(page.locator("table#runs")).to_be_attached()
     seen["bob_runs"] = c.run_ids(page)
     c.shot(page, "runs-bob")
+    # Closed again: bob's session, still live, is refused on its next page.
+    ask("close_console")
+    status, _ = c.goto(page, "/runs")
+    seen["bob_after_close"] = [status, c.refusal(page)]
     context.close()
 
     seen["pages"] = c.pages

@@ -6,8 +6,8 @@
 //! two runs, closes a finding (a form without its CSRF token refused), filters the runs,
 //! visits the scenarios, findings, schedules and agents pages and signs out; an API token
 //! cannot sign in; a non-admin person is refused until `iohr-controller account
-//! open-console`, then gets in. A screenshot of each page goes to
-//! `target/console-screenshots/` for a person to look at.
+//! open-console`, then gets in, and is refused again at once after `close-console`. A
+//! screenshot of each page goes to `target/console-screenshots/` for a person to look at.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
@@ -145,8 +145,9 @@ async fn people_use_the_console_in_a_real_browser() {
                 load_id = Some(id.clone());
                 json!({"id": id})
             }
-            Some("open_console") => {
-                let out = stack.install.ctl2("account", &["open-console", "default"]);
+            Some(what @ ("open_console" | "close_console")) => {
+                let command = what.replace('_', "-");
+                let out = stack.install.ctl2("account", &[&command, "default"]);
                 json!({"out": out})
             }
             other => panic!("the driver asked for {other:?}: {ask}"),
@@ -375,6 +376,12 @@ async fn people_use_the_console_in_a_real_browser() {
     // Bob, refused above, gets in once the console is opened.
     assert_eq!(seen["bob_after_open"], json!([303, "/runs"]), "{seen}");
     assert_eq!(strings(&seen["bob_runs"]), set(&[&good, &bad, &load]));
+    // Closed again, at once: his live session is refused on its next page.
+    assert_eq!(
+        seen["bob_after_close"],
+        json!([403, "console_admin_only"]),
+        "{seen}"
+    );
 
     let shots = strings(&seen["screenshots"]);
     for shot in &shots {
