@@ -5,8 +5,8 @@ download is never used.
 Driven by tests/tests/console.rs: one argument, a JSON object {"url", "screenshots" (a
 directory), "alice" (an admin person's token), "bob" (a non-admin person's token),
 "api_token" (no person), "good" and "bad" (two finished checks runs of scenario smoke,
-the second failed with findings), "finding" (one of them, open), "schedule" (an enabled
-schedule), "agent" (the agent's name)}.
+the second failed with findings), "finding" (one of them, open), "capacity" (a finished
+capacity run), "schedule" (an enabled schedule), "agent" (the agent's name)}.
 
 It asks the test to act by printing {"ask": WHAT} and reads one JSON line back:
 "start_load" (answered {"id"} once the load run is running), "open_console" and
@@ -211,6 +211,22 @@ def finished_run(c, page):
     }
 
 
+def capacity(c, page):
+    """A finished sweep: its points as data, its seconds replayed from the feed."""
+    c.goto(page, f"/runs/{c.cfg['capacity']}")
+    sweep = page.locator("div#capacity-plot")
+    expect(sweep).to_have_attribute("data-points", re.compile(r"^\d+$"))
+    page.wait_for_function(
+        "() => document.body.dataset.ended === '1' && "
+        "Number(document.querySelector('#plot').dataset.seconds) > 0")
+    c.shot(page, "run-capacity")
+    return {
+        "points": sweep.get_attribute("data-points"),
+        "knee": sweep.get_attribute("data-knee"),
+        "seconds": int(page.locator("div#plot").get_attribute("data-seconds")),
+    }
+
+
 def compare(c, page, load):
     c.goto(page, "/compare")
     c.look(page, "compare")
@@ -347,6 +363,7 @@ def drive(c):
     seen["live"] = watch_live(c, context, page)
     load = seen["live"]["id"]
     seen["run"] = finished_run(c, page)
+    seen["capacity"] = capacity(c, page)
     seen["compare"] = compare(c, page, load)
     seen["finding"] = close_finding(c, page)
     seen["filters"] = filters(c, page, load)

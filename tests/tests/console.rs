@@ -2,12 +2,13 @@
 //! Python API (`tests/console/drive.py`, PyPI `playwright` pinned in
 //! tests/requirements.txt, pointed at /usr/bin/chromium; tests/run installs both) against
 //! a real controller, agent and sample target. An admin person signs in, watches a live
-//! load run's plot grow and its status change in place, opens a finished run, compares
-//! two runs, closes a finding (a form without its CSRF token refused), filters the runs,
-//! visits the scenarios, findings, schedules and agents pages and signs out; an API token
-//! cannot sign in; a non-admin person is refused until `iohr-controller account
-//! open-console`, then gets in, and is refused again at once after `close-console`. A
-//! screenshot of each page goes to `target/console-screenshots/` for a person to look at.
+//! load run's plot grow and its status change in place, opens finished runs (checks with
+//! findings, a capacity sweep's plot), compares two runs, closes a finding (a form
+//! without its CSRF token refused), filters the runs, visits the scenarios, findings,
+//! schedules and agents pages and signs out; an API token cannot sign in; a non-admin
+//! person is refused until `iohr-controller account open-console`, then gets in, and is
+//! refused again at once after `close-console`. A screenshot of each page goes to
+//! `target/console-screenshots/` for a person to look at.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
@@ -100,6 +101,19 @@ async fn people_use_the_console_in_a_real_browser() {
     );
     broken.stop().await;
 
+    // A finished capacity sweep of three steps, for its plot of latency against rate.
+    let sweep_target = Target::start_with(&["--service-ms", "20", "--workers", "5"]).await;
+    let capacity = finished(
+        &as_alice,
+        &json!({"kind": "capacity", "environment": "staging", "target": sweep_target.url(),
+            "spec": {"operations": [{"path": "/"}], "rates": [50, 100, 200], "step": "1s",
+                     "discard": "250ms", "bisect": 0, "floor": 75,
+                     "slo": {"p99": "150ms", "error_rate": "1%"}}}),
+        "passed",
+    )
+    .await;
+    sweep_target.stop().await;
+
     // A schedule to pause and resume; it fires at 03:00 UTC, not during the test.
     let live_target = Target::start().await;
     let (status, schedule) = as_alice
@@ -127,6 +141,7 @@ async fn people_use_the_console_in_a_real_browser() {
         "api_token": api_token,
         "good": good,
         "bad": bad,
+        "capacity": capacity,
         "finding": findings.iter().next().expect("a finding"),
         "schedule": schedule,
         "agent": "edge-1",
@@ -275,6 +290,11 @@ async fn people_use_the_console_in_a_real_browser() {
     );
     assert_eq!(strings(&run["findings"]), findings, "{seen}");
 
+    // A finished capacity run: its sweep's three points, and its seconds replayed.
+    let sweep = &seen["capacity"];
+    assert_eq!(sweep["points"], "3", "{seen}");
+    assert!(sweep["seconds"].as_u64().unwrap() >= 3, "{seen}");
+
     // Compare: the verdict, each difference, the markdown to paste.
     let compare = &seen["compare"];
     assert_eq!(compare["verdict"], "regressed", "{seen}");
@@ -336,7 +356,7 @@ async fn people_use_the_console_in_a_real_browser() {
     let filters = &seen["filters"];
     assert_eq!(
         strings(&filters["all"]),
-        set(&[&good, &bad, &load]),
+        set(&[&good, &bad, &capacity, &load]),
         "{seen}"
     );
     assert_eq!(strings(&filters["failed"]), set(&[&bad]), "{seen}");
@@ -344,7 +364,7 @@ async fn people_use_the_console_in_a_real_browser() {
     assert_eq!(strings(&filters["smoke"]), set(&[&good, &bad]), "{seen}");
     assert_eq!(
         strings(&filters["staging"]),
-        set(&[&good, &bad, &load]),
+        set(&[&good, &bad, &capacity, &load]),
         "{seen}"
     );
     assert_eq!(strings(&filters["production"]), set(&[]), "{seen}");
@@ -375,7 +395,10 @@ async fn people_use_the_console_in_a_real_browser() {
 
     // Bob, refused above, gets in once the console is opened.
     assert_eq!(seen["bob_after_open"], json!([303, "/runs"]), "{seen}");
-    assert_eq!(strings(&seen["bob_runs"]), set(&[&good, &bad, &load]));
+    assert_eq!(
+        strings(&seen["bob_runs"]),
+        set(&[&good, &bad, &capacity, &load])
+    );
     // Closed again, at once: his live session is refused on its next page.
     assert_eq!(
         seen["bob_after_close"],
