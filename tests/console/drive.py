@@ -6,7 +6,8 @@ Driven by tests/tests/console.rs: one argument, a JSON object {"url", "screensho
 directory), "alice" (an admin person's token), "bob" (a non-admin person's token),
 "api_token" (no person), "good" and "bad" (two finished checks runs of scenario smoke,
 the second failed with findings), "finding" (one of them, open), "capacity" (a finished
-capacity run), "schedule" (an enabled schedule), "agent" (the agent's name)}.
+capacity run), "faults" (a finished faults run), "schedule" (an enabled schedule),
+"agent" (the agent's name)}.
 
 It asks the test to act by printing {"ask": WHAT} and reads one JSON line back:
 "start_load" (answered {"id"} once the load run is running), "open_console" and
@@ -227,6 +228,16 @@ def capacity(c, page):
     }
 
 
+def timeline(c, page):
+    """A finished faults run: its timeline's lines, replayed from the feed."""
+    c.goto(page, f"/runs/{c.cfg['faults']}")
+    page.wait_for_function(
+        "() => document.body.dataset.ended === '1' && "
+        "document.querySelectorAll('ol#timeline > li').length > 0")
+    c.shot(page, "run-faults")
+    return page.locator("ol#timeline > li").all_inner_texts()
+
+
 def compare(c, page, load):
     c.goto(page, "/compare")
     c.look(page, "compare")
@@ -364,6 +375,7 @@ def drive(c):
     load = seen["live"]["id"]
     seen["run"] = finished_run(c, page)
     seen["capacity"] = capacity(c, page)
+    seen["timeline"] = timeline(c, page)
     seen["compare"] = compare(c, page, load)
     seen["finding"] = close_finding(c, page)
     seen["filters"] = filters(c, page, load)

@@ -3,12 +3,12 @@
 //! tests/requirements.txt, pointed at /usr/bin/chromium; tests/run installs both) against
 //! a real controller, agent and sample target. An admin person signs in, watches a live
 //! load run's plot grow and its status change in place, opens finished runs (checks with
-//! findings, a capacity sweep's plot), compares two runs, closes a finding (a form
-//! without its CSRF token refused), filters the runs, visits the scenarios, findings,
-//! schedules and agents pages and signs out; an API token cannot sign in; a non-admin
-//! person is refused until `iohr-controller account open-console`, then gets in, and is
-//! refused again at once after `close-console`. A screenshot of each page goes to
-//! `target/console-screenshots/` for a person to look at.
+//! findings, a capacity sweep's plot, a faults run's timeline), compares two runs, closes
+//! a finding (a form without its CSRF token refused), filters the runs, visits the
+//! scenarios, findings, schedules and agents pages and signs out; an API token cannot
+//! sign in; a non-admin person is refused until `iohr-controller account open-console`,
+//! then gets in, and is refused again at once after `close-console`. A screenshot of each
+//! page goes to `target/console-screenshots/` for a person to look at.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
@@ -71,7 +71,20 @@ async fn people_use_the_console_in_a_real_browser() {
         &["reliability:read", "reliability:run"],
         Some("bob"),
     );
-    let stack = OneAgent::start_in(install, AgentOptions::default()).await;
+    // The agent may inject faults in front of this target only (its policy file).
+    let faults_target = Target::start().await;
+    let policy = install.path("faults-policy.json");
+    std::fs::write(
+        &policy,
+        json!({"target_ports": [faults_target.addr.port()]}).to_string(),
+    )
+    .expect("policy");
+    let policy = policy.display().to_string();
+    let options = AgentOptions {
+        extra: &["--policy", &policy],
+        ..AgentOptions::default()
+    };
+    let stack = OneAgent::start_in(install, options).await;
     let api_token = stack.install.full_token();
     let as_alice = stack.api.with_token(Some(&alice));
 
@@ -114,6 +127,24 @@ async fn people_use_the_console_in_a_real_browser() {
     .await;
     sweep_target.stop().await;
 
+    // A finished faults run (the example: 100 ms of latency, so it deviates), for its
+    // timeline.
+    let experiment: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../examples/faults.json"
+        ))
+        .expect("examples/faults.json"),
+    )
+    .expect("the example is JSON");
+    let faults = finished(
+        &as_alice,
+        &json!({"kind": "faults", "environment": "staging", "target": faults_target.url(),
+            "spec": experiment}),
+        "failed",
+    )
+    .await;
+
     // A schedule to pause and resume; it fires at 03:00 UTC, not during the test.
     let live_target = Target::start().await;
     let (status, schedule) = as_alice
@@ -142,6 +173,7 @@ async fn people_use_the_console_in_a_real_browser() {
         "good": good,
         "bad": bad,
         "capacity": capacity,
+        "faults": faults,
         "finding": findings.iter().next().expect("a finding"),
         "schedule": schedule,
         "agent": "edge-1",
@@ -295,6 +327,16 @@ async fn people_use_the_console_in_a_real_browser() {
     assert_eq!(sweep["points"], "3", "{seen}");
     assert!(sweep["seconds"].as_u64().unwrap() >= 3, "{seen}");
 
+    // A finished faults run: its timeline, one line per step, replayed.
+    let steps = seen["timeline"].as_array().expect("timeline");
+    let lines: Vec<&str> = steps.iter().map(|l| l.as_str().unwrap()).collect();
+    assert!(
+        lines.iter().any(|l| l.contains("applied"))
+            && lines.iter().any(|l| l.contains("undone"))
+            && lines.last().is_some_and(|l| l.starts_with("end failed")),
+        "{lines:?}"
+    );
+
     // Compare: the verdict, each difference, the markdown to paste.
     let compare = &seen["compare"];
     assert_eq!(compare["verdict"], "regressed", "{seen}");
@@ -356,15 +398,15 @@ async fn people_use_the_console_in_a_real_browser() {
     let filters = &seen["filters"];
     assert_eq!(
         strings(&filters["all"]),
-        set(&[&good, &bad, &capacity, &load]),
+        set(&[&good, &bad, &capacity, &faults, &load]),
         "{seen}"
     );
-    assert_eq!(strings(&filters["failed"]), set(&[&bad]), "{seen}");
+    assert_eq!(strings(&filters["failed"]), set(&[&bad, &faults]), "{seen}");
     assert_eq!(strings(&filters["load"]), set(&[&load]), "{seen}");
     assert_eq!(strings(&filters["smoke"]), set(&[&good, &bad]), "{seen}");
     assert_eq!(
         strings(&filters["staging"]),
-        set(&[&good, &bad, &capacity, &load]),
+        set(&[&good, &bad, &capacity, &faults, &load]),
         "{seen}"
     );
     assert_eq!(strings(&filters["production"]), set(&[]), "{seen}");
@@ -397,7 +439,7 @@ async fn people_use_the_console_in_a_real_browser() {
     assert_eq!(seen["bob_after_open"], json!([303, "/runs"]), "{seen}");
     assert_eq!(
         strings(&seen["bob_runs"]),
-        set(&[&good, &bad, &capacity, &load])
+        set(&[&good, &bad, &capacity, &faults, &load])
     );
     // Closed again, at once: his live session is refused on its next page.
     assert_eq!(
