@@ -2,18 +2,20 @@
 sync API (PyPI `playwright`, pinned in tests/requirements.txt); Playwright's own browser
 download is never used.
 
-Driven by tests/tests/console.rs: one argument, a JSON object {"url", "screenshots" (a
-directory), "alice" (an admin person's token), "bob" (a non-admin person's token),
-"api_token" (no person), "good" and "bad" (two finished checks runs of scenario smoke,
-the second failed with findings), "finding" (one of them, open), "capacity" (a finished
-capacity run), "faults" (a finished faults run), "schedule" (an enabled schedule),
-"agent" (the agent's name)}.
+Driven by tests/tests/console.rs: one argument, a JSON object. With "mode": "tls", only
+{"url" (https), "screenshots", "alice"}: a sign-in and its cookie. Otherwise {"url",
+"screenshots" (a directory), "alice" (an admin person's token), "bob" (a non-admin
+person's token), "api_token" (no person), "good" and "bad" (two finished checks runs of
+scenario smoke, the second failed with findings), "finding" (one of them, open),
+"capacity" (a finished capacity run), "faults" (a finished faults run), "schedule" (an
+enabled schedule), "agent" (the agent's name)}.
 
 It asks the test to act by printing {"ask": WHAT} and reads one JSON line back:
 "start_load" (answered {"id"} once the load run is running), "open_console" and
-"close_console" (after `iohr-controller account open-console` or `close-console`). Its last line is one JSON object of what it
-saw; the Rust test asserts on it. Each wait is bounded: an element that never appears
-fails the run with a screenshot (failure.png) and the page's text on stderr.
+"close_console" (after `iohr-controller account open-console` or `close-console`). Its
+last line is one JSON object of what it saw; the Rust test asserts on it. Each wait is
+bounded: an element that never appears fails the run with a screenshot (failure.png) and
+the page's text on stderr.
 """
 
 import json
@@ -65,7 +67,10 @@ class Console:
         self.current = None
 
     def person(self):
-        context = self.browser.new_context(base_url=self.cfg["url"])
+        # Over TLS (mode "tls") the controller's own CA signs its certificate; this
+        # browser has no way to trust it but to ignore certificate errors.
+        context = self.browser.new_context(
+            base_url=self.cfg["url"], ignore_https_errors=self.cfg["url"].startswith("https:"))
         context.set_default_timeout(STEP_MS)
         page = context.new_page()
         self.current = page
@@ -411,6 +416,18 @@ def drive(c):
     return seen
 
 
+def drive_tls(c):
+    """Mode "tls": the API over https; signing in sets a Secure cookie."""
+    context, page = c.person()
+    seen = {"signed_in": list(c.sign_in(page, c.cfg["alice"]))}
+    seen["cookie"] = cookie_of(context, page)
+    seen["cookie"].pop("value")
+    expect(page.locator("body")).to_have_attribute("data-page", "runs")
+    c.shot(page, "runs-tls")
+    context.close()
+    return seen
+
+
 def main():
     cfg = json.loads(sys.argv[1])
     os.makedirs(cfg["screenshots"], exist_ok=True)
@@ -420,7 +437,7 @@ def main():
                                     timeout=STEP_MS)
         c = Console(cfg, browser)
         try:
-            seen = drive(c)
+            seen = drive_tls(c) if cfg.get("mode") == "tls" else drive(c)
         except Exception:
             page = c.current
             if page is not None and not page.is_closed():

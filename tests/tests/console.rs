@@ -19,19 +19,25 @@ use std::time::Duration;
 use iohr_tests::process::AgentOptions;
 use iohr_tests::python::run_script_asking;
 use iohr_tests::setup::OneAgent;
-use iohr_tests::{Api, Backend, Installation, Target};
+use iohr_tests::{Api, Backend, Controller, Installation, Target};
 use serde_json::{Value, json};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// Where screenshots go: `console-screenshots/` in the target dir this test was built in.
-fn screenshots_dir() -> PathBuf {
+/// Where a test's screenshots go: `console-screenshots/` (and `sub` in it) in the target
+/// dir this test was built in, emptied of the last run's pictures first.
+fn screenshots_dir(sub: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     // target/debug/deps/NAME-HASH -> target
     let target = exe.ancestors().nth(3).expect("target dir");
-    let dir = target.join("console-screenshots");
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = target.join("console-screenshots").join(sub);
     std::fs::create_dir_all(&dir).expect("screenshots dir");
+    for entry in std::fs::read_dir(&dir).expect("screenshots dir") {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_some_and(|e| e == "png") {
+            std::fs::remove_file(&path).expect("remove an old screenshot");
+        }
+    }
     dir
 }
 
@@ -166,7 +172,7 @@ async fn people_use_the_console_in_a_real_browser() {
 
     let config = json!({
         "url": stack.controller.api_url(),
-        "screenshots": screenshots_dir().display().to_string(),
+        "screenshots": screenshots_dir("").display().to_string(),
         "alice": alice,
         "bob": bob,
         "api_token": api_token,
@@ -455,4 +461,38 @@ async fn people_use_the_console_in_a_real_browser() {
         assert!(size > 1000, "{} is a real picture", path.display());
     }
     assert!(shots.len() >= 10, "{shots:?}");
+}
+
+/// Over TLS (`serve --api-tls`) the session cookie is also `Secure`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_the_session_cookie_is_secure() {
+    let install = Installation::new(Backend::Sqlite).await;
+    let alice = install.token(
+        "default",
+        &["reliability:read", "reliability:admin"],
+        Some("alice"),
+    );
+    let controller = Controller::start_with(&install, 200, None, &["--api-tls"]).await;
+    assert!(controller.api_url().starts_with("https://"));
+    let config = json!({
+        "mode": "tls",
+        "url": controller.api_url(),
+        "screenshots": screenshots_dir("tls").display().to_string(),
+        "alice": alice,
+    });
+    let seen = run_script_asking("console/drive.py", &config, LIMIT, async |ask: &Value| {
+        panic!("nothing to ask over TLS: {ask}")
+    })
+    .await;
+    assert_eq!(seen["signed_in"], json!([303, "/runs"]), "{seen}");
+    let cookie = &seen["cookie"];
+    assert_eq!(
+        (
+            &cookie["secure"],
+            &cookie["http_only"],
+            &cookie["same_site"]
+        ),
+        (&json!(true), &json!(true), &json!("Strict")),
+        "{seen}"
+    );
 }
