@@ -240,6 +240,20 @@ impl Agent {
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
     }
+
+    /// Waits until the agent's log shows three refused links, `needle` among their
+    /// reasons: the controller refuses it, not a passing failure.
+    pub async fn refused(&self, needle: &str, limit: Duration) {
+        crate::wait_for(
+            &format!("{} refused ({needle})", self.name),
+            limit,
+            || async {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                (log.matches("link failed").count() >= 3 && log.contains(needle)).then_some(())
+            },
+        )
+        .await;
+    }
 }
 
 pub struct Target {

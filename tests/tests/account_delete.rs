@@ -1,8 +1,8 @@
 //! `iohr-controller account delete` deletes all of an account: every table's rows of it
 //! are counted before and after, on both stores, from the schema itself (a table the test
 //! does not know how to attribute fails it), while another account keeps all of its
-//! rows; the record of the deletion names who; the account's tokens are refused; without
-//! `--yes` and without a terminal nothing is deleted.
+//! rows; the record of the deletion names who; the account's tokens and its agent are
+//! refused; without `--yes` and without a terminal nothing is deleted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
@@ -235,6 +235,9 @@ async fn deleting_an_account_deletes_all_of_it(backend: Backend) {
     );
     let (status, _) = kept.get("/v1/reliability/scenarios/theirs").await;
     assert_eq!(status, 200, "the other account still reads its own");
+    // Its agent's certificate went with it: the live link is closed and every new one
+    // refused, as when an agent is removed.
+    stack.agent.refused("belongs to no agent", LIMIT).await;
 }
 
 on_both_stores!(deleting_an_account_deletes_all_of_it);

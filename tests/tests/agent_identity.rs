@@ -8,22 +8,9 @@
 use std::time::Duration;
 
 use iohr_tests::process::AgentOptions;
-use iohr_tests::{Agent, Api, Backend, Controller, Installation, on_both_stores, wait_for};
+use iohr_tests::{Agent, Api, Backend, Controller, Installation, on_both_stores};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// Waits until the agent's log shows three refusals, `needle` among their reasons.
-async fn refused(agent: &Agent, needle: &str) {
-    wait_for(
-        &format!("{} refused ({needle})", agent.name),
-        LIMIT,
-        || async {
-            let log = std::fs::read_to_string(&agent.log).unwrap_or_default();
-            (log.matches("link failed").count() >= 3 && log.contains(needle)).then_some(())
-        },
-    )
-    .await;
-}
 
 fn connections_in(log: &std::path::Path) -> usize {
     std::fs::read_to_string(log)
@@ -51,7 +38,7 @@ async fn only_known_live_certificates_hold_a_stream(backend: Backend) {
         AgentOptions::default(),
     )
     .await;
-    refused(&intruder, "link failed").await;
+    intruder.refused("link failed", LIMIT).await;
 
     // Our CA, but expired.
     let expired = install.path("expired");
@@ -75,7 +62,7 @@ async fn only_known_live_certificates_hold_a_stream(backend: Backend) {
         AgentOptions::default(),
     )
     .await;
-    refused(&stale, "link failed").await;
+    stale.refused("link failed", LIMIT).await;
     assert_eq!(
         connections_in(&controller.log),
         0,
@@ -103,7 +90,8 @@ async fn only_known_live_certificates_hold_a_stream(backend: Backend) {
         AgentOptions::default(),
     )
     .await;
-    refused(&twin, "already connected from another process").await;
+    twin.refused("already connected from another process", LIMIT)
+        .await;
     twin.kill().await;
     api.wait_online("edge-1", LIMIT).await;
 
@@ -112,7 +100,7 @@ async fn only_known_live_certificates_hold_a_stream(backend: Backend) {
         "agent",
         &["remove", "--account", "default", "--agent", "edge-1"],
     );
-    refused(&agent, "belongs to no agent").await;
+    agent.refused("belongs to no agent", LIMIT).await;
 
     let (_, agents) = api.get("/v1/reliability/agents").await;
     let names: Vec<&str> = agents["agents"]

@@ -147,7 +147,8 @@ scenarios, compare, findings and production-fault confirmations. Every route und
 takes `Authorization: Bearer <token>`; each operation names the scope it needs (`reliability:read` or \
 `reliability:run`). Every refusal is an `ApiError` with a precise status and a machine-readable `code`.\n\n\
 Not described here, because they are not REST routes: the MCP endpoint `/mcp` (streamable HTTP, see \
-docs/mcp.md) and the gRPC service `iohr.runs.v1.Runs` on the same port (proto/runs.proto)."
+docs/mcp.md), the gRPC service `iohr.runs.v1.Runs` on the same port (proto/runs.proto) and the console's \
+pages for people at `/` (docs/console.md)."
     ),
     paths(
         runs::create,

@@ -187,14 +187,14 @@ impl Store {
         Ok(())
     }
 
-    /// Which of these agents have been removed.
+    /// Which of these agents have been removed, or are gone with their account.
     pub async fn removed_among(&self, agent_ids: &[String]) -> Result<Vec<String>> {
         // In chunks: both databases limit the parameters of one statement.
-        let mut removed = Vec::new();
+        let mut live = std::collections::HashSet::new();
         for chunk in agent_ids.chunks(500) {
             let placeholders: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
             let sql = format!(
-                "SELECT id FROM agents WHERE removed_at IS NOT NULL AND id IN ({})",
+                "SELECT id FROM agents WHERE removed_at IS NULL AND id IN ({})",
                 placeholders.join(", ")
             );
             // Only placeholders are formatted into the SQL; the ids are bound.
@@ -203,10 +203,14 @@ impl Store {
                 query = query.bind(id);
             }
             for row in query.fetch_all(&self.pool).await? {
-                removed.push(row.try_get("id")?);
+                live.insert(row.try_get::<String, _>("id")?);
             }
         }
-        Ok(removed)
+        Ok(agent_ids
+            .iter()
+            .filter(|id| !live.contains(*id))
+            .cloned()
+            .collect())
     }
 
     /// Whether a live agent in `scope` has declared it runs `kind` (in `environment`,

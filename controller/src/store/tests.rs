@@ -416,6 +416,16 @@ async fn removed_agents_lose_every_certificate() {
             .await
             .expect("hello");
         assert!(store.agents(&account.id).await.expect("list").is_empty());
+        // Removed, or gone with its account: both are cut from the dispatcher.
+        let live = store
+            .register_agent_cert(&account.id, "edge-2", "fpC")
+            .await
+            .expect("cert");
+        let asked = [who.agent_id.clone(), "gone".to_string(), live.clone()];
+        assert_eq!(
+            store.removed_among(&asked).await.expect("q"),
+            [who.agent_id.clone(), "gone".to_string()]
+        );
     }
 }
 
