@@ -1,0 +1,457 @@
+"""Drives the console in Debian's Chromium (/usr/bin/chromium, headless) with Playwright's
+sync API (PyPI `playwright`, pinned in tests/requirements.txt); Playwright's own browser
+download is never used.
+
+Driven by tests/tests/console.rs: one argument, a JSON object. With "mode": "tls", only
+{"url" (https), "screenshots", "alice"}: a sign-in and its cookie. Otherwise {"url",
+"screenshots" (a directory), "alice" (an admin person's token), "bob" (a non-admin
+person's token), "api_token" (no person), "good" and "bad" (two finished checks runs of
+scenario smoke, the second failed with findings), "finding" (one of them, open),
+"capacity" (a finished capacity run), "faults" (a finished faults run), "schedule" (an
+enabled schedule), "agent" (the agent's name)}.
+
+It asks the test to act by printing {"ask": WHAT} and reads one JSON line back:
+"start_load" (answered {"id"} once the load run is running), "open_console" and
+"close_console" (after `iohr-controller account open-console` or `close-console`). Its
+last line is one JSON object of what it saw; the Rust test asserts on it. Each wait is
+bounded: an element that never appears fails the run with a screenshot (failure.png) and
+the page's text on stderr.
+"""
+
+import json
+import os
+import re
+import sys
+from urllib.parse import urlparse
+
+from playwright.sync_api import expect, sync_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+# As the machine's notes say: without the background-networking flags Chromium dials
+# Google's hosts, which this closed network refuses. Playwright's launch() adds a fresh
+# temporary --user-data-dir of its own (it refuses one in args) and removes it after.
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+STEP_MS = 15_000  # one page action or expectation
+LIVE_MS = 60_000  # a live run: the next second drawn, or its end
+
+NAV = ["runs", "scenarios", "findings", "schedules", "agents", "compare"]
+
+
+def ask(what):
+    print(json.dumps({"ask": what}), flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        raise RuntimeError(f"no answer from the test to {what}")
+    return json.loads(line)
+
+
+def path_of(url):
+    return urlparse(url).path
+
+
+class Console:
+    def __init__(self, cfg, browser):
+        self.cfg = cfg
+        self.browser = browser
+        self.shots = []
+        self.pages = {}
+        self.current = None
+
+    def person(self):
+        # Over TLS (mode "tls") the controller's own CA signs its certificate; this
+        # browser has no way to trust it but to ignore certificate errors.
+        context = self.browser.new_context(
+            base_url=self.cfg["url"], ignore_https_errors=self.cfg["url"].startswith("https:"))
+        context.set_default_timeout(STEP_MS)
+        page = context.new_page()
+        self.current = page
+        return context, page
+
+    def shot(self, page, name):
+        file = f"{name}.png"
+        page.screenshot(path=os.path.join(self.cfg["screenshots"], file), full_page=True)
+        self.shots.append(file)
+
+    def goto(self, page, path):
+        """Opens `path`; returns (status of the first answer, final path)."""
+        self.current = page
+        response = page.goto(path)
+        first = response.request
+        while first.redirected_from is not None:
+            first = first.redirected_from
+        status = first.response().status if first.response() else response.status
+        return status, path_of(page.url)
+
+    def look(self, page, name):
+        """Checks the page's name and navigation; records them under `name`."""
+        expect(page.locator("body")).to_have_attribute("data-page", name)
+        self.pages[name] = {
+            "data_page": page.locator("body").get_attribute("data-page"),
+            "nav": [n for n in NAV if page.locator(f'a[data-nav="{n}"]').count() == 1],
+            "sign_out": page.locator("form#sign-out").count() == 1,
+        }
+
+    def refusal(self, page):
+        refusal = page.locator("#refusal")
+        expect(refusal).to_be_visible()
+        return refusal.get_attribute("data-code")
+
+    def submit(self, page, form):
+        """Submits `form` (a locator) by its button; returns (status, final path) of the
+        POST's answer, following a 303."""
+        with page.expect_response(lambda r: r.request.method == "POST") as posted:
+            with page.expect_navigation():
+                form.locator("button, input[type=submit]").first.click()
+        return posted.value.status, path_of(page.url)
+
+    def sign_in(self, page, token):
+        self.goto(page, "/sign-in")
+        form = page.locator("form#sign-in")
+        form.locator('input[name="token"]').fill(token)
+        return self.submit(page, form)
+
+    def run_ids(self, page):
+        return page.locator("table#runs tr[data-run-id]").evaluate_all(
+            "rows => rows.map(r => r.dataset.runId)")
+
+
+def signed_out(c, page):
+    root = c.goto(page, "/")
+    runs = c.goto(page, "/runs")
+    c.goto(page, "/sign-in")
+    token = page.locator('form#sign-in input[name="token"]')
+    expect(token).to_be_visible()
+    c.shot(page, "sign-in")
+    return {"root": list(root), "runs": list(runs),
+            "token_input_type": token.get_attribute("type")}
+
+
+def refused(c, page, token, shot):
+    status, _ = c.sign_in(page, token)
+    code = c.refusal(page)
+    if shot:
+        c.shot(page, shot)
+    return [status, code]
+
+
+def cookie_of(context, page):
+    cookies = [k for k in context.cookies() if k["name"] == "iohr_session"]
+    if len(cookies) != 1:
+        raise RuntimeError(f"one iohr_session cookie expected: {context.cookies()}")
+    cookie = cookies[0]
+    return {
+        "http_only": cookie["httpOnly"],
+        "same_site": cookie["sameSite"],
+        "secure": cookie["secure"],
+        "visible_to_script": "iohr_session" in page.evaluate("document.cookie"),
+        "value": cookie["value"],
+    }
+
+
+def watch_live(c, context, runs_page):
+    """Starts the load run, then watches it on its page and in the runs list at once."""
+    load = ask("start_load")["id"]
+    c.goto(runs_page, "/runs")
+    c.look(runs_page, "runs")
+    row = runs_page.locator(f'table#runs tr[data-run-id="{load}"]')
+    expect(row).to_have_count(1)
+    row_before = row.get_attribute("data-status")
+    # A mark on each window: still there at the end means the page was never reloaded.
+    runs_page.evaluate("window.__iohrMark = 1")
+
+    page = context.new_page()
+    c.goto(page, f"/runs/{load}")
+    c.look(page, "run")
+    page.evaluate("window.__iohrMark = 1")
+    plot = page.locator("div#plot")
+    expect(plot).to_have_attribute("data-seconds", re.compile(r"^\d+$"))
+    seconds = [int(plot.get_attribute("data-seconds"))]
+    for _ in range(3):
+        page.wait_for_function(
+            "n => Number(document.querySelector('#plot').dataset.seconds) > n",
+            arg=seconds[-1], timeout=LIVE_MS)
+        seconds.append(int(plot.get_attribute("data-seconds")))
+    c.shot(page, "run-load-live")
+    expect(page.locator("#status")).to_have_attribute("data-status", "passed", timeout=LIVE_MS)
+    final_seconds = int(plot.get_attribute("data-seconds"))
+    c.shot(page, "run-load")
+    run_reloaded = page.evaluate("window.__iohrMark !== 1")
+
+    status_cell = row.locator("td.status")
+    expect(status_cell).to_contain_text("passed", timeout=LIVE_MS)
+    live = {
+        "id": load,
+        "seconds": seconds,
+        "final_seconds": final_seconds,
+        "run_status": page.locator("#status").get_attribute("data-status"),
+        "run_page_reloaded": run_reloaded,
+        "row_status_before": row_before,
+        "row_status_after": status_cell.inner_text(),
+        "runs_page_reloaded": runs_page.evaluate("window.__iohrMark !== 1"),
+    }
+    c.shot(runs_page, "runs")
+    page.close()
+    return live
+
+
+def finished_run(c, page):
+    c.goto(page, f"/runs/{c.cfg['bad']}")
+    expect(page.locator("#status")).to_have_attribute("data-status", "failed")
+    rows = page.locator("table#findings tr[data-finding-id]")
+    expect(rows.first).to_be_visible()
+    c.shot(page, "run-checks")
+    return {
+        "status": page.locator("#status").get_attribute("data-status"),
+        "record": page.locator("dl#record").inner_text(),
+        "rerun": page.locator("#rerun").inner_text(),
+        "findings": rows.evaluate_all("rows => rows.map(r => r.dataset.findingId)"),
+    }
+
+
+def capacity(c, page):
+    """A finished sweep: its points as data, its seconds replayed from the feed."""
+    c.goto(page, f"/runs/{c.cfg['capacity']}")
+    sweep = page.locator("div#capacity-plot")
+    expect(sweep).to_have_attribute("data-points", re.compile(r"^\d+$"))
+    page.wait_for_function(
+        "() => document.body.dataset.ended === '1' && "
+        "Number(document.querySelector('#plot').dataset.seconds) > 0")
+    c.shot(page, "run-capacity")
+    return {
+        "points": sweep.get_attribute("data-points"),
+        "knee": sweep.get_attribute("data-knee"),
+        "seconds": int(page.locator("div#plot").get_attribute("data-seconds")),
+    }
+
+
+def timeline(c, page):
+    """A finished faults run: its timeline's lines, replayed from the feed."""
+    c.goto(page, f"/runs/{c.cfg['faults']}")
+    page.wait_for_function(
+        "() => document.body.dataset.ended === '1' && "
+        "document.querySelectorAll('ol#timeline > li').length > 0")
+    c.shot(page, "run-faults")
+    return page.locator("ol#timeline > li").all_inner_texts()
+
+
+def compare(c, page, load):
+    c.goto(page, "/compare")
+    c.look(page, "compare")
+    form = page.locator("form#compare")
+    form.locator('select[name="before"]').select_option(c.cfg["good"])
+    form.locator('select[name="after"]').select_option(c.cfg["bad"])
+    with page.expect_navigation():
+        form.locator("button, input[type=submit]").first.click()
+    verdict = page.locator("#verdict")
+    expect(verdict).to_have_attribute("data-verdict", re.compile(r"\w+"))
+    c.shot(page, "compare")
+    seen = {
+        "verdict": verdict.get_attribute("data-verdict"),
+        "differences": page.locator("ul#differences > li").all_inner_texts(),
+        "markdown": page.locator("pre#markdown").inner_text(),
+    }
+    status, _ = c.goto(page, f"/compare?before={c.cfg['good']}&after={load}")
+    seen["not_comparable"] = [status, c.refusal(page)]
+    c.shot(page, "compare-refused")
+    return seen
+
+
+def close_finding(c, page):
+    finding = c.cfg["finding"]
+    row_css = f'table#findings tr[data-finding-id="{finding}"]'
+    seen = {}
+    for case, script in [
+        ("without_csrf", "f => f.querySelector('input[name=csrf]').remove()"),
+        ("wrong_csrf", "f => { f.querySelector('input[name=csrf]').value = 'x' + f.querySelector('input[name=csrf]').value }"),
+    ]:
+        c.goto(page, "/findings?status=open")
+        form = page.locator(f"{row_css} form.close")
+        form.evaluate(script)
+        status, _ = c.submit(page, form)
+        seen[case] = [status, c.refusal(page)]
+    c.shot(page, "findings-csrf-refused")
+
+    c.goto(page, "/findings?status=open")
+    c.look(page, "findings")
+    row = page.locator(row_css)
+    expect(row).to_have_attribute("data-status", "open")
+    seen["still_open"] = True
+    c.shot(page, "findings")
+    seen["closed_redirect"] = list(c.submit(page, row.locator("form.close")))
+    c.goto(page, "/findings?status=closed")
+    expect(row).to_have_count(1)
+    seen["status_after"] = row.get_attribute("data-status")
+    c.shot(page, "findings-closed")
+    return seen
+
+
+def filters(c, page, load):
+    seen = {}
+    c.goto(page, "/runs")
+    seen["all"] = c.run_ids(page)
+    for name, field, value in [
+        ("failed", "select[name=status]", "failed"),
+        ("load", "select[name=kind]", "load"),
+        ("smoke", "input[name=scenario]", "smoke"),
+        ("staging", "input[name=environment]", "staging"),
+        ("production", "input[name=environment]", "production"),
+    ]:
+        c.goto(page, "/runs")
+        form = page.locator("form#filter")
+        field = form.locator(field)
+        if field.evaluate("e => e.tagName") == "SELECT":
+            field.select_option(value)
+        else:
+            field.fill(value)
+        with page.expect_navigation():
+            form.locator("button, input[type=submit]").first.click()
+        expect(page.locator("table#runs")).to_be_attached()
+        seen[name] = c.run_ids(page)
+        if name == "failed":
+            c.shot(page, "runs-filtered")
+    return seen
+
+
+def scenarios(c, page):
+    c.goto(page, "/scenarios")
+    c.look(page, "scenarios")
+    rows = page.locator("table#scenarios tr[data-scenario-id]")
+    expect(rows.first).to_be_visible()
+    c.shot(page, "scenarios")
+    count = rows.count()
+    smoke = rows.filter(has_text="smoke")
+    expect(smoke).to_have_count(1)
+    scenario = smoke.get_attribute("data-scenario-id")
+    c.goto(page, f"/scenarios/{scenario}")
+    versions = page.locator("table#versions tr[data-version]")
+    expect(versions.first).to_be_visible()
+    c.shot(page, "scenario")
+    runs = page.locator('a[href^="/runs/"]').evaluate_all(
+        "links => links.map(a => a.getAttribute('href').slice('/runs/'.length))")
+    return {"count": count, "versions": versions.count(), "runs": runs}
+
+
+def schedules(c, page):
+    c.goto(page, "/schedules")
+    c.look(page, "schedules")
+    row = page.locator(f'table#schedules tr[data-schedule-id="{c.cfg["schedule"]}"]')
+    enabled = [row.get_attribute("data-enabled")]
+    c.shot(page, "schedules")
+    for form in ["pause", "resume"]:
+        c.submit(page, row.locator(f"form.{form}"))
+        c.goto(page, "/schedules")
+        enabled.append(row.get_attribute("data-enabled"))
+        if form == "pause":
+            c.shot(page, "schedules-paused")
+    return {"enabled": enabled}
+
+
+def agents(c, page):
+    c.goto(page, "/agents")
+    c.look(page, "agents")
+    row = page.locator(f'table#agents tr[data-agent-name="{c.cfg["agent"]}"]')
+    expect(row).to_have_count(1)
+    c.shot(page, "agents")
+    return {"state": row.get_attribute("data-state"), "text": row.inner_text()}
+
+
+def drive(c):
+    seen = {}
+    context, page = c.person()
+    seen["signed_out"] = signed_out(c, page)
+    seen["refusals"] = {
+        "unknown": refused(c, page, "iohr_no_such_token", "sign-in-refused"),
+        "api_token": refused(c, page, c.cfg["api_token"], None),
+        "bob": refused(c, page, c.cfg["bob"], "sign-in-bob-refused"),
+    }
+
+    seen["alice_signed_in"] = list(c.sign_in(page, c.cfg["alice"]))
+    seen["cookie"] = cookie_of(context, page)
+    seen["live"] = watch_live(c, context, page)
+    load = seen["live"]["id"]
+    seen["run"] = finished_run(c, page)
+    seen["capacity"] = capacity(c, page)
+    seen["timeline"] = timeline(c, page)
+    seen["compare"] = compare(c, page, load)
+    seen["finding"] = close_finding(c, page)
+    seen["filters"] = filters(c, page, load)
+    seen["scenarios"] = scenarios(c, page)
+    seen["schedules"] = schedules(c, page)
+    seen["agents"] = agents(c, page)
+
+    # Signing out; then the old cookie, put back by hand, opens nothing.
+    old = seen["cookie"].pop("value")
+    c.goto(page, "/runs")
+    c.submit(page, page.locator("form#sign-out"))
+    seen["signed_out_after"] = c.goto(page, "/runs")[1]
+    context.close()
+    context, page = c.person()
+    context.add_cookies([{"name": "iohr_session", "value": old, "url": c.cfg["url"]}])
+    seen["old_cookie_after_sign_out"] = c.goto(page, "/runs")[1]
+    context.close()
+
+    context, page = c.person()
+    ask("open_console")
+    seen["bob_after_open"] = list(c.sign_in(page, c.cfg["bob"]))
+    expect(page.locator("table#runs")).to_be_attached()
+    seen["bob_runs"] = c.run_ids(page)
+    c.shot(page, "runs-bob")
+    # Closed again: bob's session, still live, is refused on its next page.
+    ask("close_console")
+    status, _ = c.goto(page, "/runs")
+    seen["bob_after_close"] = [status, c.refusal(page)]
+    context.close()
+
+    seen["pages"] = c.pages
+    seen["screenshots"] = c.shots
+    return seen
+
+
+def drive_tls(c):
+    """Mode "tls": the API over https; signing in sets a Secure cookie."""
+    context, page = c.person()
+    seen = {"signed_in": list(c.sign_in(page, c.cfg["alice"]))}
+    seen["cookie"] = cookie_of(context, page)
+    seen["cookie"].pop("value")
+    expect(page.locator("body")).to_have_attribute("data-page", "runs")
+    c.shot(page, "runs-tls")
+    context.close()
+    return seen
+
+
+def main():
+    cfg = json.loads(sys.argv[1])
+    os.makedirs(cfg["screenshots"], exist_ok=True)
+    expect.set_options(timeout=STEP_MS)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True,
+                                    timeout=STEP_MS)
+        c = Console(cfg, browser)
+        try:
+            seen = drive_tls(c) if cfg.get("mode") == "tls" else drive(c)
+        except Exception:
+            page = c.current
+            if page is not None and not page.is_closed():
+                try:
+                    page.screenshot(path=os.path.join(cfg["screenshots"], "failure.png"),
+                                    full_page=True)
+                    print(f"failed on {page.url}:\n{page.content()[:4000]}", file=sys.stderr)
+                except Exception as e:  # the failure itself is what matters
+                    print(f"no failure screenshot: {e}", file=sys.stderr)
+            raise
+        finally:
+            browser.close()
+    print(json.dumps(seen), flush=True)
+
+
+if __name__ == "__main__":
+    main()
