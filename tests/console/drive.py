@@ -182,7 +182,10 @@ def watch_live(c, context, runs_page):
         seconds.append(int(plot.get_attribute("data-seconds")))
     c.shot(page, "run-load-live")
     expect(page.locator("#status")).to_have_attribute("data-status", "passed", timeout=LIVE_MS)
+    # Ended: the record and the result are swapped in from the page, without a reload.
+    page.wait_for_function("() => document.body.dataset.ended === '1'", timeout=LIVE_MS)
     final_seconds = int(plot.get_attribute("data-seconds"))
+    result = page.locator("#outcome #summary").inner_text()
     c.shot(page, "run-load")
     run_reloaded = page.evaluate("window.__iohrMark !== 1")
 
@@ -194,6 +197,7 @@ def watch_live(c, context, runs_page):
         "final_seconds": final_seconds,
         "run_status": page.locator("#status").get_attribute("data-status"),
         "run_page_reloaded": run_reloaded,
+        "result": result,
         "row_status_before": row_before,
         "row_status_after": status_cell.inner_text(),
         "runs_page_reloaded": runs_page.evaluate("window.__iohrMark !== 1"),

@@ -37,7 +37,7 @@
         width: width(el), height: 300,
         scales: { x: { time: false }, ms: { auto: true } },
         axes: [
-          { label: "second" },
+          { label: "second", incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600] },
           { label: "per second" },
           { scale: "ms", side: 1, label: "ms", grid: { show: false } },
         ],
@@ -100,6 +100,22 @@
     }, [xs, p99, achieved, marks], el);
   }
 
+  // A live run ended: its record and outcome (result, findings) are read from the page
+  // again and swapped in, leaving the plots as they are. data-ended says it is done.
+  function refreshOutcome() {
+    fetch(location.href, { credentials: "same-origin" })
+      .then(function (answer) { return answer.text(); })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html");
+        ["record", "outcome"].forEach(function (id) {
+          var now = document.getElementById(id), then = fresh.getElementById(id);
+          if (now && then) now.replaceWith(document.importNode(then, true));
+        });
+      })
+      .catch(function () {})
+      .then(function () { document.body.dataset.ended = "1"; });
+  }
+
   // A run's page: its status, plots and timeline share one feed.
   function followRun() {
     var status = document.getElementById("status");
@@ -112,6 +128,7 @@
       source = "/runs/" + encodeURIComponent(status.dataset.run) + "/live";
     }
     if (!source) return;
+    var wasLive = !!status && (status.dataset.status === "queued" || status.dataset.status === "running");
     var feed = new EventSource(source);
     if (plot) secondsPlot(plot, feed);
     if (steps) timeline(steps, feed);
@@ -123,7 +140,11 @@
       }
       if (data.ended) {
         feed.close();
-        document.body.dataset.ended = "1";
+        if (wasLive) {
+          refreshOutcome();
+        } else {
+          document.body.dataset.ended = "1";
+        }
       }
     });
   }

@@ -35,10 +35,14 @@ pub async fn show(
             p { a #compare-with href=(format!("/compare?after={}", run.id)) { "Compare with an earlier run" } }
         }
         (live_view(&run))
-        h2 { "Result" }
-        (result(&run))
-        h2 { "Findings" }
-        (findings(&run))
+        // What the run ends with: console.js swaps it (and #record) in when a live run
+        // ends, so the page need not be reloaded.
+        div #outcome {
+            h2 { "Result" }
+            (result(&run))
+            h2 { "Findings" }
+            (findings(&run))
+        }
     };
     Ok(page(Some(&viewer), "run", &title, Extras { plots: true }, body).into_response())
 }
