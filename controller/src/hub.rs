@@ -80,6 +80,11 @@ impl FrameHub {
         self.limits
     }
 
+    /// Viewers of live runs now (SSE, WebSocket, gRPC and console streams).
+    pub fn viewer_count(&self) -> usize {
+        self.lock().total
+    }
+
     /// The table; every critical section is a few map operations that cannot panic, so a
     /// poisoned lock still holds a consistent table.
     fn lock(&self) -> MutexGuard<'_, Viewers> {

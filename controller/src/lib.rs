@@ -14,6 +14,7 @@ pub mod hub;
 pub mod limits;
 pub mod link;
 pub mod mcp;
+pub mod metrics;
 pub mod outbox;
 pub mod queue;
 pub mod retention;

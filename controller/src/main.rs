@@ -53,6 +53,8 @@ impl StoreArgs {
     }
 }
 
+// `serve`'s flags make its variant large; the command is parsed once, at start.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Create the CA, the server certificate, and the account `default` with a `staging`
@@ -620,6 +622,7 @@ async fn serve(
         database_url: args.url(),
         api_addr: api.api_addr,
         agent_addr,
+        metrics_addr: api.metrics_addr,
         timing: Timing::from_heartbeat(heartbeat),
         limits,
         events,
@@ -629,6 +632,9 @@ async fn serve(
     // Scripts and tests read these two lines for the bound ports.
     println!("api listening on {}://{}", api.scheme(), running.api_addr);
     println!("agent link listening on https://{}", running.agent_addr);
+    if let Some(addr) = running.metrics_addr {
+        println!("metrics listening on http://{addr}/metrics");
+    }
     tracing::info!(api = %running.api_addr, agent_link = %running.agent_addr, "controller serving");
     wait_for_signal().await;
     tracing::info!("shutting down");

@@ -18,6 +18,10 @@ const RESERVED_FILES: u64 = 512;
 pub struct ApiArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub api_addr: SocketAddr,
+    /// Serve the Prometheus metrics (GET /metrics, no token) on this address alone,
+    /// instead of on the API address.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
     /// Serve the API over HTTPS with the controller's own server certificate
     /// (DATA_DIR/pki/server.pem, signed by pki/ca.pem, for the loopback names and init's
     /// --server-name). Clients trust pki/ca.pem (`iohr --ca-cert`).

@@ -39,6 +39,8 @@ pub struct ServeConfig {
     pub database_url: String,
     pub api_addr: SocketAddr,
     pub agent_addr: SocketAddr,
+    /// `/metrics` on its own listener; none serves it on the API address.
+    pub metrics_addr: Option<SocketAddr>,
     pub timing: Timing,
     /// TLS, connection bound and timeouts of the API.
     pub api: ApiListenerConfig,
@@ -53,6 +55,8 @@ pub struct ServeConfig {
 pub struct Running {
     pub api_addr: SocketAddr,
     pub agent_addr: SocketAddr,
+    /// Where `/metrics` is served alone (`--metrics-addr`); none when on the API address.
+    pub metrics_addr: Option<SocketAddr>,
     pub done: tokio::task::JoinHandle<()>,
 }
 
@@ -118,16 +122,42 @@ pub async fn start(
             }),
             shutdown.clone().cancelled_owned(),
         );
-    let api = crate::http::serve(
-        api_listener,
-        crate::console::mount(
-            crate::mcp::mount(api::router(shared.clone()), shared.clone()),
-            shared.clone(),
-            config.api.tls.is_some(),
-        ),
-        config.api,
-        shutdown.clone(),
+    let mut router = crate::console::mount(
+        crate::mcp::mount(api::router(shared.clone()), shared.clone()),
+        shared.clone(),
+        config.api.tls.is_some(),
     );
+    let metrics_route =
+        || axum::routing::get(crate::metrics::serve).with_state::<()>(shared.clone());
+    let mut metrics_addr = None;
+    let metrics = match config.metrics_addr {
+        None => {
+            router = router.route("/metrics", metrics_route());
+            None
+        }
+        Some(addr) => {
+            // Its own listener: scrapers reach it where API clients do not.
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(io(format!("binding the metrics address {addr}")))?;
+            metrics_addr = Some(
+                listener
+                    .local_addr()
+                    .map_err(io("metrics address".into()))?,
+            );
+            let app = axum::Router::new().route("/metrics", metrics_route());
+            let stop = shutdown.clone();
+            Some(tokio::spawn(async move {
+                let served = axum::serve(listener, app)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await;
+                if let Err(error) = served {
+                    tracing::error!(%error, "the metrics listener stopped");
+                }
+            }))
+        }
+    };
+    let api = crate::http::serve(api_listener, router, config.api, shutdown.clone());
     let scheduler = crate::schedule::Scheduler::new(
         shared.clone(),
         std::sync::Arc::new(crate::schedule::SystemClock),
@@ -151,12 +181,16 @@ pub async fn start(
         if let Err(error) = link {
             tracing::error!(%error, "agent link server stopped");
         }
+        if let Some(metrics) = metrics {
+            let _ = metrics.await;
+        }
         drop(claim);
         shared.store.close().await;
     });
     Ok(Running {
         api_addr,
         agent_addr,
+        metrics_addr,
         done,
     })
 }

@@ -246,6 +246,7 @@ impl Session {
                 }
             }
         }
+        let started = std::time::Instant::now();
         match self
             .shared
             .store
@@ -256,6 +257,7 @@ impl Session {
                 contiguous_through,
                 new,
             }) => {
+                crate::metrics::frames_stored(new.len(), started.elapsed());
                 for frame in new {
                     self.shared.hub.publish(frame);
                 }

@@ -12,6 +12,7 @@ mod audit;
 mod claim;
 mod confirmations;
 mod console;
+mod counts;
 mod events;
 mod findings;
 mod frames;

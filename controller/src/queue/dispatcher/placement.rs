@@ -46,6 +46,7 @@ impl Dispatcher {
                 _ => false,
             };
             tracing::debug!(run = %run.run_id, agent = %agent_id, lease = %guard.lease_id, epoch = guard.epoch, sent, "lease offered");
+            crate::metrics::lease_offered(&run.run_id);
             let deadline = Instant::now() + self.timing.offer_timeout;
             self.leases.insert(
                 run.run_id.clone(),

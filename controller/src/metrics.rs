@@ -1,0 +1,180 @@
+//! `GET /metrics`: the controller's Prometheus metrics, OpenMetrics text, no token (on the
+//! API address, or on `serve --metrics-addr` alone).
+//!
+//! Two sorts. Events counted where they happen (a lease offered, frames stored) live in
+//! one process-wide set, like any Prometheus client's default registry. States (runs by
+//! kind and status, queues, connected agents, viewers) are read at each scrape from the
+//! store, the dispatcher and the hub, so they are true after a restart. Labels are kinds,
+//! statuses and account names: bounded sets, never a run id.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::Shared;
+
+pub const CONTENT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+struct Events {
+    dispatch: Histogram,
+    frames_stored: Counter,
+    frame_append: Histogram,
+}
+
+static EVENTS: LazyLock<Events> = LazyLock::new(|| Events {
+    // 1 ms to about 65 s: a lease is offered in milliseconds unless the run waited its turn.
+    dispatch: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
+    frames_stored: Counter::default(),
+    // 0.1 ms to about 1.6 s.
+    frame_append: Histogram::new(exponential_buckets(0.0001, 2.0, 15)),
+});
+
+/// A lease was offered for `run_id`: the time since the run was accepted (its id is a
+/// UUIDv7, whose first 48 bits are that moment in Unix milliseconds).
+pub fn lease_offered(run_id: &str) {
+    let Ok(id) = uuid::Uuid::parse_str(run_id) else {
+        return;
+    };
+    let Some(created) = id.get_timestamp() else {
+        return;
+    };
+    let (secs, nanos) = created.to_unix();
+    let created = Duration::new(secs, nanos);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    EVENTS
+        .dispatch
+        .observe(now.saturating_sub(created).as_secs_f64());
+}
+
+/// `count` new frames were stored in one append that took `took`.
+pub fn frames_stored(count: usize, took: Duration) {
+    EVENTS.frames_stored.inc_by(count as u64);
+    EVENTS.frame_append.observe(took.as_secs_f64());
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RunLabels {
+    kind: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AccountLabel {
+    account: String,
+}
+
+/// The scrape: every metric, read now.
+pub async fn serve(State(shared): State<Shared>) -> Response {
+    match render(&shared).await {
+        Ok(text) => ([(CONTENT_TYPE, CONTENT)], text).into_response(),
+        Err(error) => {
+            tracing::warn!(%error, "a metrics scrape failed");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("metrics unavailable: {error}\n"),
+            )
+                .into_response()
+        }
+    }
+}
+
+async fn render(shared: &Shared) -> Result<String, String> {
+    let mut registry = Registry::with_prefix("iohr");
+
+    let runs = Family::<RunLabels, Gauge>::default();
+    for (kind, status, count) in shared.store.run_counts().await.map_err(|e| e.to_string())? {
+        runs.get_or_create(&RunLabels { kind, status }).set(count);
+    }
+    registry.register("runs", "Runs in the store, by kind and status", runs);
+
+    let queued = Family::<AccountLabel, Gauge>::default();
+    for (account, count) in shared
+        .store
+        .queued_by_account()
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        queued.get_or_create(&AccountLabel { account }).set(count);
+    }
+    registry.register(
+        "queued_runs",
+        "Runs waiting for an agent, by account",
+        queued,
+    );
+
+    let agents = Gauge::<i64>::default();
+    let online = shared
+        .dispatcher
+        .online()
+        .await
+        .map_err(|e| e.to_string())?;
+    agents.set(online.len() as i64);
+    registry.register("agents_connected", "Agents holding a link now", agents);
+
+    let viewers = Gauge::<i64>::default();
+    viewers.set(shared.hub.viewer_count() as i64);
+    registry.register(
+        "viewers",
+        "Viewers of live runs now (SSE, WebSocket, gRPC and console streams)",
+        viewers,
+    );
+
+    registry.register_with_unit(
+        "dispatch_latency",
+        "From a run's acceptance to its lease's offer",
+        Unit::Seconds,
+        EVENTS.dispatch.clone(),
+    );
+    registry.register(
+        "frames_stored",
+        "Frames stored (their rate is frames per second)",
+        EVENTS.frames_stored.clone(),
+    );
+    registry.register_with_unit(
+        "store_frame_append",
+        "The store's time for one append of an agent's frame batch",
+        Unit::Seconds,
+        EVENTS.frame_append.clone(),
+    );
+
+    let mut text = String::new();
+    encode(&mut text, &registry).map_err(|e| e.to_string())?;
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispatch_latency_reads_the_run_ids_time_and_ignores_other_ids() {
+        let before = EVENTS.dispatch.clone();
+        lease_offered("not-a-uuid");
+        lease_offered(&uuid::Uuid::new_v4().to_string()); // v4: no time in it
+        lease_offered(&uuid::Uuid::now_v7().to_string());
+        let mut registry = Registry::default();
+        registry.register_with_unit("d", "d", Unit::Seconds, before);
+        let mut text = String::new();
+        encode(&mut text, &registry).expect("encode");
+        let count: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("d_seconds_count "))
+            .expect("a count")
+            .parse()
+            .expect("a number");
+        assert!(count >= 1.0, "{text}");
+    }
+}
