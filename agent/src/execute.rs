@@ -28,8 +28,17 @@ pub fn plan(kind: RunKind, spec_json: &str) -> Result<Plan, String> {
 }
 
 /// Runs a plan to its outcome, sending frames as it goes (used by leases and by `exec`).
+/// A kind that sends load runs with a stress sampler beside it ([`crate::stress`]): its
+/// `stress` frames, and the result's `generator_saturated` when the generator set the pace.
 pub async fn run_plan(plan: Plan, ctx: &RunContext) -> Outcome {
-    plan.run(ctx).await
+    if plan.kind() == RunKind::Checks {
+        return plan.run(ctx).await;
+    }
+    let watch = crate::stress::watch(ctx.frames.clone(), &ctx.cancel);
+    let ctx = ctx.clone().with_stress(Some(watch.meter()));
+    let mut outcome = plan.run(&ctx).await;
+    crate::stress::qualify(&mut outcome.result, watch.finish().await);
+    outcome
 }
 
 /// An offer this agent accepted.

@@ -18,3 +18,4 @@ pub mod leases;
 pub mod link;
 pub mod load;
 pub mod run_context;
+pub mod stress;

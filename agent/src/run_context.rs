@@ -1,7 +1,8 @@
 //! What every executor is given ([`RunContext`]) and what it returns ([`Outcome`]).
 //!
-//! A leaf of the crate (iohr-domain, tokio and std only), like [`crate::frames`]: the load
-//! engine runs on it without knowing the kinds, the faults or the lease table.
+//! A leaf of the crate (iohr-domain, tokio and std only), like [`crate::frames`] and
+//! [`crate::stress::meter`]: the load engine runs on it without knowing the kinds, the
+//! faults or the lease table.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -11,6 +12,7 @@ use iohr_domain::RunStatus;
 use tokio_util::sync::CancellationToken;
 
 use crate::frames::FrameSender;
+use crate::stress::Meter;
 
 /// How a run ended on the agent.
 #[derive(Debug, Clone)]
@@ -86,6 +88,10 @@ pub struct RunContext<F = ()> {
     pub cancel: CancellationToken,
     pub env: EnvVars,
     pub faults: Option<Arc<F>>,
+    /// The run's stress meter ([`crate::stress`]), which the load engine tells its
+    /// measure and late sends; `None` in a part of a run (a capacity step, a fault's load
+    /// probe), whose measure is not the run's.
+    pub stress: Option<Meter>,
 }
 
 impl<F> Clone for RunContext<F> {
@@ -97,6 +103,7 @@ impl<F> Clone for RunContext<F> {
             cancel: self.cancel.clone(),
             env: self.env.clone(),
             faults: self.faults.clone(),
+            stress: self.stress.clone(),
         }
     }
 }
@@ -122,6 +129,7 @@ impl<F> RunContext<F> {
             cancel: CancellationToken::new(),
             env: EnvVars::process(),
             faults: None,
+            stress: None,
         }
     }
 
@@ -140,13 +148,18 @@ impl<F> RunContext<F> {
         self
     }
 
+    pub fn with_stress(mut self, stress: Option<Meter>) -> RunContext<F> {
+        self.stress = stress;
+        self
+    }
+
     pub fn with_faults(mut self, faults: Option<Arc<F>>) -> RunContext<F> {
         self.faults = faults;
         self
     }
 
     /// A part of this run (a capacity step): the same target, options and environment,
-    /// its own frames and cancel token, and no faults configuration.
+    /// its own frames and cancel token, no faults configuration and no stress meter.
     pub fn part<G>(&self, frames: FrameSender, cancel: CancellationToken) -> RunContext<G> {
         RunContext {
             target: self.target.clone(),
@@ -155,6 +168,7 @@ impl<F> RunContext<F> {
             cancel,
             env: self.env.clone(),
             faults: None,
+            stress: None,
         }
     }
 

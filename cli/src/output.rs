@@ -6,6 +6,7 @@ use std::io::Write;
 use iohr_domain::RunRecord;
 use iohr_domain::checks::ChecksResult;
 use iohr_domain::finding::Sighting;
+use iohr_domain::stress::GeneratorSaturated;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -178,6 +179,12 @@ pub fn record(run: &RunRecord) -> String {
             ]);
         }
         out.push_str(&t.render());
+    }
+    if let Some(saturated) = run.result.as_ref().and_then(GeneratorSaturated::of_result) {
+        out.push_str(&format!(
+            "{}: its figures may be the agent's own, not the target's\n",
+            saturated.line()
+        ));
     }
     out.push_str(&result(run.result.as_ref()));
     out
@@ -485,5 +492,18 @@ mod tests {
             other.ends_with("result\n  {\n    \"p99_ms\": 12\n  }\n"),
             "{other}"
         );
+    }
+
+    #[test]
+    fn a_saturated_generator_is_said_above_the_result() {
+        let text = record(&run(Some(json!({"p99_ms": 12, "generator_saturated": {
+            "seconds": [3, 4], "count": 2, "basis": "measure", "reasons": [{"cause": "cpu",
+            "seconds": 2, "worst": 0.97, "bound": 0.8,
+            "text": "agent CPU up to 97% of the 0.2 CPUs it may use in 2 s, bound 80%"}]}}))));
+        assert!(
+            text.contains("\ngenerator saturated for 2 s (agent CPU up to 97% of the 0.2 CPUs it may use in 2 s, bound 80%): its figures may be the agent's own, not the target's\nresult\n"),
+            "{text}"
+        );
+        assert!(!record(&run(Some(json!({"p99_ms": 12})))).contains("saturated"));
     }
 }

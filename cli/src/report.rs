@@ -1,7 +1,8 @@
 //! A run's live frames as people read them: one line per second for load-like runs
 //! (elapsed/total, requests/s, p50, p99, errors, late), one per step of a faults run's
-//! timeline, the other frames as
-//! [`frame_line`] writes them. On a terminal, `--wait` draws a load run's seconds as a
+//! timeline, one per `stress` second (the agent's own CPU, lag and sockets), the other
+//! frames as [`frame_line`] writes them. `--wait` leaves the `stress` seconds out: the
+//! record it ends with says whether the generator was saturated. On a terminal, `--wait` draws a load run's seconds as a
 //! progress bar (indicatif) instead of a line each; `--json` and `runs events --raw` keep
 //! the frames as they are.
 
@@ -12,6 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use iohr_domain::Frame;
 use iohr_domain::faults::journal::TimelineStep;
 use iohr_domain::load::SecondSummary;
+use iohr_domain::stress::StressSecond;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -22,6 +24,10 @@ use crate::output::{clean, frame_line, note};
 pub fn line(frame: &Frame, total_s: Option<u64>) -> String {
     match frame.kind.as_str() {
         "load" => clean(&SecondSummary::of(&frame.data).line(total_s)),
+        "stress" => match StressSecond::deserialize(&frame.data) {
+            Ok(second) => clean(&second.line()),
+            Err(_) => frame_line(&frame.kind, &frame.data),
+        },
         "timeline" => match TimelineStep::deserialize(&frame.data) {
             Ok(step) => clean(&format!("timeline  {}", step.line())),
             Err(_) => frame_line(&frame.kind, &frame.data),
@@ -67,6 +73,9 @@ impl Progress {
     }
 
     pub fn frame(&self, frame: &Frame) {
+        if frame.kind == "stress" {
+            return;
+        }
         let text = line(frame, self.total_s);
         match &self.bar {
             Some(bar) if frame.kind == "load" => {
@@ -125,6 +134,21 @@ mod tests {
         );
         let finished = frame("finished", json!({"status": "passed"}));
         assert_eq!(line(&finished, None), "finished  passed");
+        let stress = frame(
+            "stress",
+            json!({"second": 7, "measure_second": 5, "cpu_host_percent": 61.4,
+            "cpu_agent_percent": 19.0, "cpus_allowed": 0.2, "memory_used_bytes": 1,
+            "memory_total_bytes": 2, "agent_memory_bytes": 31457280,
+            "load_average": [1.5, 1.0, 0.5], "agent_sockets": 9, "host_tcp_sockets": 30,
+            "lag_ms": 140.2}),
+        );
+        assert_eq!(
+            line(&stress, None),
+            "stress    7s  agent cpu 95% of 0.2 cpus  host cpu 61%  lag 140 ms  load 1.50  sockets 9  mem 30 MiB"
+        );
+        // A stress frame this CLI cannot read is printed as it came.
+        let odd = frame("stress", json!({"second": "x"}));
+        assert_eq!(line(&odd, None), "stress  {\"second\":\"x\"}");
     }
 
     #[test]

@@ -20,6 +20,7 @@ use serde_json::Value;
 use crate::finding::RunFinding;
 use crate::load::LEVEL;
 use crate::run::{RunKind, RunStatus};
+use crate::stress::GeneratorSaturated;
 
 pub(crate) use capacity::compare_capacity_values;
 pub(crate) use checks::compare_checks;
@@ -63,6 +64,12 @@ pub enum Refusal {
     NotFinished { id: String, status: RunStatus },
     #[error("runs of kind {0} are not compared yet (checks, load, replay and capacity runs are)")]
     Kind(RunKind),
+    /// The generator, not the target, set the pace for part of a run: whatever differs
+    /// may be the agent's own, so neither `regressed` nor `improved` would be true.
+    #[error(
+        "the measurement is not trustworthy: run {id}'s {line}; run it again on an agent with room to spare"
+    )]
+    GeneratorSaturated { id: String, line: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -190,6 +197,17 @@ pub fn compare(before: &Side, after: &Side, noise_floor: f64) -> Result<Comparis
     }
     if !before.kind.traits().compared {
         return Err(Refusal::Kind(before.kind));
+    }
+    // Every compared kind compares its whole measure (capacity: every rate both sweeps
+    // share, whose seconds a verdict on the run's seconds cannot tell apart), so any
+    // saturated second of either run is in the compared part.
+    for side in [before, after] {
+        if let Some(saturated) = side.result.and_then(GeneratorSaturated::of_result) {
+            return Err(Refusal::GeneratorSaturated {
+                id: side.id.to_string(),
+                line: saturated.line(),
+            });
+        }
     }
     let mut out = Comparison {
         before: before.id.to_string(),

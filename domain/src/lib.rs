@@ -19,6 +19,7 @@ pub mod replay;
 pub mod request;
 pub mod run;
 pub mod scenario_kind;
+pub mod stress;
 pub mod summary;
 pub mod target;
 pub mod text;

@@ -131,7 +131,7 @@ impl Tools {
     }
 
     #[tool(
-        description = "What is different in the second run (GET /v1/reliability/compare): the verdict, the difference lines and the exit code `iohr reliability compare` would give (0 unchanged or improved, 1 regressed). Runs that cannot be compared are a tool error with the API's code (not_comparable, not_finished; the CLI's exit code 2)."
+        description = "What is different in the second run (GET /v1/reliability/compare): the verdict, the difference lines and the exit code `iohr reliability compare` would give (0 unchanged or improved, 1 regressed). Runs that cannot be compared are a tool error with the API's code (not_comparable, not_finished, generator_saturated when either run's load generator was saturated and the measure cannot be trusted; the CLI's exit code 2)."
     )]
     async fn reliability_compare_runs(
         &self,

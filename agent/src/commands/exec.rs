@@ -114,7 +114,9 @@ async fn run(
         let mut count = 0u64;
         while let Some(frame) = rx.recv().await {
             count += 1;
-            if progress {
+            // The progress line is the load seconds'; the agent's own seconds would
+            // replace it every other second.
+            if progress && frame.kind != iohr_domain::FrameKind::Stress {
                 eprint!("\r{:<100}", progress_line(count, &frame));
             }
         }
@@ -231,6 +233,12 @@ fn outcome_lines(kind: RunKind, outcome: &Outcome) -> Vec<String> {
         _ => outcome.status.to_string(),
     }];
     let result = &outcome.result;
+    if let Some(saturated) = iohr_domain::stress::GeneratorSaturated::of_result(result) {
+        lines.push(format!(
+            "  {}: its figures may be this agent's own, not the target's",
+            saturated.line()
+        ));
+    }
     match registry::summary(kind, result) {
         Some(described) => lines.extend(described),
         // An outcome without a result (an error before anything ran) is its status line.

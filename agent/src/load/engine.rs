@@ -31,6 +31,7 @@ use super::recorder::{Phase, Recorder, Window};
 use super::request::PreparedOp;
 use super::schedule::ArrivalSchedule;
 use crate::frames::{FrameSender, NewFrame};
+use crate::stress::Meter;
 
 /// A request that starts later than this after its intended time counts as late.
 pub const LATE_TOLERANCE: Duration = Duration::from_millis(10);
@@ -52,6 +53,9 @@ pub struct Engine {
     pub arrivals: Option<Arrivals>,
     /// Open model: the warm-up's constant rate (requests per second).
     pub warmup_rate: f64,
+    /// Told the measure's start and end and each measured second's sends, for the
+    /// generator's verdict ([`crate::stress`]).
+    pub stress: Option<Meter>,
 }
 
 /// What the engine measured.
@@ -332,6 +336,7 @@ impl Engine {
             shared: shared.clone(),
             plan: &plan,
             frames,
+            stress: self.stress,
         };
         reporter.run(&clock, &mut done_rx, &cancel).await
     }
@@ -471,6 +476,7 @@ struct Reporter<'a> {
     shared: Arc<Shared>,
     plan: &'a LoadPlan,
     frames: &'a FrameSender,
+    stress: Option<Meter>,
 }
 
 impl Reporter<'_> {
@@ -490,6 +496,9 @@ impl Reporter<'_> {
         let mut measure_total = Window::new(names.len(), Phase::Measure)?;
         let mut in_measure = clock.measure_start().is_some_and(|t0| t0 <= clock.start);
         let mut anchor = clock.start;
+        if in_measure && let Some(meter) = &self.stress {
+            meter.measure_started(anchor);
+        }
         let mut second = 1u64;
         let mut aborted = None;
         let mut finished = false;
@@ -521,6 +530,9 @@ impl Reporter<'_> {
                     in_measure = true;
                     anchor = t0;
                     second = 1;
+                    if let Some(meter) = &self.stress {
+                        meter.measure_started(t0);
+                    }
                 } else {
                     second += 1;
                 }
@@ -534,6 +546,13 @@ impl Reporter<'_> {
                 self.frames
                     .send(self.frame(second, Phase::Measure, &window, &names)?)
                     .await;
+            }
+            if let Some(meter) = self
+                .stress
+                .as_ref()
+                .filter(|_| self.plan.model == Model::Open)
+            {
+                meter.sends(second, window.schedule.sent, window.schedule.late);
             }
             measure_total.add(&window);
             blocks.add_second(&window)?;
@@ -564,6 +583,9 @@ impl Reporter<'_> {
         // Late completions of the warm-up still count as warm-up requests.
         warm_total.add(&self.shared.recorder.take(Phase::Warmup)?);
         let ended = Instant::now();
+        if let Some(meter) = &self.stress {
+            meter.measure_ended(ended);
+        }
         // A run that ran its course measured its planned span; one stopped early, up to
         // the stop.
         let stopped = aborted.is_some() || cancel.is_cancelled();

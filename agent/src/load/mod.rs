@@ -72,6 +72,7 @@ pub async fn run<F>(plan: LoadPlan, ctx: &RunContext<F>) -> Outcome {
         plan: plan.clone(),
         arrivals,
         warmup_rate,
+        stress: ctx.stress.clone(),
     };
     let report = match engine.run(&ctx.frames, ctx.cancel.clone()).await {
         Ok(report) => report,

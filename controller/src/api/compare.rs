@@ -57,7 +57,7 @@ fn side(run: &RunRow) -> Side<'_> {
         (status = 400, description = "`invalid_query`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
         (status = 404, description = "`not_found`: no such run in this account", body = super::openapi::ApiErrorBody),
-        (status = 409, description = "`not_comparable`, `not_finished`", body = super::openapi::ApiErrorBody),
+        (status = 409, description = "`not_comparable`, `not_finished`, `generator_saturated` (either run's generator set the pace for part of its measure: the difference cannot be trusted)", body = super::openapi::ApiErrorBody),
         (status = 429, description = "`too_many_compares` (`Retry-After`)", body = super::openapi::ApiErrorBody),
         (status = 500, description = "`compare_failed`: a bug", body = super::openapi::ApiErrorBody),
     )
@@ -131,6 +131,7 @@ pub async fn compare_runs(
         let code = match refusal {
             Refusal::Different { .. } | Refusal::Kind(_) => "not_comparable",
             Refusal::NotFinished { .. } => "not_finished",
+            Refusal::GeneratorSaturated { .. } => "generator_saturated",
         };
         ApiError::new(StatusCode::CONFLICT, code, refusal.to_string())
     })

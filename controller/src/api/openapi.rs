@@ -69,6 +69,7 @@ pub const ERROR_CODES: &[&str] = &[
     // Compare, events
     "not_comparable",
     "not_finished",
+    "generator_saturated",
     "too_many_compares",
     "compare_failed",
     "too_many_viewers",

@@ -7,6 +7,7 @@ use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use iohr_domain::capacity::CapacityResult;
 use iohr_domain::checks::ChecksResult;
+use iohr_domain::stress::GeneratorSaturated;
 use iohr_domain::{RunKind, RunRecord};
 use maud::{Markup, html};
 use serde::Deserialize;
@@ -160,6 +161,19 @@ fn result(run: &RunRecord) -> Markup {
     let Some(value) = run.result.as_ref().filter(|v| !v.is_null()) else {
         return html! { p.empty { "No result yet." } };
     };
+    html! {
+        // The generator set the pace for part of the measure: say so before the figures.
+        @if let Some(saturated) = GeneratorSaturated::of_result(value) {
+            p #saturated data-seconds=(saturated.count) {
+                strong { (saturated.line()) } ": its figures may be the agent's own, not the \
+                target's; compare refuses such a run"
+            }
+        }
+        (figures(value))
+    }
+}
+
+fn figures(value: &serde_json::Value) -> Markup {
     if let Some(lines) = iohr_domain::summary::result_lines(value) {
         return html! { ul #summary { @for line in lines { li { (line) } } } };
     }

@@ -453,3 +453,41 @@ async fn forms_need_the_csrf_token_and_the_scope() {
     .await;
     assert_eq!(other.code(), "csrf_mismatch");
 }
+
+#[tokio::test]
+async fn a_run_whose_generator_saturated_says_so_before_its_figures() {
+    let (router, shared, run_id) = console(false).await;
+    let admin = token(&shared, &[Scope::Read, Scope::Admin], Some("ada")).await;
+    let cookie = session(&sign_in(&router, &admin).await);
+    let result = serde_json::json!({
+        "passed": true,
+        "generator_saturated": {"seconds": [2, 3], "count": 2, "basis": "measure",
+            "reasons": [{"cause": "cpu", "seconds": 2, "worst": 1.0, "bound": 0.8,
+                         "text": "agent CPU at 100% of 0.05 CPUs in 2 s"}]}
+    });
+    let template = shared
+        .store
+        .run(&run_id)
+        .await
+        .expect("read")
+        .expect("seeded");
+    let (run, _) = crate::store::tests::run_to_end(
+        &shared.store,
+        &template,
+        iohr_domain::RunStatus::Passed,
+        result,
+    )
+    .await;
+    let run_id = run.id;
+    let page = send(&router, "GET", &format!("/runs/{run_id}"), &[&cookie], &[]).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains("id=\"saturated\" data-seconds=\"2\""),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("generator saturated for 2 s (agent CPU at 100%")
+    );
+}

@@ -414,3 +414,63 @@ fn the_note_names_the_blocks_of_the_total_and_of_the_operations() {
     );
     assert_eq!(IntervalsUsed::default().note(1, 1), None);
 }
+
+#[test]
+fn a_saturated_generator_on_either_side_refuses_a_verdict() {
+    use crate::stress::{Basis, Saturation, StressSecond};
+    let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let healthy = load_result(&[("GET /", blocks(&mut rng, 10_000.0, None))], true);
+    // Thirty percent slower: a regression, were the measure to be trusted.
+    let slower = load_result(&[("GET /", blocks(&mut rng, 13_000.0, None))], true);
+    let out = compare(
+        &load_side("r1", &healthy),
+        &load_side("r2", &slower),
+        NOISE_FLOOR,
+    )
+    .expect("comparable");
+    assert_eq!(out.verdict, Verdict::Regressed, "{:?}", out.lines());
+    let mut saturation = Saturation::new(Basis::Measure);
+    let starved = StressSecond {
+        second: 9,
+        measure_second: Some(4),
+        cpu_host_percent: 100.0,
+        cpu_agent_percent: 19.5,
+        cpus_allowed: 0.2,
+        memory_used_bytes: 0,
+        memory_total_bytes: 0,
+        agent_memory_bytes: 0,
+        load_average: [2.0, 1.0, 0.5],
+        agent_sockets: 8,
+        host_tcp_sockets: 20,
+        lag_ms: 3.0,
+    };
+    saturation.stress(4, &starved);
+    let mut saturated = slower.clone();
+    saturated["generator_saturated"] =
+        serde_json::to_value(saturation.verdict().expect("saturated")).expect("json");
+    for (b, a, id) in [(&healthy, &saturated, "r2"), (&saturated, &healthy, "r1")] {
+        let refusal =
+            compare(&load_side("r1", b), &load_side("r2", a), NOISE_FLOOR).expect_err("refused");
+        assert!(
+            matches!(&refusal, Refusal::GeneratorSaturated { id: i, .. } if i == id),
+            "{refusal:?}"
+        );
+        let text = refusal.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "the measurement is not trustworthy: run {id}'s generator saturated for 1 s (agent CPU up to 98% of the 0.2 CPUs it may use in 1 s, bound 80%)"
+            )),
+            "{text}"
+        );
+    }
+    // A verdict of `null` (as a healthy run might be written by hand) is no verdict.
+    let mut null = slower.clone();
+    null["generator_saturated"] = Value::Null;
+    let out = compare(
+        &load_side("r1", &healthy),
+        &load_side("r2", &null),
+        NOISE_FLOOR,
+    )
+    .expect("comparable");
+    assert_eq!(out.verdict, Verdict::Regressed);
+}

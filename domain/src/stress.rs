@@ -1,0 +1,304 @@
+//! The generator's own state: the `stress` frame an agent emits once a second while it
+//! sends load, and the rule that says when the generator, not the target, set the pace
+//! (`generator_saturated` in the run's result, which compare refuses to judge).
+//!
+//! A load figure is only true while the generator keeps up. Three signs that it did not,
+//! each judged per second:
+//! - **CPU**: the agent process used at least [`CPU_SHARE_BOUND`] of the CPUs it may use
+//!   (its cgroup quota or its affinity, the smaller). k6 warns at 80% of the host's CPU;
+//!   ours is the process's share, since a quota or `taskset` binds before the host does.
+//! - **Lag**: the agent's once-a-second timer fired more than [`LAG_BOUND_MS`] late. The
+//!   engine's own tolerance for a late send is 10 ms; a runtime a tenth of a second
+//!   behind on a timer is behind on its sends and its reads of answers too, and a bound
+//!   this loose is not reached by the ordinary jitter of a busy two-core machine.
+//! - **Late sends** (open model, measured seconds): more than [`LATE_SHARE_BOUND`] of a
+//!   second's sends started late, and at least [`LATE_MIN`] of them. A target too slow
+//!   for the plan's connections makes sends late too; either way the schedule was not
+//!   kept and the run did not measure the load it meant to.
+
+use serde::{Deserialize, Serialize};
+
+/// The share of its CPUs past which the agent process is taken as saturated.
+pub const CPU_SHARE_BOUND: f64 = 0.80;
+/// How late (ms) the agent's one-second timer may fire before the second counts.
+pub const LAG_BOUND_MS: f64 = 100.0;
+/// The share of a second's sends that may be late.
+pub const LATE_SHARE_BOUND: f64 = 0.10;
+/// Fewer late sends than this never count (a second of 20 sends with 3 late is noise).
+pub const LATE_MIN: u64 = 5;
+/// Seconds listed in a verdict; `count` says how many there were in all.
+pub const MAX_LISTED_SECONDS: usize = 3600;
+
+/// One second of the agent's own state, as its `stress` frame carries it. Host-wide
+/// figures and the agent process's; never an argument list, an environment or a body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StressSecond {
+    /// Seconds since the run started on the agent.
+    pub second: u64,
+    /// The load engine's measured second this one falls in (as its `load` frames number
+    /// them), for runs with one measure (load, replay); absent in warm-up and elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measure_second: Option<u64>,
+    /// Busy share of all the host's CPUs, 0 to 100.
+    pub cpu_host_percent: f64,
+    /// The agent process, in percent of one CPU (200 = two whole CPUs), as `top` says.
+    pub cpu_agent_percent: f64,
+    /// CPUs the agent may use: its affinity, or its cgroup quota when smaller.
+    pub cpus_allowed: f64,
+    pub memory_used_bytes: u64,
+    pub memory_total_bytes: u64,
+    /// The agent process's resident memory.
+    pub agent_memory_bytes: u64,
+    /// 1, 5 and 15 minutes.
+    pub load_average: [f64; 3],
+    /// Sockets the agent process holds open.
+    pub agent_sockets: u64,
+    /// TCP sockets of the host (its network namespace), in any state.
+    pub host_tcp_sockets: u64,
+    /// How late the agent's one-second timer fired, in milliseconds.
+    pub lag_ms: f64,
+}
+
+impl StressSecond {
+    /// The agent's CPU as a share of what it may use.
+    pub fn cpu_share(&self) -> f64 {
+        if self.cpus_allowed > 0.0 {
+            self.cpu_agent_percent / 100.0 / self.cpus_allowed
+        } else {
+            0.0
+        }
+    }
+
+    /// The line `iohr reliability runs events` prints.
+    pub fn line(&self) -> String {
+        format!(
+            "stress  {:>3}s  agent cpu {:.0}% of {} cpu{}  host cpu {:.0}%  lag {:.0} ms  load {:.2}  sockets {}  mem {} MiB",
+            self.second,
+            self.cpu_share() * 100.0,
+            trim(self.cpus_allowed),
+            if self.cpus_allowed == 1.0 { "" } else { "s" },
+            self.cpu_host_percent,
+            self.lag_ms,
+            self.load_average[0],
+            self.agent_sockets,
+            self.agent_memory_bytes / (1024 * 1024),
+        )
+    }
+}
+
+fn trim(x: f64) -> String {
+    let s = format!("{x:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// What the seconds of a verdict count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Basis {
+    /// The load engine's measured seconds (load, replay), as its `load` frames number them.
+    Measure,
+    /// Seconds since the run started (scenario, faults, capacity), as the `stress` frames
+    /// number them.
+    Run,
+}
+
+/// Which sign a second showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cause {
+    Cpu,
+    Lag,
+    Late,
+}
+
+/// One sign, over the seconds that showed it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SaturationReason {
+    pub cause: Cause,
+    /// Seconds that showed it.
+    pub seconds: u64,
+    /// The worst second's figure: a share of the CPUs (cpu), milliseconds (lag), a share
+    /// of the sends (late).
+    pub worst: f64,
+    pub bound: f64,
+    /// The same in words.
+    pub text: String,
+}
+
+/// The result's `generator_saturated`: the generator set the pace for these seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GeneratorSaturated {
+    /// Seconds affected, ascending (at most [`MAX_LISTED_SECONDS`]).
+    pub seconds: Vec<u64>,
+    /// Seconds affected in all.
+    pub count: u64,
+    pub basis: Basis,
+    pub reasons: Vec<SaturationReason>,
+}
+
+impl GeneratorSaturated {
+    /// `generator saturated for 12 s (agent CPU at 97% ...; ...)`.
+    pub fn line(&self) -> String {
+        let why: Vec<&str> = self.reasons.iter().map(|r| r.text.as_str()).collect();
+        format!(
+            "generator saturated for {} s ({})",
+            self.count,
+            why.join("; ")
+        )
+    }
+
+    /// Reads a result's verdict, if it has one.
+    pub fn of_result(result: &serde_json::Value) -> Option<GeneratorSaturated> {
+        let value = result.get("generator_saturated")?;
+        GeneratorSaturated::deserialize(value).ok()
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    seconds: u64,
+    worst: f64,
+    cpus: f64,
+}
+
+impl Tally {
+    fn add(&mut self, figure: f64) {
+        self.seconds += 1;
+        self.worst = self.worst.max(figure);
+    }
+}
+
+/// The verdict as the seconds come: fed by the sampler's seconds ([`Saturation::stress`])
+/// and the engine's ([`Saturation::sends`]), each judged at once, so memory is the
+/// affected seconds only (and bounded by [`MAX_LISTED_SECONDS`]).
+#[derive(Debug, Clone)]
+pub struct Saturation {
+    basis: Basis,
+    seconds: std::collections::BTreeSet<u64>,
+    count_beyond: u64,
+    /// The highest second counted past the list's bound: the two sources each come in
+    /// order, so a later second is a new one.
+    last_beyond: u64,
+    cpu: Tally,
+    lag: Tally,
+    late: Tally,
+}
+
+impl Saturation {
+    pub fn new(basis: Basis) -> Saturation {
+        Saturation {
+            basis,
+            seconds: Default::default(),
+            count_beyond: 0,
+            last_beyond: 0,
+            cpu: Tally::default(),
+            lag: Tally::default(),
+            late: Tally::default(),
+        }
+    }
+
+    pub fn basis(&self) -> Basis {
+        self.basis
+    }
+
+    /// One sampled second at `second` of the basis: CPU and lag.
+    pub fn stress(&mut self, second: u64, sample: &StressSecond) {
+        let share = sample.cpu_share();
+        let mut hit = false;
+        if share >= CPU_SHARE_BOUND {
+            self.cpu.add(share);
+            self.cpu.cpus = sample.cpus_allowed;
+            hit = true;
+        }
+        if sample.lag_ms > LAG_BOUND_MS {
+            self.lag.add(sample.lag_ms);
+            hit = true;
+        }
+        if hit {
+            self.mark(second);
+        }
+    }
+
+    /// One measured second's sends (open model): `late` of `sent` started late.
+    pub fn sends(&mut self, second: u64, sent: u64, late: u64) {
+        if sent == 0 || late < LATE_MIN {
+            return;
+        }
+        let share = late as f64 / sent as f64;
+        if share > LATE_SHARE_BOUND {
+            self.late.add(share);
+            self.mark(second);
+        }
+    }
+
+    fn mark(&mut self, second: u64) {
+        if self.seconds.contains(&second) {
+            return;
+        }
+        if self.seconds.len() < MAX_LISTED_SECONDS {
+            self.seconds.insert(second);
+        } else if second > self.last_beyond {
+            self.last_beyond = second;
+            self.count_beyond += 1;
+        }
+    }
+
+    /// `None` when no second showed a sign.
+    pub fn verdict(&self) -> Option<GeneratorSaturated> {
+        if self.seconds.is_empty() {
+            return None;
+        }
+        let mut reasons = Vec::new();
+        if self.cpu.seconds > 0 {
+            reasons.push(SaturationReason {
+                cause: Cause::Cpu,
+                seconds: self.cpu.seconds,
+                worst: self.cpu.worst,
+                bound: CPU_SHARE_BOUND,
+                text: format!(
+                    "agent CPU up to {:.0}% of the {} CPU{} it may use in {} s, bound {:.0}%",
+                    self.cpu.worst * 100.0,
+                    trim(self.cpu.cpus),
+                    if self.cpu.cpus == 1.0 { "" } else { "s" },
+                    self.cpu.seconds,
+                    CPU_SHARE_BOUND * 100.0
+                ),
+            });
+        }
+        if self.lag.seconds > 0 {
+            reasons.push(SaturationReason {
+                cause: Cause::Lag,
+                seconds: self.lag.seconds,
+                worst: self.lag.worst,
+                bound: LAG_BOUND_MS,
+                text: format!(
+                    "its timer fired up to {:.0} ms late in {} s, bound {:.0} ms",
+                    self.lag.worst, self.lag.seconds, LAG_BOUND_MS
+                ),
+            });
+        }
+        if self.late.seconds > 0 {
+            reasons.push(SaturationReason {
+                cause: Cause::Late,
+                seconds: self.late.seconds,
+                worst: self.late.worst,
+                bound: LATE_SHARE_BOUND,
+                text: format!(
+                    "up to {:.0}% of a second's sends late in {} s, bound {:.0}%",
+                    self.late.worst * 100.0,
+                    self.late.seconds,
+                    LATE_SHARE_BOUND * 100.0
+                ),
+            });
+        }
+        Some(GeneratorSaturated {
+            seconds: self.seconds.iter().copied().collect(),
+            count: self.seconds.len() as u64 + self.count_beyond,
+            basis: self.basis,
+            reasons,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

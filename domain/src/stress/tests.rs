@@ -1,0 +1,111 @@
+//! The saturation rule on synthetic seconds.
+
+use super::*;
+
+fn sample(second: u64, cpu_agent_percent: f64, cpus_allowed: f64, lag_ms: f64) -> StressSecond {
+    StressSecond {
+        second,
+        measure_second: Some(second),
+        cpu_host_percent: 50.0,
+        cpu_agent_percent,
+        cpus_allowed,
+        memory_used_bytes: 1 << 30,
+        memory_total_bytes: 4 << 30,
+        agent_memory_bytes: 20 << 20,
+        load_average: [0.5, 0.4, 0.3],
+        agent_sockets: 12,
+        host_tcp_sockets: 40,
+        lag_ms,
+    }
+}
+
+#[test]
+fn a_healthy_run_has_no_verdict() {
+    let mut s = Saturation::new(Basis::Measure);
+    for second in 1..=60 {
+        // 70% of two CPUs, a few ms of lag, 4 late sends of 100 (below the minimum).
+        s.stress(second, &sample(second, 140.0, 2.0, 3.0));
+        s.sends(second, 100, 4);
+    }
+    assert_eq!(s.verdict(), None);
+}
+
+#[test]
+fn cpu_near_the_share_counts_by_the_cpus_allowed() {
+    let mut s = Saturation::new(Basis::Measure);
+    // 19% of one CPU under a quota of 0.2 CPUs is 95% of its share.
+    s.stress(3, &sample(3, 19.0, 0.2, 1.0));
+    // 19% of two CPUs is nothing.
+    s.stress(4, &sample(4, 19.0, 2.0, 1.0));
+    // At the bound exactly counts.
+    s.stress(5, &sample(5, 80.0, 1.0, 1.0));
+    let v = s.verdict().expect("saturated");
+    assert_eq!(v.seconds, vec![3, 5]);
+    assert_eq!(v.count, 2);
+    assert_eq!(v.basis, Basis::Measure);
+    assert_eq!(v.reasons.len(), 1);
+    assert_eq!(v.reasons[0].cause, Cause::Cpu);
+    assert!((v.reasons[0].worst - 0.95).abs() < 1e-9, "{:?}", v.reasons);
+    assert!(
+        v.line()
+            .starts_with("generator saturated for 2 s (agent CPU up to 95%"),
+        "{}",
+        v.line()
+    );
+}
+
+#[test]
+fn lag_past_the_bound_and_late_sends_past_their_share_count_once_per_second() {
+    let mut s = Saturation::new(Basis::Measure);
+    s.stress(1, &sample(1, 10.0, 2.0, LAG_BOUND_MS)); // at the bound: not past it
+    s.stress(2, &sample(2, 10.0, 2.0, 250.0));
+    s.sends(2, 100, 50); // the same second, a second sign
+    s.sends(3, 100, 11);
+    s.sends(4, 100, 10); // 10% is not past 10%
+    s.sends(5, 0, 0);
+    let v = s.verdict().expect("saturated");
+    assert_eq!(v.seconds, vec![2, 3]);
+    assert_eq!(v.count, 2);
+    let causes: Vec<Cause> = v.reasons.iter().map(|r| r.cause).collect();
+    assert_eq!(causes, vec![Cause::Lag, Cause::Late]);
+    assert_eq!(v.reasons[0].worst, 250.0);
+    assert_eq!(v.reasons[1].seconds, 2);
+    assert!((v.reasons[1].worst - 0.5).abs() < 1e-9);
+}
+
+#[test]
+fn the_list_is_bounded_and_the_count_goes_on() {
+    let mut s = Saturation::new(Basis::Run);
+    let n = MAX_LISTED_SECONDS as u64 + 100;
+    for second in 1..=n {
+        s.stress(second, &sample(second, 100.0, 1.0, 500.0));
+        s.sends(second, 100, 90);
+    }
+    let v = s.verdict().expect("saturated");
+    assert_eq!(v.seconds.len(), MAX_LISTED_SECONDS);
+    assert_eq!(v.count, n);
+    assert_eq!(v.basis, Basis::Run);
+}
+
+#[test]
+fn a_result_reads_its_verdict_back() {
+    let mut s = Saturation::new(Basis::Measure);
+    s.stress(7, &sample(7, 100.0, 1.0, 0.0));
+    let v = s.verdict().expect("saturated");
+    let result = serde_json::json!({"achieved_rate": 10.0, "generator_saturated": v});
+    assert_eq!(GeneratorSaturated::of_result(&result), Some(v));
+    assert_eq!(GeneratorSaturated::of_result(&serde_json::json!({})), None);
+    assert_eq!(
+        GeneratorSaturated::of_result(&serde_json::json!({"generator_saturated": null})),
+        None
+    );
+}
+
+#[test]
+fn a_stress_frame_reads_as_one_line() {
+    let line = sample(4, 50.0, 0.5, 12.0).line();
+    assert_eq!(
+        line,
+        "stress    4s  agent cpu 100% of 0.5 cpus  host cpu 50%  lag 12 ms  load 0.50  sockets 12  mem 20 MiB"
+    );
+}
