@@ -79,6 +79,10 @@ pub struct RunArgs {
     /// PEM roots trusted for https targets besides the system's.
     #[arg(long, env = "IOHR_TARGET_CA")]
     pub target_ca: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (no token), e.g. 127.0.0.1:9465.
+    /// Off by default: the agent listens on nothing else.
+    #[arg(long, value_name = "ADDR", env = "IOHR_AGENT_METRICS_ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub faults: FaultArgs,
 }

@@ -69,6 +69,13 @@ pub struct Outgoing {
     pub completions: Vec<Completion>,
 }
 
+/// The lease table counted (see [`Leases::census`]).
+#[derive(Debug, Default)]
+pub struct Census {
+    pub by_kind: HashMap<RunKind, u64>,
+    pub unacked_frames: u64,
+}
+
 /// Shared between the link and the executors.
 #[derive(Debug, Clone)]
 pub struct Leases {
@@ -98,6 +105,22 @@ impl Leases {
     /// Bytes of unacknowledged frames held now.
     pub fn frame_bytes(&self) -> u64 {
         self.budget.used()
+    }
+
+    /// The bound on [`Leases::frame_bytes`].
+    pub fn frame_buffer_limit(&self) -> u32 {
+        self.budget.limit()
+    }
+
+    /// What a metrics scrape reads: the leases held now by kind, and their frames the
+    /// controller has not acknowledged.
+    pub fn census(&self) -> Census {
+        let mut census = Census::default();
+        for lease in self.lock().values() {
+            *census.by_kind.entry(lease.kind).or_default() += 1;
+            census.unacked_frames += lease.unacked.len() as u64;
+        }
+        census
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Lease>> {
@@ -132,6 +155,7 @@ impl Leases {
         kind: RunKind,
     ) -> CancellationToken {
         let cancel = CancellationToken::new();
+        crate::metrics::lease_taken(kind);
         self.lock().insert(
             lease_id.to_string(),
             Lease {
@@ -209,6 +233,9 @@ impl Leases {
             } else {
                 (status, reason)
             };
+            if status == iohr_domain::RunStatus::Error.as_str() && lease.completion.is_none() {
+                crate::metrics::executor_error(lease.kind);
+            }
             lease.completion = Some(Completion {
                 lease_id: lease.lease_id.clone(),
                 epoch: lease.epoch,

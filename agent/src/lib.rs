@@ -4,7 +4,7 @@
 //! [`leases`] table, executes them ([`execute`], one module per kind in [`kinds`], listed
 //! once in [`kinds::registry`]) and streams their numbered frames back until the
 //! controller has acknowledged every one. The load engine ([`load`]) stands on the leaves
-//! [`frames`] and [`run_context`] only.
+//! [`frames`], [`run_context`] and [`metrics`] (its counters) only.
 
 pub mod backoff;
 pub mod cpu_quota;
@@ -17,5 +17,6 @@ pub mod kinds;
 pub mod leases;
 pub mod link;
 pub mod load;
+pub mod metrics;
 pub mod run_context;
 pub mod stress;

@@ -122,6 +122,7 @@ pub async fn run(
         if shutdown.is_cancelled() {
             break;
         }
+        crate::metrics::reconnecting();
         let wait = backoff.next_wait();
         match outcome {
             Ok(()) => tracing::info!(
@@ -265,6 +266,8 @@ impl Session<'_> {
             return Err(LinkError::NoWelcome);
         };
         self.heard();
+        // Up from the welcome until this session returns, whichever way.
+        let _connected = crate::metrics::Connected::now();
         backoff.reset();
         if welcome.reconnect_max_ms > 0 {
             // The controller waits for agents this long after a restart: come back sooner.

@@ -8,28 +8,13 @@
 
 use std::time::Duration;
 
+use iohr_tests::metrics::{sample, scrape};
 use iohr_tests::process::AgentOptions;
-use iohr_tests::python::run_script;
 use iohr_tests::setup::OneAgent;
 use iohr_tests::{Backend, Controller, Target, on_both_stores};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-async fn scrape(urls: &[String]) -> Value {
-    run_script("metrics/scrape.py", &json!({ "urls": urls }), LIMIT).await
-}
-
-/// The value of the sample `name` whose labels include `labels`.
-fn sample(family: &Value, name: &str, labels: &Value) -> Option<f64> {
-    family["samples"].as_array()?.iter().find_map(|s| {
-        let matches = s[0] == name
-            && labels
-                .as_object()
-                .is_some_and(|want| want.iter().all(|(k, v)| &s[1][k] == v));
-        matches.then(|| s[2].as_f64()).flatten()
-    })
-}
 
 async fn the_controller_exposes_its_metrics(backend: Backend) {
     let stack = OneAgent::start(backend, AgentOptions::default()).await;

@@ -7,6 +7,7 @@ use anyhow::{Context, bail};
 use iohr_agent::leases::Leases;
 use iohr_agent::link::{self, AgentConfig};
 use iohr_agent::load::TargetOptions;
+use iohr_agent::metrics;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::RunArgs;
@@ -22,6 +23,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         reconnect_max_ms,
         frame_buffer_mib,
         target_ca,
+        metrics_addr,
         faults,
     } = args;
     // Before any work: what a crashed agent left applied is undone first.
@@ -49,6 +51,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     // At most 4095 MiB (the range above): below u32::MAX bytes.
     let leases = Leases::with_frame_buffer(frame_buffer_mib.saturating_mul(1024 * 1024));
+    if let Some(addr) = metrics_addr {
+        // Bound before dialling: a taken address fails the start, not a scrape later.
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding the metrics address {addr}"))?;
+        let bound = listener.local_addr().context("metrics address")?;
+        println!("metrics listening on http://{bound}/metrics");
+        tokio::spawn(metrics::endpoint::serve(
+            listener,
+            leases.clone(),
+            shutdown.clone(),
+        ));
+    }
     let agent = tokio::spawn(link::run(config, leases, shutdown.clone()));
     wait_for_signal().await;
     tracing::info!("shutting down");

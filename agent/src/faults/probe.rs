@@ -103,6 +103,7 @@ impl Prober {
                 .map_err(|e| fail(e.to_string()))?;
             // Counted as it goes out: a request the target never answers was still sent.
             self.sent.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::requests_sent(1);
             let response = sender
                 .send_request(request)
                 .await

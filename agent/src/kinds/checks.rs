@@ -188,6 +188,7 @@ async fn run_check(
     let timeout_ms = timeout.as_millis();
     let elapsed_ms = || started.elapsed().as_secs_f64() * 1000.0;
 
+    crate::metrics::requests_sent(1);
     let response = match bounded(client.request(request), deadline, cancel).await {
         Bounded::Cancelled => return Step::Cancelled,
         Bounded::TimedOut => {

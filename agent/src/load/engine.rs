@@ -522,6 +522,7 @@ impl Reporter<'_> {
             if !in_measure {
                 let crossed = clock.measure_start().filter(|t0| *t0 <= now);
                 let window = self.shared.recorder.take(Phase::Warmup)?;
+                crate::metrics::requests_sent(window.schedule.sent);
                 self.frames
                     .send(self.frame(second, Phase::Warmup, &window, &names)?)
                     .await;
@@ -542,6 +543,7 @@ impl Reporter<'_> {
                 }
             }
             let window = self.shared.recorder.take(Phase::Measure)?;
+            crate::metrics::requests_sent(window.schedule.sent);
             if window.total_counts().requests > 0 || window.schedule.intended > 0 || !finished {
                 self.frames
                     .send(self.frame(second, Phase::Measure, &window, &names)?)
@@ -581,7 +583,9 @@ impl Reporter<'_> {
             "load frames emitted"
         );
         // Late completions of the warm-up still count as warm-up requests.
-        warm_total.add(&self.shared.recorder.take(Phase::Warmup)?);
+        let late_warmup = self.shared.recorder.take(Phase::Warmup)?;
+        crate::metrics::requests_sent(late_warmup.schedule.sent);
+        warm_total.add(&late_warmup);
         let ended = Instant::now();
         if let Some(meter) = &self.stress {
             meter.measure_ended(ended);

@@ -156,6 +156,7 @@ impl Sender {
                 );
             }
         };
+        crate::metrics::requests_sent(1);
         let response = match bounded(self.client.request(request), deadline, cancel).await {
             Bounded::Cancelled => return end(None, Some(NoResponse::Cancelled), None),
             Bounded::TimedOut => {
