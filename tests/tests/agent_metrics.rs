@@ -4,7 +4,7 @@
 //! hundred requests and a checks run, it counts the leases taken by kind, the run ended
 //! `error`, every request sent, holds no lease and no unacknowledged frame, names no run
 //! in any label, and shows the link up; then, the controller gone, the link down and the
-//! agent dialling again.
+//! agent dialling again. And an agent whose metrics address is taken does not start.
 //!
 //! One store (SQLite): the agent never touches the store, and the controller's own metrics
 //! test covers both.
@@ -223,4 +223,27 @@ async fn the_agent_exposes_its_metrics() {
         "{down}"
     );
     agent.kill().await;
+}
+
+#[tokio::test]
+async fn a_taken_metrics_address_fails_the_start() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let state = std::env::temp_dir().join(format!("iohr-metrics-state-{}", uuid::Uuid::new_v4()));
+    let run = tokio::process::Command::new(iohr_tests::process::bin("iohr-agent"))
+        .args(["run", "--controller", "https://127.0.0.1:9"])
+        .args(["--identity", "/nonexistent", "--environment", "staging"])
+        .args(["--metrics-addr", &addr])
+        .arg("--state-dir")
+        .arg(&state)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(LIMIT, run).await.unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("binding the metrics address {addr}")),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&state);
 }

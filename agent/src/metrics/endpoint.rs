@@ -225,6 +225,48 @@ mod tests {
         );
     }
 
+    /// One request on a connection of its own; the whole answer as text.
+    async fn ask(addr: std::net::SocketAddr, head: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!("{head}\r\nHost: x\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let mut answer = String::new();
+        tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut answer))
+            .await
+            .expect("an answer within 10 s")
+            .expect("read");
+        answer
+    }
+
+    #[tokio::test]
+    async fn the_listener_serves_get_metrics_only_and_stops_on_shutdown() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let shutdown = CancellationToken::new();
+        let served = tokio::spawn(serve(listener, Leases::default(), shutdown.clone()));
+        let ok = ask(addr, "GET /metrics HTTP/1.1").await;
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        assert!(ok.contains(CONTENT), "{ok}");
+        assert!(ok.contains("iohr_agent_link_connected"), "{ok}");
+        let head = ask(addr, "HEAD /metrics HTTP/1.1").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(!head.contains("# EOF"), "no body for HEAD: {head}");
+        let elsewhere = ask(addr, "GET /other HTTP/1.1").await;
+        assert!(elsewhere.starts_with("HTTP/1.1 404"), "{elsewhere}");
+        let post = ask(addr, "POST /metrics HTTP/1.1").await;
+        assert!(post.starts_with("HTTP/1.1 405"), "{post}");
+        assert!(
+            post.to_ascii_lowercase().contains("allow: get, head"),
+            "{post}"
+        );
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(10), served)
+            .await
+            .expect("stopped within 10 s")
+            .expect("no panic");
+    }
+
     #[test]
     fn a_run_ended_error_counts_once_for_its_kind() {
         let before = EVENTS
