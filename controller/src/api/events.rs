@@ -193,6 +193,25 @@ pub struct EventsQuery {
     after: Option<u64>,
 }
 
+/// The frame number a reconnecting `EventSource` sends back, if any; 400
+/// `invalid_last_event_id` when it is not a number.
+pub fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    let Some(value) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_last_event_id",
+                "Last-Event-ID must be a frame number",
+            )
+        })
+}
+
 /// A run's frames as server-sent events.
 ///
 /// Scope: `reliability:read`. Each event's `id` is the frame number, its `event` the
@@ -232,21 +251,7 @@ pub async fn events(
         .await?
         .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
     frames_kept(&shared, &id).await?;
-    let last_event_id = match headers.get("last-event-id") {
-        None => None,
-        Some(value) => Some(
-            value
-                .to_str()
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .ok_or_else(|| {
-                    ApiError::bad_request(
-                        "invalid_last_event_id",
-                        "Last-Event-ID must be a frame number",
-                    )
-                })?,
-        ),
-    };
+    let last_event_id = last_event_id(&headers)?;
     let after = last_event_id.or(query.after).unwrap_or(0);
     let live = join(&shared, &id)?;
     let stream = futures_util::StreamExt::map(frame_stream(shared, id, after, live), |frame| {

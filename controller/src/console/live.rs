@@ -26,7 +26,7 @@ use super::layout::PageResult;
 use super::session::Viewer;
 use crate::api::auth::ReadScope;
 use crate::api::error::ApiError;
-use crate::api::events::{frame_stream, frames_kept, join};
+use crate::api::events::{frame_stream, frames_kept, join, last_event_id};
 
 pub async fn feed(
     State(state): State<ConsoleState>,
@@ -44,11 +44,7 @@ pub async fn feed(
     frames_kept(&shared, &id).await?;
     // A browser that reconnects (EventSource does by itself) resumes after the last frame
     // it saw, so a plot never draws a second twice.
-    let after = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(0);
+    let after = last_event_id(&headers)?.unwrap_or(0);
     let live = join(&shared, &id)?;
     let first = event("status", &json!({"status": run.status.as_str()}));
     let frames = frame_stream(shared, id, after, live).filter_map(|frame| async move {

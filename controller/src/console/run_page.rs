@@ -137,24 +137,15 @@ fn live_view(run: &RunRecord) -> Markup {
 
 /// The sweep as `[[offered, achieved, p99 ms], ...]` for the capacity plot.
 fn curve(sweep: &CapacityResult) -> String {
-    let mut points: Vec<[f64; 3]> = sweep
-        .points
-        .iter()
-        .map(|p| {
-            let p99 = p.p99_us.map_or(f64::NAN, |us| us as f64 / 1000.0);
-            [p.offered, p.achieved, p99]
-        })
-        .collect();
+    let mut points: Vec<&_> = sweep.points.iter().collect();
     // Steps run in sweep order (bisecting goes back down); the plot reads by rate.
-    points.sort_by(|a, b| a[0].total_cmp(&b[0]));
-    // NaN is not JSON: a step without responses has no p99 (null).
-    serde_json::to_string(
-        &points
-            .iter()
-            .map(|[o, a, p]| serde_json::json!([o, a, p.is_finite().then_some(*p)]))
-            .collect::<Vec<_>>(),
-    )
-    .unwrap_or_else(|_| "[]".to_string())
+    points.sort_by(|a, b| a.offered.total_cmp(&b.offered));
+    // A step without responses has no p99: null.
+    let curve: Vec<_> = points
+        .iter()
+        .map(|p| serde_json::json!([p.offered, p.achieved, p.p99_us.map(|us| us as f64 / 1000.0)]))
+        .collect();
+    serde_json::to_string(&curve).unwrap_or_else(|_| "[]".to_string())
 }
 
 fn result(run: &RunRecord) -> Markup {
