@@ -17,6 +17,17 @@
 #   bench/load-tools.sh [--rounds N] [--connections C] [--duration D] [--agent-bin PATH]
 #                       [--port PORT] [--skip-iohr] [--open RATE | --soak]
 #                       [--nginx lean|debian] [--tool-cpu PERCENT]
+#                       [--protocol h1|h1-tls|h2c|h2] [--streams M]
+#
+# --protocol picks what nginx speaks and so which peers run beside the engine:
+#   h1      HTTP/1.1 over TCP (the default): wrk, oha and hey
+#   h1-tls  HTTP/1.1 over TLS: wrk
+#   h2c     HTTP/2 over TCP, prior knowledge: h2load (nghttp2-client)
+#   h2      HTTP/2 over TLS (ALPN h2): h2load
+# Over TLS, nginx serves a certificate for 127.0.0.1 from a CA made for the run (openssl,
+# ECDSA P-256) and offers one cipher suite, TLS_AES_128_GCM_SHA256 on TLS 1.3, so every
+# tool does the same cryptography. --streams M (HTTP/2 only, default 1) is the concurrent
+# streams per connection: h2load's -m and the engine's `streams`, both over C connections.
 #
 # --tool-cpu PERCENT runs every tool under a CPU quota of PERCENT of its core (a cgroup of
 # its own: v2 cpu.max or v1 cpu.cfs_quota_us, a 10 ms period; needs root), so that the
@@ -30,8 +41,9 @@
 # highest rate the target sustains). Both sample the engine's RSS every 10 s and give the
 # share of its CPU the once-a-second frames took.
 #
-# Needs nginx, wrk, hey, taskset, GNU time (/usr/bin/time), jq, pgrep and ps (Debian:
-# apt-get install nginx wrk hey util-linux time jq procps); oha is taken from ${OHA:-/tmp/oha/bin/oha} and
+# Needs nginx, taskset, GNU time (/usr/bin/time), jq, pgrep and ps, and the peers of the
+# protocol: wrk and hey (h1), wrk and openssl (h1-tls), h2load (h2c; and openssl: h2) (Debian:
+# apt-get install nginx wrk hey nghttp2-client openssl util-linux time jq procps); oha is taken from ${OHA:-/tmp/oha/bin/oha} and
 # skipped when absent. Loopback only.
 set -euo pipefail
 
@@ -45,6 +57,8 @@ OPEN_RATE=
 SOAK=0
 NGINX_CONFIG=lean
 TOOL_CPU=
+PROTOCOL=h1
+STREAMS=1
 OHA_BIN=${OHA:-/tmp/oha/bin/oha}
 NGINX_BIN=/usr/sbin/nginx
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -71,6 +85,8 @@ while [ $# -gt 0 ]; do
         --soak) SOAK=1; shift ;;
         --nginx) NGINX_CONFIG=${2:?--nginx needs lean or debian}; shift 2 ;;
         --tool-cpu) TOOL_CPU=${2:?--tool-cpu needs a percentage}; shift 2 ;;
+        --protocol) PROTOCOL=${2:?--protocol needs h1, h1-tls, h2c or h2}; shift 2 ;;
+        --streams) STREAMS=${2:?--streams needs a number}; shift 2 ;;
         -h | --help) usage 0 ;;
         *) echo "load-tools.sh: unknown argument $1" >&2; usage 2 ;;
     esac
@@ -90,6 +106,16 @@ case "$NGINX_CONFIG" in
     *) die "--nginx must be lean or debian, not '$NGINX_CONFIG'" ;;
 esac
 [ -z "$OPEN_RATE" ] || [ "$SOAK" = 0 ] || die "--open and --soak cannot go together"
+[[ $STREAMS =~ ^[1-9][0-9]*$ ]] || die "--streams must be a positive integer, not '$STREAMS'"
+# nginx's listen parameters, the scheme, the engine's `http` and whether TLS is set up.
+case "$PROTOCOL" in
+    h1) LISTEN_PARAMS= ; SCHEME=http; HTTP_VERSION=1.1; TLS=0 ;;
+    h1-tls) LISTEN_PARAMS=ssl; SCHEME=https; HTTP_VERSION=1.1; TLS=1 ;;
+    h2c) LISTEN_PARAMS=http2; SCHEME=http; HTTP_VERSION=2; TLS=0 ;;
+    h2) LISTEN_PARAMS="ssl http2"; SCHEME=https; HTTP_VERSION=2; TLS=1 ;;
+    *) die "--protocol must be h1, h1-tls, h2c or h2, not '$PROTOCOL'" ;;
+esac
+[ "$HTTP_VERSION" = 2 ] || [ "$STREAMS" = 1 ] || die "--streams is for HTTP/2 (--protocol h2c or h2)"
 if [ -n "$TOOL_CPU" ]; then
     # The kernel takes no quota under 1 ms, and the period is 10 ms.
     [[ $TOOL_CPU =~ ^[1-9][0-9]$ ]] || die "--tool-cpu must be a percentage from 10 to 99, not '$TOOL_CPU'"
@@ -101,8 +127,24 @@ fi
 # --- tools ------------------------------------------------------------------------------
 missing=()
 [ -x "$NGINX_BIN" ] || missing+=("nginx ($NGINX_BIN; apt-get install nginx)")
-for tool in wrk hey taskset setsid jq; do
-    command -v "$tool" >/dev/null || missing+=("$tool (apt-get install $tool)")
+PEERS=()
+case "$PROTOCOL" in
+    h1) PEERS=(wrk hey) ;;
+    h1-tls) PEERS=(wrk) ;;
+    h2c | h2) PEERS=(h2load) ;;
+esac
+# --open and --soak run the engine alone.
+if [ -n "$OPEN_RATE" ] || [ "$SOAK" = 1 ]; then
+    PEERS=()
+fi
+[ "$TLS" = 0 ] || PEERS+=(openssl)
+for tool in "${PEERS[@]}" taskset setsid jq; do
+    case "$tool" in
+        h2load) package=nghttp2-client ;;
+        taskset) package=util-linux ;;
+        *) package=$tool ;;
+    esac
+    command -v "$tool" >/dev/null || missing+=("$tool (apt-get install $package)")
 done
 for tool in pgrep ps; do
     command -v "$tool" >/dev/null || missing+=("$tool (apt-get install procps)")
@@ -113,7 +155,9 @@ if [ "$SKIP_IOHR" = 0 ] && [ ! -x "$AGENT_BIN" ]; then
     die "no iohr agent at $AGENT_BIN (cargo build --release -p iohr-agent, or --agent-bin PATH, or --skip-iohr)"
 fi
 HAVE_OHA=1
-if [ -z "$OPEN_RATE" ] && [ "$SOAK" = 0 ] && [ ! -x "$OHA_BIN" ]; then
+if [ "$PROTOCOL" != h1 ]; then
+    HAVE_OHA=0
+elif [ -z "$OPEN_RATE" ] && [ "$SOAK" = 0 ] && [ ! -x "$OHA_BIN" ]; then
     echo "load-tools.sh: oha not found at $OHA_BIN (set OHA=PATH); skipping oha" >&2
     HAVE_OHA=0
 fi
@@ -217,7 +261,7 @@ if [ -z "$PORT" ]; then
 elif port_in_use "$PORT"; then
     die "port $PORT on 127.0.0.1 is in use"
 fi
-URL="http://127.0.0.1:$PORT/"
+URL="$SCHEME://127.0.0.1:$PORT/"
 
 # nginx's workers drop to an unprivileged user when started as root: they must be able to
 # read the page.
@@ -251,7 +295,28 @@ Commercial support is available at
 </html>
 HTML
 chmod -R a+rX "$WORK/www"
-sed -e "s#@DIR@#$WORK#g" -e "s#@PORT@#$PORT#g" "$NGINX_TEMPLATE" >"$WORK/nginx.conf"
+
+# --- TLS: a CA made for this run, and nginx's certificate for 127.0.0.1 signed by it -------
+TLS_DIRECTIVES=
+TARGET_CA=()
+if [ "$TLS" = 1 ]; then
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj "/CN=iohr load-tools CA" -keyout "$WORK/ca.key" -out "$WORK/ca.pem" 2>"$WORK/openssl.err" ||
+        { cat "$WORK/openssl.err" >&2; die "openssl could not make the CA"; }
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" \
+        -keyout "$WORK/server.key" -out "$WORK/server.csr" 2>"$WORK/openssl.err" ||
+        { cat "$WORK/openssl.err" >&2; die "openssl could not make the server's key"; }
+    printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$WORK/server.ext"
+    openssl x509 -req -in "$WORK/server.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" \
+        -CAcreateserial -days 2 -extfile "$WORK/server.ext" -out "$WORK/server.pem" 2>"$WORK/openssl.err" ||
+        { cat "$WORK/openssl.err" >&2; die "openssl could not sign the server's certificate"; }
+    chmod a+r "$WORK/server.key"
+    # One line: the templates take the TLS directives where @TLS@ stands.
+    TLS_DIRECTIVES="ssl_certificate $WORK/server.pem; ssl_certificate_key $WORK/server.key; ssl_protocols TLSv1.3; ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256; ssl_session_cache off;"
+    TARGET_CA=(--target-ca "$WORK/ca.pem")
+fi
+sed -e "s#@DIR@#$WORK#g" -e "s#@PORT@#$PORT#g" -e "s#@LISTEN@#$LISTEN_PARAMS#g" \
+    -e "s#@TLS@#$TLS_DIRECTIVES#g" "$NGINX_TEMPLATE" >"$WORK/nginx.conf"
 
 # -e: the packaged binary opens its compiled-in error log before reading the config.
 setsid taskset -c 0 "$NGINX_BIN" -p "$WORK" -e "$WORK/error.log" -c "$WORK/nginx.conf" \
@@ -289,7 +354,7 @@ require_ns() {
     [[ $1 =~ ^[0-9]+$ ]] || die "could not read nginx's CPU time (worker $NGINX_WORKER gone?)"
 }
 page_bytes=$(wc -c <"$WORK/www/index.html")
-echo "nginx $("$NGINX_BIN" -v 2>&1 | sed 's#.*/##') on $URL (core 0, ${page_bytes}-byte page, --nginx $NGINX_CONFIG);" \
+echo "nginx $("$NGINX_BIN" -v 2>&1 | sed 's#.*/##') on $URL (core 0, ${page_bytes}-byte page, --nginx $NGINX_CONFIG, --protocol $PROTOCOL, streams=$STREAMS);" \
     "tools on core 1${TOOL_CPU:+ (${TOOL_CPU}% of it each)}; rounds=$ROUNDS connections=$CONNECTIONS duration=$DURATION" >&2
 
 # --- one run ----------------------------------------------------------------------------
@@ -335,13 +400,13 @@ set_rps() {
 }
 
 closed_spec() {
-    printf '{"operations":[{"path":"/"}],"model":"closed","connections":%s,"duration":"%s"}\n' \
-        "$CONNECTIONS" "$DURATION"
+    printf '{"operations":[{"path":"/"}],"model":"closed","connections":%s,"duration":"%s","http":"%s","streams":%s}\n' \
+        "$CONNECTIONS" "$DURATION" "$HTTP_VERSION" "$STREAMS"
 }
 
 open_spec() {
-    printf '{"operations":[{"path":"/"}],"model":"open","rate":%s,"connections":%s,"duration":"%s"}\n' \
-        "$OPEN_RATE" "$CONNECTIONS" "$DURATION"
+    printf '{"operations":[{"path":"/"}],"model":"open","rate":%s,"connections":%s,"duration":"%s","http":"%s","streams":%s}\n' \
+        "$OPEN_RATE" "$CONNECTIONS" "$DURATION" "$HTTP_VERSION" "$STREAMS"
 }
 
 # Each rps_TOOL runs the tool once and sets RPS; a warning goes to stderr when the tool saw
@@ -349,7 +414,7 @@ open_spec() {
 # never in $(...): a subshell would not know RUN_PID, and ctrl-c would leave the tool.
 rps_iohr() {
     closed_spec >"$WORK/spec.json"
-    run iohr "$AGENT_BIN" exec --kind load --target "$URL" "$WORK/spec.json" --json || exit 1
+    run iohr "$AGENT_BIN" exec --kind load --target "$URL" "${TARGET_CA[@]}" "$WORK/spec.json" --json || exit 1
     local errors
     errors=$(jq -r '[.result.errors // {} | to_entries[] | .value] | add // 0' "$WORK/iohr.out" 2>/dev/null || echo "?")
     [ "$errors" = 0 ] || echo "load-tools.sh: warning: iohr reported errors: $(jq -c '.result.errors' "$WORK/iohr.out")" >&2
@@ -371,6 +436,21 @@ rps_oha() {
     errors=$(jq -r '.errorDistribution // {} | del(.["aborted due to deadline"]) | length' "$WORK/oha.out" 2>/dev/null || echo "?")
     [ "$errors" = 0 ] || echo "load-tools.sh: warning: oha errors: $(jq -c '.errorDistribution' "$WORK/oha.out")" >&2
     set_rps oha "$(jq -r '.summary.requestsPerSec // empty' "$WORK/oha.out" 2>/dev/null)"
+}
+
+rps_h2load() {
+    # One thread (one core, as wrk -t1); -m streams on each of -c connections; no TLS check.
+    run h2load h2load -t1 "-c$CONNECTIONS" "-m$STREAMS" -D "$DURATION_S" "$URL" || exit 1
+    local failed
+    failed=$(awk '/^requests:/ { for (i = 1; i <= NF; i++) if ($i ~ /^(failed|errored|timeout),?$/) n += $(i - 1) } END { print n + 0 }' "$WORK/h2load.out")
+    [ "$failed" = 0 ] || echo "load-tools.sh: warning: h2load: $(grep '^requests:' "$WORK/h2load.out")" >&2
+    local non2xx
+    non2xx=$(awk '/^status codes:/ { print $5 + $7 + $9 + 0 }' "$WORK/h2load.out")
+    [ "${non2xx:-0}" = 0 ] || echo "load-tools.sh: warning: h2load: $(grep '^status codes:' "$WORK/h2load.out")" >&2
+    grep -q "Application protocol: $([ "$HTTP_VERSION" = 2 ] && echo h2 || echo http/1.1)" "$WORK/h2load.out" ||
+        { [ "$PROTOCOL" = h2c ] && grep -q 'Application protocol: h2c' "$WORK/h2load.out"; } ||
+        echo "load-tools.sh: warning: h2load did not say it spoke $PROTOCOL: $(grep 'Application protocol' "$WORK/h2load.out")" >&2
+    set_rps h2load "$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$WORK/h2load.out")"
 }
 
 rps_hey() {
@@ -422,7 +502,7 @@ if [ -n "$OPEN_RATE" ] || [ "$SOAK" = 1 ]; then
             done
         ) >"$WORK/rss-$round.txt" &
         SAMPLER=$!
-        run iohr-open "$AGENT_BIN" exec --kind load --target "$URL" "$WORK/spec.json" --json || exit 1
+        run iohr-open "$AGENT_BIN" exec --kind load --target "$URL" "${TARGET_CA[@]}" "$WORK/spec.json" --json || exit 1
         kill "$SAMPLER" 2>/dev/null || true
         wait "$SAMPLER" 2>/dev/null || true
         SAMPLER=
@@ -453,9 +533,13 @@ fi
 # --- closed model, interleaved ----------------------------------------------------------
 TOOLS=()
 [ "$SKIP_IOHR" = 1 ] || TOOLS+=(iohr)
-TOOLS+=(wrk)
+case "$PROTOCOL" in
+    h1) TOOLS+=(wrk) ;;
+    h1-tls) TOOLS+=(wrk) ;;
+    h2c | h2) TOOLS+=(h2load) ;;
+esac
 [ "$HAVE_OHA" = 0 ] || TOOLS+=(oha)
-TOOLS+=(hey)
+[ "$PROTOCOL" != h1 ] || TOOLS+=(hey)
 
 : >"$WORK/results.tsv"
 echo
@@ -504,5 +588,8 @@ ratio() {
         echo "$a/$b: n/a (a tool was skipped)"
     fi
 }
-ratio iohr wrk
-ratio iohr oha
+case "$PROTOCOL" in
+    h1) ratio iohr wrk; ratio iohr oha ;;
+    h1-tls) ratio iohr wrk ;;
+    h2c | h2) ratio iohr h2load ;;
+esac
