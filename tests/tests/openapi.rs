@@ -88,6 +88,11 @@ async fn the_served_document_is_docs_openapi_json_and_the_fuzzer_finds_nothing()
         .arg("--report-dir")
         .arg(&report)
         .env("NO_COLOR", "1")
+        // A CPython 3.11.7 bug inside Hypothesis, worked around there (not an API finding).
+        .env(
+            "SCHEMATHESIS_HOOKS",
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("openapi/hooks.py"),
+        )
         // Its cache (`.schemathesis/`) goes with the test's files, not into the tree.
         .current_dir(stack.install.path(""))
         .kill_on_drop(true)
