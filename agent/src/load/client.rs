@@ -1,23 +1,18 @@
 //! The load engine's HTTP client: one connection per worker (HTTP/1.1 keep-alive, our own
 //! driver in [`super::h1`]) or shared by a few streams (HTTP/2: ALPN `h2` over TLS,
-//! prior-knowledge h2c over plain TCP, hyper's connection API so that a request costs no
-//! pool lock). TLS is rustls with the system's roots plus an optional extra CA.
+//! prior-knowledge h2c over plain TCP, the `h2` crate in [`super::h2`]). TLS is rustls
+//! with the system's roots plus an optional extra CA.
 
-use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use http_body_util::{BodyExt, Full};
-use hyper::Response;
-use hyper::body::{Bytes, Incoming};
-use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use iohr_domain::load::HttpVersion;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use super::h1::{H1Conn, Stream};
+use super::h2::H2Conn;
 use super::request::PreparedOp;
 
 /// Why a request got no response: the kinds `load` frames count.
@@ -159,17 +154,7 @@ impl Endpoint {
         };
         match self.http {
             HttpVersion::Http1 => Ok(Connection::H1(H1Conn::new(stream))),
-            HttpVersion::Http2 => {
-                let (sender, connection) = http2::Builder::new(TokioExecutor::new())
-                    .handshake(TokioIo::new(stream))
-                    .await
-                    .map_err(|_| Failure::Protocol)?;
-                tokio::spawn(async move {
-                    // Its end is seen by the sender as a closed connection.
-                    let _ = connection.await;
-                });
-                Ok(Connection::H2(sender))
-            }
+            HttpVersion::Http2 => Ok(Connection::H2(H2Conn::handshake(stream).await?)),
         }
     }
 }
@@ -210,11 +195,11 @@ fn tls_config(
     Ok(config)
 }
 
-/// An open connection. HTTP/2 senders are cheap clones sharing one connection.
+/// An open connection. HTTP/2 handles are cheap clones sharing one connection.
 #[derive(Debug)]
 pub enum Connection {
     H1(H1Conn<Stream>),
-    H2(http2::SendRequest<Full<Bytes>>),
+    H2(H2Conn),
 }
 
 impl Connection {
@@ -222,7 +207,7 @@ impl Connection {
     pub fn share(&self) -> Option<Connection> {
         match self {
             Connection::H1(_) => None,
-            Connection::H2(sender) => Some(Connection::H2(sender.clone())),
+            Connection::H2(conn) => Some(Connection::H2(conn.clone())),
         }
     }
 
@@ -240,43 +225,7 @@ impl Connection {
     pub async fn send(&mut self, op: &PreparedOp) -> Result<u16, Failure> {
         match self {
             Connection::H1(conn) => conn.send(op.wire(), op.method()).await,
-            Connection::H2(sender) => {
-                sender.ready().await.map_err(|e| classify(&e))?;
-                let response = sender
-                    .send_request(op.request())
-                    .await
-                    .map_err(|e| classify(&e))?;
-                drain(response).await
-            }
+            Connection::H2(conn) => conn.send(op.h2_head(), op.body()).await,
         }
-    }
-}
-
-async fn drain(response: Response<Incoming>) -> Result<u16, Failure> {
-    let status = response.status().as_u16();
-    let mut body = response.into_body();
-    while let Some(frame) = body.frame().await {
-        frame.map_err(|e| classify(&e))?;
-    }
-    Ok(status)
-}
-
-/// Maps hyper's errors onto the failure kinds.
-fn classify(error: &hyper::Error) -> Failure {
-    use std::error::Error as _;
-    let mut source = error.source();
-    while let Some(inner) = source {
-        if let Some(io) = inner.downcast_ref::<io::Error>() {
-            return match io.kind() {
-                io::ErrorKind::TimedOut => Failure::Timeout,
-                _ => Failure::Reset,
-            };
-        }
-        source = inner.source();
-    }
-    if error.is_canceled() || error.is_closed() || error.is_incomplete_message() {
-        Failure::Reset
-    } else {
-        Failure::Protocol
     }
 }

@@ -15,6 +15,7 @@
 pub mod client;
 pub mod engine;
 pub mod h1;
+pub mod h2;
 pub mod poller;
 pub mod recorder;
 pub mod request;

@@ -91,7 +91,14 @@ impl PreparedOp {
         }
         let wire = match endpoint.http() {
             HttpVersion::Http1 => encode_h1(&method, &uri, &headers, &body),
-            HttpVersion::Http2 => Bytes::new(),
+            HttpVersion::Http2 => {
+                // What hyper's client did for us: no connection headers, a known length.
+                super::h2::strip_connection_headers(&mut headers);
+                if !body.is_empty() {
+                    headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+                }
+                Bytes::new()
+            }
         };
         Ok(PreparedOp {
             method,
@@ -111,12 +118,26 @@ impl PreparedOp {
         &self.wire
     }
 
+    /// The request for hyper's client (the fault probes' single requests).
     pub fn request(&self) -> Request<Full<Bytes>> {
-        let mut request = Request::new(Full::new(self.body.clone()));
+        self.with_body(Full::new(self.body.clone()))
+    }
+
+    /// The HTTP/2 request's head; its body is [`PreparedOp::body`].
+    pub fn h2_head(&self) -> Request<()> {
+        self.with_body(())
+    }
+
+    fn with_body<B>(&self, body: B) -> Request<B> {
+        let mut request = Request::new(body);
         *request.method_mut() = self.method.clone();
         *request.uri_mut() = self.uri.clone();
         *request.headers_mut() = self.headers.clone();
         request
+    }
+
+    pub fn body(&self) -> &Bytes {
+        &self.body
     }
 }
 
