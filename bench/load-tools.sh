@@ -17,7 +17,7 @@
 #   bench/load-tools.sh [--rounds N] [--connections C] [--duration D] [--agent-bin PATH]
 #                       [--port PORT] [--skip-iohr] [--open RATE | --soak]
 #                       [--nginx lean|debian] [--tool-cpu PERCENT]
-#                       [--protocol h1|h1-tls|h2c|h2] [--streams M]
+#                       [--protocol h1|h1-tls|h2c|h2] [--streams M] [--stop-target-at S]
 #
 # --protocol picks what nginx speaks and so which peers run beside the engine:
 #   h1      HTTP/1.1 over TCP (the default): wrk, oha and hey
@@ -38,7 +38,10 @@
 # --open RATE runs only the iohr engine's open model at RATE requests/s (one run per
 # round) and prints its achieved rate, late and dropped counts and p99, for the record.
 # --soak does the same with the closed model (CONNECTIONS as fast as nginx answers: the
-# highest rate the target sustains). Both sample the engine's RSS every 10 s and give the
+# highest rate the target sustains). --stop-target-at S (with --open) stops nginx's worker
+# with SIGSTOP S seconds into each run and resumes it with SIGCONT one second later: the
+# requests due in that second wait up to a second, which an honest (corrected) p99 shows.
+# Both sample the engine's RSS every 10 s and give the
 # share of its CPU the once-a-second frames took.
 #
 # Needs nginx, taskset, GNU time (/usr/bin/time), jq, pgrep and ps, and the peers of the
@@ -59,6 +62,7 @@ NGINX_CONFIG=lean
 TOOL_CPU=
 PROTOCOL=h1
 STREAMS=1
+STOP_AT=
 OHA_BIN=${OHA:-/tmp/oha/bin/oha}
 NGINX_BIN=/usr/sbin/nginx
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -87,6 +91,7 @@ while [ $# -gt 0 ]; do
         --tool-cpu) TOOL_CPU=${2:?--tool-cpu needs a percentage}; shift 2 ;;
         --protocol) PROTOCOL=${2:?--protocol needs h1, h1-tls, h2c or h2}; shift 2 ;;
         --streams) STREAMS=${2:?--streams needs a number}; shift 2 ;;
+        --stop-target-at) STOP_AT=${2:?--stop-target-at needs seconds}; shift 2 ;;
         -h | --help) usage 0 ;;
         *) echo "load-tools.sh: unknown argument $1" >&2; usage 2 ;;
     esac
@@ -107,6 +112,10 @@ case "$NGINX_CONFIG" in
 esac
 [ -z "$OPEN_RATE" ] || [ "$SOAK" = 0 ] || die "--open and --soak cannot go together"
 [[ $STREAMS =~ ^[1-9][0-9]*$ ]] || die "--streams must be a positive integer, not '$STREAMS'"
+if [ -n "$STOP_AT" ]; then
+    [[ $STOP_AT =~ ^[1-9][0-9]*$ ]] || die "--stop-target-at must be whole seconds, not '$STOP_AT'"
+    [ -n "$OPEN_RATE" ] || die "--stop-target-at goes with --open"
+fi
 # nginx's listen parameters, the scheme, the engine's `http` and whether TLS is set up.
 case "$PROTOCOL" in
     h1) LISTEN_PARAMS= ; SCHEME=http; HTTP_VERSION=1.1; TLS=0 ;;
@@ -170,6 +179,7 @@ WORK=$(mktemp -d -t iohr-load-tools.XXXXXX)
 NGINX_PID=
 RUN_PID=
 SAMPLER=
+STOPPER=
 TOOL_CGROUP=
 ENABLED_CPU_CONTROLLER=0
 
@@ -191,6 +201,9 @@ cleanup() {
     local status=$?
     trap - EXIT INT TERM
     [ -z "$SAMPLER" ] || kill "$SAMPLER" 2>/dev/null || true
+    [ -z "$STOPPER" ] || kill "$STOPPER" 2>/dev/null || true
+    # Never leave the target stopped.
+    [ -z "${NGINX_WORKER:-}" ] || kill -CONT "$NGINX_WORKER" 2>/dev/null || true
     stop_group "$RUN_PID"
     stop_group "$NGINX_PID"
     if [ -n "$TOOL_CGROUP" ]; then
@@ -487,8 +500,8 @@ if [ -n "$OPEN_RATE" ] || [ "$SOAK" = 1 ]; then
         echo "iohr open model at $OPEN_RATE/s, connections=$CONNECTIONS, duration=$DURATION"
     fi
     echo
-    echo "| round | target rate/s | achieved rate/s | late | dropped | p99 (ms) | peak RSS (MiB) | RSS every 10 s: first/last, min, max (MiB) | frame work / engine CPU |"
-    echo "|---|---|---|---|---|---|---|---|---|"
+    echo "| round | target rate/s | achieved rate/s | late | dropped | p99 (ms) | uncorrected p99 (ms) | peak RSS (MiB) | RSS every 10 s: first/last, min, max (MiB) | frame work / engine CPU |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
     rss_samples=()
     for round in $(seq 1 "$ROUNDS"); do
         # The engine's RSS every 10 s while it runs: flat means constant memory. Only the
@@ -502,16 +515,38 @@ if [ -n "$OPEN_RATE" ] || [ "$SOAK" = 1 ]; then
             done
         ) >"$WORK/rss-$round.txt" &
         SAMPLER=$!
+        if [ -n "$STOP_AT" ]; then
+            # From the engine's start: its warm-up is none, so S s into the measure.
+            (
+                sleep "$STOP_AT"
+                kill -STOP "$NGINX_WORKER"
+                date +%s%N >"$WORK/stopped-$round"
+                sleep 1
+                kill -CONT "$NGINX_WORKER"
+                date +%s%N >"$WORK/resumed-$round"
+            ) &
+            STOPPER=$!
+        fi
         run iohr-open "$AGENT_BIN" exec --kind load --target "$URL" "${TARGET_CA[@]}" "$WORK/spec.json" --json || exit 1
         kill "$SAMPLER" 2>/dev/null || true
         wait "$SAMPLER" 2>/dev/null || true
         SAMPLER=
+        if [ -n "$STOPPER" ]; then
+            wait "$STOPPER" 2>/dev/null || true
+            STOPPER=
+            [ -s "$WORK/resumed-$round" ] ||
+                die "round $round: the target was not stopped and resumed within the run (is --stop-target-at under the duration?)"
+            stop_ms=$(( ($(cat "$WORK/resumed-$round") - $(cat "$WORK/stopped-$round")) / 1000000 ))
+            echo "round $round: nginx's worker stopped for $stop_ms ms, $STOP_AT s into the run" >&2
+        fi
         row=$(jq -r '.result | [
             (.achieved_rate // "n/a"),
             (.late // "n/a"),
             (.dropped // "n/a"),
             (if .latency.percentiles.p99.value == null then "n/a"
-             else ((.latency.percentiles.p99.value | round) / 1000) end)
+             else ((.latency.percentiles.p99.value | round) / 1000) end),
+            (if .uncorrected_latency.percentiles.p99.value == null then "n/a"
+             else ((.uncorrected_latency.percentiles.p99.value | round) / 1000) end)
         ] | map(tostring) | join(" | ")' "$WORK/iohr-open.out") ||
             { echo "load-tools.sh: could not read the engine's JSON:" >&2; head -c 2000 "$WORK/iohr-open.out" >&2; exit 1; }
         samples=$(awk 'NR == 1 { first = $1; lo = $1; hi = $1 } { last = $1; n++; if ($1 < lo) lo = $1; if ($1 > hi) hi = $1 }
