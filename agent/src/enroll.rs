@@ -91,8 +91,13 @@ impl ServerCertVerifier for PinnedCaVerifier {
             WebPkiServerVerifier::builder_with_provider(Arc::new(roots), self.provider.clone())
                 .build()
                 .map_err(|e| rustls::Error::General(e.to_string()))?;
-        let verified =
-            verifier.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)?;
+        let verified = verifier.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        )?;
         if let Ok(mut seen) = self.seen.lock() {
             seen.ca = Some(ca.clone().into_owned());
         }

@@ -32,7 +32,9 @@ pub enum TokenError {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("a CA fingerprint is 64 hex digits (the SHA-256 of the CA certificate), optionally after sha256:")]
+#[error(
+    "a CA fingerprint is 64 hex digits (the SHA-256 of the CA certificate), optionally after sha256:"
+)]
 pub struct FingerprintError;
 
 /// The SHA-256 of a CA certificate's DER, lowercase hex.
@@ -219,7 +221,10 @@ mod tests {
             (with("", &t.secret, FP), TokenError::Id),
             (with("ID", &t.secret, FP), TokenError::Id),
             (with(&t.id, "abc", FP), TokenError::Secret),
-            (with(&t.id, &t.secret.to_uppercase(), FP), TokenError::Secret),
+            (
+                with(&t.id, &t.secret.to_uppercase(), FP),
+                TokenError::Secret,
+            ),
             (
                 with(&t.id, &t.secret, &FP[1..]),
                 TokenError::Fingerprint(FingerprintError),
@@ -247,10 +252,20 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join(":"),
         ] {
-            assert_eq!(text.parse::<CaFingerprint>(), Ok(expected.clone()), "{text}");
+            assert_eq!(
+                text.parse::<CaFingerprint>(),
+                Ok(expected.clone()),
+                "{text}"
+            );
         }
         assert_eq!(expected.to_string(), format!("sha256:{FP}"));
-        for bad in ["", "sha256:", &FP[2..], &format!("{FP}00"), "g".repeat(64).as_str()] {
+        for bad in [
+            "",
+            "sha256:",
+            &FP[2..],
+            &format!("{FP}00"),
+            "g".repeat(64).as_str(),
+        ] {
             assert_eq!(bad.parse::<CaFingerprint>(), Err(FingerprintError), "{bad}");
         }
     }

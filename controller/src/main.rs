@@ -348,12 +348,10 @@ async fn main() -> anyhow::Result<()> {
             serve(
                 store,
                 api,
-                agent_addr,
-                Duration::from_millis(heartbeat_ms),
+                (agent_addr, Duration::from_millis(heartbeat_ms), enrollment),
                 limits,
                 events,
                 retention,
-                enrollment,
             )
             .await
         }
@@ -613,12 +611,15 @@ fn redact_url(url: &str) -> String {
 async fn serve(
     args: StoreArgs,
     api: serve_command::ApiArgs,
-    agent_addr: SocketAddr,
-    heartbeat: Duration,
+    // The agent link's: where it listens, its heartbeat, what enrollment signs.
+    (agent_addr, heartbeat, enrollment): (
+        SocketAddr,
+        Duration,
+        iohr_controller::link::enroll::EnrollmentConfig,
+    ),
     limits: Limits,
     events: iohr_controller::outbox::EventsConfig,
     retention: iohr_controller::retention::RetentionConfig,
-    enrollment: iohr_controller::link::enroll::EnrollmentConfig,
 ) -> anyhow::Result<()> {
     let pki = ControllerPki::in_data_dir(&args.data_dir);
     if !pki.exists() {

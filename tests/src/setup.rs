@@ -165,7 +165,15 @@ impl Installation {
     pub fn enrollment_token(&self, account: &str, name: &str, ttl: &str) -> (String, String) {
         let out = self.ctl2(
             "agent-token",
-            &["create", "--account", account, "--agent", name, "--ttl", ttl],
+            &[
+                "create",
+                "--account",
+                account,
+                "--agent",
+                name,
+                "--ttl",
+                ttl,
+            ],
         );
         let token = out.lines().last().expect("a token line").trim().to_string();
         (token, out)

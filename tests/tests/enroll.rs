@@ -54,7 +54,10 @@ fn assert_enrolled(output: &Output) {
 }
 
 fn assert_refused(output: &Output, code: &str) {
-    assert!(!output.status.success(), "enrolled, but {code} was expected");
+    assert!(
+        !output.status.success(),
+        "enrolled, but {code} was expected"
+    );
     assert!(stderr(output).contains(code), "{code}: {}", stderr(output));
 }
 
@@ -82,7 +85,10 @@ async fn an_enrolled_agent_serves_runs_and_its_token_is_spent(backend: Backend) 
 
     let (token, printed) = install.enrollment_token("default", "edge-1", "10m");
     assert!(
-        printed.contains(&format!("controller CA sha256:{}", ca_fingerprint(&install))),
+        printed.contains(&format!(
+            "controller CA sha256:{}",
+            ca_fingerprint(&install)
+        )),
         "{printed}"
     );
     let dir = install.path("enrolled/edge-1");
@@ -135,7 +141,9 @@ async fn an_enrolled_agent_serves_runs_and_its_token_is_spent(backend: Backend) 
         }))
         .await;
     let id = run["id"].as_str().expect("id");
-    let done = api.wait_status(id, &["passed", "failed", "error"], LIMIT).await;
+    let done = api
+        .wait_status(id, &["passed", "failed", "error"], LIMIT)
+        .await;
     assert_eq!(done["status"], "passed", "{done}");
 
     // Spent: a third try is refused too.
@@ -185,7 +193,10 @@ async fn bad_tokens_requests_and_pins_are_refused(backend: Backend) {
 
     // A request that is not a CSR, with the good token: refused, and the token kept.
     let mut client = EnrollmentClient::new(anonymous_channel(&install, &controller).await);
-    for csr in ["", "-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n"] {
+    for csr in [
+        "",
+        "-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n",
+    ] {
         let refused = client
             .enroll(EnrollRequest {
                 token: token.clone(),
@@ -194,7 +205,10 @@ async fn bad_tokens_requests_and_pins_are_refused(backend: Backend) {
             .await
             .expect_err("not a CSR");
         assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
-        assert!(refused.message().starts_with("invalid_csr: "), "{refused:?}");
+        assert!(
+            refused.message().starts_with("invalid_csr: "),
+            "{refused:?}"
+        );
     }
     // A request larger than the enroll bound is refused by the transport.
     let huge = client
@@ -214,7 +228,15 @@ async fn bad_tokens_requests_and_pins_are_refused(backend: Backend) {
 
     // None of that consumed the token: it still enrolls, pinned as it says.
     let dir = install.path("enrolled/edge-1");
-    assert_enrolled(&enroll(&controller, &token, &dir, Some(&format!("sha256:{}", parts[3]))).await);
+    assert_enrolled(
+        &enroll(
+            &controller,
+            &token,
+            &dir,
+            Some(&format!("sha256:{}", parts[3])),
+        )
+        .await,
+    );
 
     // Expired: made with the shortest ttl, used once the clock has passed its expiry.
     let (short, printed) = install.enrollment_token("default", "edge-2", "1s");

@@ -69,7 +69,7 @@ impl Store {
         fingerprint: &str,
     ) -> Result<String> {
         let mut tx = self.write_tx().await?;
-        let agent_id = register_cert_in(&mut *tx, account_id, name, fingerprint, false).await?;
+        let agent_id = register_cert_in(&mut tx, account_id, name, fingerprint, false).await?;
         tx.commit().await?;
         Ok(agent_id)
     }

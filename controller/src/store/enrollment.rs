@@ -146,7 +146,7 @@ impl Store {
             ));
         }
         let agent_id = register_cert_in(
-            &mut *tx,
+            &mut tx,
             &grant.account_id,
             &grant.agent_name,
             fingerprint,
@@ -154,7 +154,7 @@ impl Store {
         )
         .await?;
         insert_audit(
-            &mut *tx,
+            &mut tx,
             &grant.account_id,
             &AuditLine {
                 at: now,

@@ -28,11 +28,17 @@ async fn a_token_enrolls_once_until_it_expires() {
             Err(TokenRefusal::Invalid)
         );
         assert_eq!(
-            store.enrollment_grant("no-such-id", "s3cret", now).await.unwrap(),
+            store
+                .enrollment_grant("no-such-id", "s3cret", now)
+                .await
+                .unwrap(),
             Err(TokenRefusal::Invalid)
         );
         assert_eq!(
-            store.enrollment_grant(&id, "s3cret", now + HOUR).await.unwrap(),
+            store
+                .enrollment_grant(&id, "s3cret", now + HOUR)
+                .await
+                .unwrap(),
             Err(TokenRefusal::Expired)
         );
         let grant = store
@@ -40,7 +46,10 @@ async fn a_token_enrolls_once_until_it_expires() {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!((grant.account.as_str(), grant.agent_name.as_str()), ("acme", "edge-1"));
+        assert_eq!(
+            (grant.account.as_str(), grant.agent_name.as_str()),
+            ("acme", "edge-1")
+        );
 
         // Expired between the check and the consumption: nothing is written.
         assert_eq!(
@@ -50,17 +59,29 @@ async fn a_token_enrolls_once_until_it_expires() {
                 .unwrap(),
             Consumed::Refused(TokenRefusal::Expired)
         );
-        assert!(store.agent_by_fingerprint("fp-late").await.unwrap().is_none());
+        assert!(
+            store
+                .agent_by_fingerprint("fp-late")
+                .await
+                .unwrap()
+                .is_none()
+        );
         assert_eq!(store.enrollment_token_state(&id).await.unwrap().0, None);
 
         let enrolled = store
             .consume_enrollment(&grant, "s3cret", "fp-1", now)
             .await
             .unwrap();
-        assert!(matches!(enrolled, Consumed::Enrolled { .. }), "{enrolled:?}");
+        assert!(
+            matches!(enrolled, Consumed::Enrolled { .. }),
+            "{enrolled:?}"
+        );
         let agent = store.agent_by_fingerprint("fp-1").await.unwrap().unwrap();
         assert_eq!(agent.name, "edge-1");
-        assert_eq!(store.enrollment_token_state(&id).await.unwrap().0, Some(now));
+        assert_eq!(
+            store.enrollment_token_state(&id).await.unwrap().0,
+            Some(now)
+        );
         assert_eq!(
             store.enrollment_grant(&id, "s3cret", now).await.unwrap(),
             Err(TokenRefusal::Used)
@@ -155,7 +176,19 @@ async fn re_enrollment_replaces_the_certificate() {
             panic!("not enrolled");
         };
         assert_eq!(agent_id, old.agent_id, "the same agent, a new certificate");
-        assert!(store.agent_by_fingerprint("fp-old").await.unwrap().is_none());
-        assert!(store.agent_by_fingerprint("fp-new").await.unwrap().is_some());
+        assert!(
+            store
+                .agent_by_fingerprint("fp-old")
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            store
+                .agent_by_fingerprint("fp-new")
+                .await
+                .unwrap()
+                .is_some()
+        );
     }
 }
