@@ -17,6 +17,10 @@ pub enum Command {
     Run(RunArgs),
     /// Execute a spec against a target on this machine, without a controller.
     Exec(ExecArgs),
+    /// Get this agent's certificate with a one-time enrollment token: the key pair is
+    /// made here and never leaves this host; the controller is trusted only if its CA has
+    /// the token's (or --ca-fingerprint's) fingerprint.
+    Enroll(EnrollArgs),
     /// A fault's hog child (CPU, memory or disk), started by the agent itself.
     #[command(hide = true, subcommand)]
     Hog(iohr_agent::faults::hog::HogCommand),
@@ -123,4 +127,22 @@ pub struct ExecArgs {
     pub target_ca: Option<PathBuf>,
     #[command(flatten)]
     pub faults: FaultArgs,
+}
+
+#[derive(clap::Args)]
+pub struct EnrollArgs {
+    /// The controller's agent link, e.g. https://controller.example:8443.
+    #[arg(long, env = "IOHR_CONTROLLER")]
+    pub controller: String,
+    /// The enrollment token `iohr-controller agent-token create` printed (one use).
+    #[arg(long, env = "IOHR_ENROLL_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// Where to write agent.key (made here, mode 0600), agent.pem, ca.pem and agent.name:
+    /// the dir `iohr-agent run --identity` reads.
+    #[arg(long, env = "IOHR_AGENT_IDENTITY")]
+    pub identity: PathBuf,
+    /// The SHA-256 of the controller's CA certificate (64 hex digits, optionally after
+    /// sha256:), instead of the one in the token.
+    #[arg(long)]
+    pub ca_fingerprint: Option<String>,
 }

@@ -9,6 +9,7 @@
 pub mod backoff;
 pub mod cpu_quota;
 pub mod dry_run;
+pub mod enroll;
 pub mod execute;
 pub mod faults;
 pub mod frames;

@@ -36,7 +36,7 @@ fn main() {
 fn runtime_for(command: &Command, one_cpu: bool) -> std::io::Result<tokio::runtime::Runtime> {
     let current_thread = match command {
         Command::Exec(_) => one_cpu,
-        Command::Hog(_) | Command::Warden(_) | Command::Faults(_) => true,
+        Command::Hog(_) | Command::Warden(_) | Command::Faults(_) | Command::Enroll(_) => true,
         Command::Run(_) => false,
     };
     if current_thread {
@@ -63,6 +63,7 @@ async fn agent_main(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => commands::run::run(args).await,
         Command::Exec(args) => commands::exec::exec(args).await,
+        Command::Enroll(args) => commands::enroll::enroll(args).await,
         Command::Hog(hog) => commands::faults::hog(hog),
         Command::Warden(args) => commands::faults::warden(args),
         Command::Faults(command) => commands::faults::admin(command),

@@ -21,6 +21,12 @@ use rustls_pki_types::pem::PemObject;
 use sha2::{Digest, Sha256};
 use time::{Duration, OffsetDateTime};
 
+pub mod csr;
+pub mod enrolling;
+pub mod token;
+
+pub use token::{CaFingerprint, EnrollmentToken, TokenError};
+
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
     #[error("{path}: {source}")]
@@ -115,6 +121,8 @@ fn ca_params(common_name: &str, valid_days: i64) -> Result<CertificateParams, Ce
 const CA_VALID_DAYS: i64 = 3650;
 const SERVER_VALID_DAYS: i64 = 825;
 pub const AGENT_VALID_DAYS: i64 = 365;
+/// An enrolled agent's certificate: days, not years (it enrolls again, or renews).
+pub const ENROLLED_VALID_DAYS: i64 = 7;
 
 /// Creates the CA and the server certificate. `server_names` are DNS names or IP
 /// addresses the agents dial; loopback names are always included.
@@ -190,26 +198,17 @@ pub fn issue_agent(
     out: &Path,
     validity: Validity,
 ) -> Result<IssuedAgent, CertError> {
-    let ca_key_pem = read(&pki.ca_key())?;
-    let ca_key = KeyPair::from_pem(&ca_key_pem)?;
     let ca_pem = read(&pki.ca_cert())?;
 
-    let mut params = CertificateParams::new(Vec::<String>::new())?;
-    params
-        .distinguished_name
-        .push(DnType::OrganizationName, account);
-    params.distinguished_name.push(DnType::CommonName, agent);
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     let now = OffsetDateTime::now_utc();
-    params.not_after = now + Duration::days(validity.not_after_days);
-    // An hour of slack for clocks behind ours; an already expired certificate (tests)
-    // still starts before it ends.
-    params.not_before = (now + Duration::days(validity.not_before_days) - Duration::hours(1))
-        .min(params.not_after - Duration::days(1));
+    let params = agent_params(
+        account,
+        agent,
+        now + Duration::days(validity.not_before_days),
+        now + Duration::days(validity.not_after_days),
+    )?;
     let key = KeyPair::generate()?;
-    let ca_name = read(&pki.ca_name())?;
-    let issuer = Issuer::new(ca_params(ca_name.trim(), CA_VALID_DAYS)?, &ca_key);
-    let cert = params.signed_by(&key, &issuer)?;
+    let cert = params.signed_by(&key, &ca_issuer(pki)?)?;
 
     let files = AgentIdentityFiles::in_dir(out);
     create_dir(out)?;
@@ -223,9 +222,48 @@ pub fn issue_agent(
     })
 }
 
+/// What an agent's client certificate says, whoever made its key: the account as the
+/// organisation, the agent's name as the common name, client authentication only.
+fn agent_params(
+    account: &str,
+    agent: &str,
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+) -> Result<CertificateParams, CertError> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, account);
+    params.distinguished_name.push(DnType::CommonName, agent);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.not_after = not_after;
+    // An hour of slack for clocks behind ours; an already expired certificate (tests)
+    // still starts before it ends.
+    params.not_before = (not_before - Duration::hours(1)).min(not_after - Duration::days(1));
+    Ok(params)
+}
+
+/// The CA that signs agents' certificates, as an rcgen issuer (its key read from disk).
+fn ca_issuer(pki: &ControllerPki) -> Result<Issuer<'static, KeyPair>, CertError> {
+    let ca_key = KeyPair::from_pem(&read(&pki.ca_key())?)?;
+    let ca_name = read(&pki.ca_name())?;
+    Ok(Issuer::new(
+        ca_params(ca_name.trim(), CA_VALID_DAYS)?,
+        ca_key,
+    ))
+}
+
 /// The SHA-256 of a certificate's DER, in hex: how the controller knows an agent.
 pub fn fingerprint(der: &[u8]) -> String {
     hex::encode(Sha256::digest(der))
+}
+
+/// A certificate's DER as PEM.
+pub fn certificate_pem(der: &[u8]) -> String {
+    pem::encode_config(
+        &pem::Pem::new("CERTIFICATE", der.to_vec()),
+        pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF),
+    )
 }
 
 /// The fingerprint of the first certificate in a PEM file.

@@ -1,6 +1,7 @@
 //! `iohr-controller`: initialise, administer and serve the controller.
 
 mod account_delete;
+mod agent_token;
 mod serve_command;
 mod token_list;
 
@@ -30,7 +31,7 @@ struct Cli {
 }
 
 #[derive(Args, Clone)]
-struct StoreArgs {
+pub(crate) struct StoreArgs {
     /// The controller's data dir: certificates in pki/, and the SQLite store unless
     /// --database-url is given.
     #[arg(long, env = "IOHR_DATA_DIR")]
@@ -84,6 +85,8 @@ enum Command {
         events: iohr_controller::outbox::EventsConfig,
         #[command(flatten)]
         retention: iohr_controller::retention::RetentionConfig,
+        #[command(flatten)]
+        enrollment: iohr_controller::link::enroll::EnrollmentConfig,
     },
     /// API tokens.
     Token {
@@ -108,6 +111,12 @@ enum Command {
         /// Days the certificate is valid (negative makes an expired one, for tests).
         #[arg(long, default_value_t = iohr_certs::AGENT_VALID_DAYS, allow_negative_numbers = true)]
         valid_days: i64,
+    },
+    /// One-time enrollment tokens, with which `iohr-agent enroll` gets its certificate
+    /// (its private key never leaves its host).
+    AgentToken {
+        #[command(subcommand)]
+        command: agent_token::AgentTokenCommand,
     },
     /// Agents.
     Agent {
@@ -204,7 +213,8 @@ enum AccountCommand {
         name: String,
     },
     /// Delete an account and all of it: runs, frames, findings, scenarios, schedules,
-    /// webhooks and their logs, events, tokens, agents and their certificates, audit lines.
+    /// webhooks and their logs, events, tokens and enrollment tokens, agents and their
+    /// certificates, audit lines.
     /// Asks to confirm by typing the name, unless --yes.
     Delete {
         #[command(flatten)]
@@ -327,6 +337,7 @@ async fn main() -> anyhow::Result<()> {
             limits,
             events,
             retention,
+            enrollment,
         } => {
             if let Some(refusal) = api.refusal() {
                 // A usage error: clap's format and exit status 2.
@@ -337,8 +348,7 @@ async fn main() -> anyhow::Result<()> {
             serve(
                 store,
                 api,
-                agent_addr,
-                Duration::from_millis(heartbeat_ms),
+                (agent_addr, Duration::from_millis(heartbeat_ms), enrollment),
                 limits,
                 events,
                 retention,
@@ -500,6 +510,7 @@ async fn main() -> anyhow::Result<()> {
             println!("certificate sha256 {}", issued.fingerprint);
             Ok(())
         }
+        Command::AgentToken { command } => agent_token::run(command).await,
         Command::Agent {
             command:
                 AgentCommand::Remove {
@@ -547,7 +558,7 @@ async fn set_console(store: StoreArgs, name: &str, open: bool) -> anyhow::Result
     Ok(())
 }
 
-async fn find_account(
+pub(crate) async fn find_account(
     store: &Store,
     name: &str,
 ) -> anyhow::Result<iohr_controller::store::Account> {
@@ -600,8 +611,12 @@ fn redact_url(url: &str) -> String {
 async fn serve(
     args: StoreArgs,
     api: serve_command::ApiArgs,
-    agent_addr: SocketAddr,
-    heartbeat: Duration,
+    // The agent link's: where it listens, its heartbeat, what enrollment signs.
+    (agent_addr, heartbeat, enrollment): (
+        SocketAddr,
+        Duration,
+        iohr_controller::link::enroll::EnrollmentConfig,
+    ),
     limits: Limits,
     events: iohr_controller::outbox::EventsConfig,
     retention: iohr_controller::retention::RetentionConfig,
@@ -627,6 +642,7 @@ async fn serve(
         limits,
         events,
         retention,
+        enrollment,
     };
     let running = start(config, shutdown.clone()).await?;
     // Scripts and tests read these two lines for the bound ports.

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use futures_util::StreamExt;
 use iohr_certs::ControllerPki;
 use iohr_proto::link::agent_link_server::AgentLinkServer;
+use iohr_proto::link::enrollment_server::EnrollmentServer;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
@@ -49,6 +50,8 @@ pub struct ServeConfig {
     pub events: crate::outbox::EventsConfig,
     /// How long records are kept.
     pub retention: crate::retention::RetentionConfig,
+    /// What enrolled agents' certificates are like.
+    pub enrollment: crate::link::enroll::EnrollmentConfig,
 }
 
 /// A started controller: its bound addresses and the task that ends when it stops.
@@ -91,6 +94,14 @@ pub async fn start(
         "reading certificates in {}",
         config.pki.dir.display()
     )))?;
+    let ca_pem = std::fs::read_to_string(config.pki.ca_cert())
+        .map_err(io(format!("reading {}", config.pki.ca_cert().display())))?;
+    let enrollment = crate::link::enroll::EnrollmentService::new(
+        shared.store.clone(),
+        config.pki.clone(),
+        ca_pem,
+        config.enrollment,
+    );
     let agent_listener = TcpListener::bind(config.agent_addr)
         .await
         .map_err(io(format!(
@@ -112,6 +123,10 @@ pub async fn start(
         .add_service(
             AgentLinkServer::new(LinkService::new(shared.clone()))
                 .max_decoding_message_size(iohr_proto::MAX_LINK_MESSAGE),
+        )
+        .add_service(
+            EnrollmentServer::new(enrollment)
+                .max_decoding_message_size(crate::link::enroll::MAX_ENROLL_MESSAGE),
         )
         .serve_with_incoming_shutdown(
             TcpListenerStream::new(agent_listener).map(|accepted| {

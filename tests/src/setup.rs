@@ -160,6 +160,25 @@ impl Installation {
         out
     }
 
+    /// A one-time enrollment token for agent `name` of `account` valid for `ttl`
+    /// (`agent-token create`): the token (its last line) and all it printed.
+    pub fn enrollment_token(&self, account: &str, name: &str, ttl: &str) -> (String, String) {
+        let out = self.ctl2(
+            "agent-token",
+            &[
+                "create",
+                "--account",
+                account,
+                "--agent",
+                name,
+                "--ttl",
+                ttl,
+            ],
+        );
+        let token = out.lines().last().expect("a token line").trim().to_string();
+        (token, out)
+    }
+
     /// The controller's CA: what a client of `serve --api-tls` trusts.
     pub fn ca_cert(&self) -> PathBuf {
         self.data_dir.join("pki").join("ca.pem")

@@ -166,6 +166,7 @@ async fn deleting_an_account_deletes_all_of_it(backend: Backend) {
         (rows_of(&pool, backend, &doomed).await["webhook_deliveries"] > 0).then_some(())
     })
     .await;
+    stack.install.enrollment_token("default", "edge-2", "1h");
     let before = rows_of(&pool, backend, &doomed).await;
     for table in [
         "accounts",
@@ -185,6 +186,7 @@ async fn deleting_an_account_deletes_all_of_it(backend: Backend) {
         "event_counters",
         "webhooks",
         "webhook_deliveries",
+        "enrollment_tokens",
     ] {
         assert!(
             before[table] > 0,

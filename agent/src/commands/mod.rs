@@ -1,5 +1,6 @@
 //! The commands of `iohr-agent`, one module each (the flags are in [`crate::cli`]).
 
+pub mod enroll;
 pub mod exec;
 pub mod faults;
 pub mod output;

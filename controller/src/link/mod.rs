@@ -3,7 +3,10 @@
 //! An agent is known by its client certificate: the TLS layer refuses a certificate not
 //! signed by the controller's CA (or expired), and [`server::LinkService`] refuses one the
 //! store does not know or whose agent was removed, before reading any message.
+//! [`enroll::EnrollmentService`] on the same port takes callers without a certificate:
+//! an agent exchanging a one-time token and a certificate request for its certificate.
 
+pub mod enroll;
 pub mod server;
 pub mod session;
 

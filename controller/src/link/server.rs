@@ -15,13 +15,23 @@ use super::session::Session;
 use crate::Shared;
 
 /// Server identity plus the CA every agent certificate must chain to.
+///
+/// The server presents the CA after its own certificate, so that an enrolling agent,
+/// which knows only the CA's fingerprint, can find the CA in the chain and verify against
+/// it. A client certificate is optional at the handshake (an enrolling agent has none);
+/// one that is presented must chain to the CA, and `Session` refuses a stream without it.
 pub fn tls_config(pki: &ControllerPki) -> std::io::Result<ServerTlsConfig> {
-    let cert = std::fs::read(pki.server_cert())?;
+    let mut chain = std::fs::read(pki.server_cert())?;
     let key = std::fs::read(pki.server_key())?;
     let ca = std::fs::read(pki.ca_cert())?;
+    if !chain.ends_with(b"\n") {
+        chain.push(b'\n');
+    }
+    chain.extend_from_slice(&ca);
     Ok(ServerTlsConfig::new()
-        .identity(Identity::from_pem(cert, key))
-        .client_ca_root(Certificate::from_pem(ca)))
+        .identity(Identity::from_pem(chain, key))
+        .client_ca_root(Certificate::from_pem(ca))
+        .client_auth_optional(true))
 }
 
 pub struct LinkService {
@@ -50,7 +60,11 @@ impl AgentLink for LinkService {
         let presented = request
             .peer_certs()
             .and_then(|certs| certs.first().map(|c| fingerprint(c.as_ref())))
-            .ok_or_else(|| Status::unauthenticated("a client certificate is required"))?;
+            .ok_or_else(|| {
+                Status::unauthenticated(
+                    "client_certificate_required: a session needs the agent's certificate (enroll first)",
+                )
+            })?;
         let identity = self
             .shared
             .store

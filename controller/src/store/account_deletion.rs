@@ -45,6 +45,7 @@ pub const ACCOUNT_TABLES: &[(&str, &str)] = &[
     ("audit", "account_id = $1"),
     ("agents", "account_id = $1"),
     ("console_sessions", "account_id = $1"),
+    ("enrollment_tokens", "account_id = $1"),
     ("tokens", "account_id = $1"),
     ("environments", "account_id = $1"),
     ("accounts", "id = $1"),

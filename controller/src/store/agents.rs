@@ -69,42 +69,7 @@ impl Store {
         fingerprint: &str,
     ) -> Result<String> {
         let mut tx = self.write_tx().await?;
-        let existing = sqlx::query("SELECT id FROM agents WHERE account_id = $1 AND name = $2")
-            .bind(account_id)
-            .bind(name)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let agent_id = match existing {
-            Some(row) => {
-                let id: String = row.try_get("id")?;
-                sqlx::query("UPDATE agents SET removed_at = NULL WHERE id = $1")
-                    .bind(&id)
-                    .execute(&mut *tx)
-                    .await?;
-                id
-            }
-            None => {
-                let id = new_id();
-                sqlx::query(
-                    "INSERT INTO agents (id, account_id, name, created_at) VALUES ($1, $2, $3, $4)",
-                )
-                .bind(&id)
-                .bind(account_id)
-                .bind(name)
-                .bind(now_ms())
-                .execute(&mut *tx)
-                .await?;
-                id
-            }
-        };
-        sqlx::query(
-            "INSERT INTO agent_certs (fingerprint, agent_id, created_at) VALUES ($1, $2, $3)",
-        )
-        .bind(fingerprint)
-        .bind(&agent_id)
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?;
+        let agent_id = register_cert_in(&mut tx, account_id, name, fingerprint, false).await?;
         tx.commit().await?;
         Ok(agent_id)
     }
@@ -284,6 +249,59 @@ impl Store {
         .await?;
         rows.iter().map(agent_from_row).collect()
     }
+}
+
+/// Registers `fingerprint` as a certificate of agent `name` inside a write transaction,
+/// creating the agent or bringing a removed one back. `replace` drops its other
+/// certificates (an enrollment replaces; `agent-cert` adds, as it always has).
+pub(super) async fn register_cert_in(
+    conn: &mut sqlx::AnyConnection,
+    account_id: &str,
+    name: &str,
+    fingerprint: &str,
+    replace: bool,
+) -> Result<String> {
+    let existing = sqlx::query("SELECT id FROM agents WHERE account_id = $1 AND name = $2")
+        .bind(account_id)
+        .bind(name)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let agent_id = match existing {
+        Some(row) => {
+            let id: String = row.try_get("id")?;
+            sqlx::query("UPDATE agents SET removed_at = NULL WHERE id = $1")
+                .bind(&id)
+                .execute(&mut *conn)
+                .await?;
+            if replace {
+                sqlx::query("DELETE FROM agent_certs WHERE agent_id = $1")
+                    .bind(&id)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            id
+        }
+        None => {
+            let id = new_id();
+            sqlx::query(
+                "INSERT INTO agents (id, account_id, name, created_at) VALUES ($1, $2, $3, $4)",
+            )
+            .bind(&id)
+            .bind(account_id)
+            .bind(name)
+            .bind(now_ms())
+            .execute(&mut *conn)
+            .await?;
+            id
+        }
+    };
+    sqlx::query("INSERT INTO agent_certs (fingerprint, agent_id, created_at) VALUES ($1, $2, $3)")
+        .bind(fingerprint)
+        .bind(&agent_id)
+        .bind(now_ms())
+        .execute(&mut *conn)
+        .await?;
+    Ok(agent_id)
 }
 
 fn agent_from_row(row: &sqlx::any::AnyRow) -> Result<AgentRow> {

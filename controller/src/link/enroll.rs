@@ -1,0 +1,141 @@
+//! `Enrollment.Enroll` on the agent link's port: an enrollment token and a certificate
+//! request in, the agent's certificate out.
+//!
+//! The caller has no client certificate yet, so the token is its only credential: it is
+//! checked first (before the request is parsed), consumed atomically with the agent's new
+//! certificate, and every refusal is a status whose message starts with its code.
+
+use std::time::Duration;
+
+use iohr_certs::csr::{CsrError, MAX_CSR_PEM, sign_agent_csr};
+use iohr_certs::{ControllerPki, EnrollmentToken};
+use iohr_proto::link::enrollment_server::Enrollment;
+use iohr_proto::link::{EnrollRequest, EnrollResponse};
+use tonic::{Request, Response, Status};
+
+use crate::store::{Consumed, Store, TokenRefusal, now_ms};
+
+/// The largest enroll request taken: a token and a request of at most 16 KiB.
+pub const MAX_ENROLL_MESSAGE: usize = 20 * 1024;
+
+/// How long the certificates it signs live (`serve --enrolled-cert-days`).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct EnrollmentConfig {
+    /// Days an enrolled agent's certificate is valid (1 to 90). The agent enrolls again
+    /// with a new token once it has expired.
+    #[arg(long, default_value_t = iohr_certs::ENROLLED_VALID_DAYS,
+          value_parser = clap::value_parser!(i64).range(1..=90))]
+    pub enrolled_cert_days: i64,
+}
+
+impl Default for EnrollmentConfig {
+    fn default() -> Self {
+        EnrollmentConfig {
+            enrolled_cert_days: iohr_certs::ENROLLED_VALID_DAYS,
+        }
+    }
+}
+
+pub struct EnrollmentService {
+    store: Store,
+    pki: ControllerPki,
+    ca_pem: String,
+    lifetime: Duration,
+}
+
+impl EnrollmentService {
+    pub fn new(
+        store: Store,
+        pki: ControllerPki,
+        ca_pem: String,
+        config: EnrollmentConfig,
+    ) -> EnrollmentService {
+        let days = u64::try_from(config.enrolled_cert_days).unwrap_or(1);
+        EnrollmentService {
+            store,
+            pki,
+            ca_pem,
+            lifetime: Duration::from_secs(days * 24 * 3600),
+        }
+    }
+}
+
+fn refused(refusal: TokenRefusal) -> Status {
+    let why = match refusal {
+        TokenRefusal::Invalid => "no enrollment token has this id and secret",
+        TokenRefusal::Used => "this enrollment token was used already; create another",
+        TokenRefusal::Expired => "this enrollment token has expired; create another",
+    };
+    Status::unauthenticated(format!("{}: {why}", refusal.code()))
+}
+
+fn store_failed(error: impl std::fmt::Display) -> Status {
+    tracing::error!(%error, "enrollment: the store failed");
+    Status::unavailable(format!("store_unavailable: {error}"))
+}
+
+#[tonic::async_trait]
+impl Enrollment for EnrollmentService {
+    async fn enroll(
+        &self,
+        request: Request<EnrollRequest>,
+    ) -> Result<Response<EnrollResponse>, Status> {
+        let EnrollRequest { token, csr_pem } = request.into_inner();
+        let token: EnrollmentToken = token
+            .parse()
+            .map_err(|e| Status::unauthenticated(format!("enrollment_token_invalid: {e}")))?;
+        let now = now_ms();
+        let grant = self
+            .store
+            .enrollment_grant(&token.id, &token.secret, now)
+            .await
+            .map_err(store_failed)?
+            .map_err(|refusal| {
+                tracing::warn!(token = %token.id, code = refusal.code(), "refused an enrollment");
+                refused(refusal)
+            })?;
+        if csr_pem.len() > MAX_CSR_PEM {
+            return Err(Status::invalid_argument(
+                "invalid_csr: the request is larger than 16 KiB",
+            ));
+        }
+        let lifetime = self.lifetime;
+        let (pki, account, agent) = (
+            self.pki.clone(),
+            grant.account.clone(),
+            grant.agent_name.clone(),
+        );
+        // Reading the CA key and signing touch the disk: off the async workers.
+        let signed = tokio::task::spawn_blocking(move || {
+            sign_agent_csr(&pki, &csr_pem, &account, &agent, lifetime)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("signing_failed: {e}")))?
+        .map_err(|e| match e {
+            CsrError::Invalid(why) => Status::invalid_argument(format!("invalid_csr: {why}")),
+            CsrError::Cert(error) => {
+                tracing::error!(%error, "enrollment: signing failed");
+                Status::internal(format!("signing_failed: {error}"))
+            }
+        })?;
+        match self
+            .store
+            .consume_enrollment(&grant, &token.secret, &signed.fingerprint, now_ms())
+            .await
+            .map_err(store_failed)?
+        {
+            Consumed::Enrolled { agent_id } => {
+                tracing::info!(agent = %grant.agent_name, %agent_id, token = %token.id,
+                    fingerprint = %signed.fingerprint, "agent enrolled");
+            }
+            Consumed::Refused(refusal) => return Err(refused(refusal)),
+        }
+        Ok(Response::new(EnrollResponse {
+            certificate_pem: signed.cert_pem,
+            ca_pem: self.ca_pem.clone(),
+            agent_name: grant.agent_name,
+            account: grant.account,
+            not_after_ms: signed.not_after.unix_timestamp().saturating_mul(1000),
+        }))
+    }
+}
