@@ -57,9 +57,11 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
 // No doc comment on the argument structs: the variant's is the command's help.
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// The controller's agent link, e.g. https://127.0.0.1:8443.
-    #[arg(long, env = "IOHR_CONTROLLER")]
-    pub controller: String,
+    /// The controller's agent link, e.g. https://127.0.0.1:8443. Repeat it (or separate
+    /// with commas) for several controllers of one store: after a failed or ended link the
+    /// agent dials the next.
+    #[arg(long, env = "IOHR_CONTROLLER", value_delimiter = ',', required = true)]
+    pub controller: Vec<String>,
     /// The dir `iohr-controller agent-cert --out` wrote (agent.key, agent.pem, ca.pem).
     #[arg(long, env = "IOHR_AGENT_IDENTITY")]
     pub identity: PathBuf,

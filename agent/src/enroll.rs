@@ -230,10 +230,14 @@ pub async fn enroll(
         .await
         .map_err(EnrollError::Refused)?
         .into_inner();
-    // The CA to trust from now on must be the one pinned, whatever the answer says.
-    let answered = rustls::pki_types::pem::PemObject::from_pem_slice(answer.ca_pem.as_bytes())
-        .map(|der: CertificateDer<'_>| CaFingerprint::of_der(&der));
-    if answered.as_ref().ok() != Some(pin) {
+    // The CAs to trust from now on must hold the one pinned, whatever the answer says
+    // (two during a CA rotation: the new one, then the pinned old one).
+    let answered: Vec<CaFingerprint> =
+        rustls::pki_types::pem::PemObject::pem_slice_iter(answer.ca_pem.as_bytes())
+            .filter_map(|der: Result<CertificateDer<'_>, _>| der.ok())
+            .map(|der| CaFingerprint::of_der(&der))
+            .collect();
+    if !answered.contains(pin) {
         return Err(EnrollError::OtherCa);
     }
     Ok(answer)

@@ -19,5 +19,6 @@ pub mod leases;
 pub mod link;
 pub mod load;
 pub mod metrics;
+pub mod renew;
 pub mod run_context;
 pub mod stress;

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::backoff::Backoff;
 use crate::execute::{self, SUPPORTED_KINDS};
@@ -44,7 +44,8 @@ pub enum LinkError {
 
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    pub controller: String,
+    /// The agent links of the controllers it may dial, in turn (at least one).
+    pub controllers: Vec<String>,
     pub identity_dir: PathBuf,
     pub name: String,
     pub environments: Vec<String>,
@@ -69,6 +70,17 @@ fn tls(config: &AgentConfig) -> Result<ClientTlsConfig, LinkError> {
         .identity(Identity::from_pem(cert, key)))
 }
 
+/// A controller's address with the identity files as they are now.
+fn endpoint(config: &AgentConfig, controller: &str) -> Result<Endpoint, LinkError> {
+    Ok(Channel::from_shared(controller.to_string())
+        .map_err(|_| LinkError::Address(controller.to_string()))?
+        .tls_config(tls(config)?)?
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(10)))
+}
+
 /// agent.pem, agent.key, ca.pem in the identity dir (as `iohr-controller agent-cert` writes).
 fn iohr_certs_paths(dir: &std::path::Path) -> (PathBuf, PathBuf, PathBuf) {
     (
@@ -84,14 +96,16 @@ pub async fn run(
     leases: Leases,
     shutdown: CancellationToken,
 ) -> Result<(), LinkError> {
-    let tls = tls(&config)?;
-    let endpoint = Channel::from_shared(config.controller.clone())
-        .map_err(|_| LinkError::Address(config.controller.clone()))?
-        .tls_config(tls)?
-        .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(10));
+    // Unreadable identity files or a bad address stop the agent at start; later, a
+    // renewal may have replaced the files, so every dial reads them again.
+    let mut endpoints = Vec::with_capacity(config.controllers.len());
+    for controller in &config.controllers {
+        endpoints.push(endpoint(&config, controller)?);
+    }
+    if endpoints.is_empty() {
+        return Err(LinkError::Address(String::new()));
+    }
+    let mut turn = 0;
     let incarnation = uuid_like();
     let last_heard = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
@@ -105,10 +119,19 @@ pub async fn run(
     ));
     let mut backoff = Backoff::new(config.reconnect_min, config.reconnect_max);
     while !shutdown.is_cancelled() {
-        let outcome = match endpoint.connect().await {
+        let at = turn % endpoints.len();
+        let controller = config.controllers[at].as_str();
+        match self::endpoint(&config, controller) {
+            Ok(fresh) => endpoints[at] = fresh,
+            Err(error) => {
+                tracing::warn!(%error, "reading the identity again failed; dialling with the previous one")
+            }
+        }
+        let outcome = match endpoints[at].connect().await {
             Ok(channel) => {
                 let session = Session {
                     config: &config,
+                    controller,
                     leases: &leases,
                     last_heard: &last_heard,
                     lease_ttl: &lease_ttl,
@@ -122,15 +145,19 @@ pub async fn run(
         if shutdown.is_cancelled() {
             break;
         }
+        // The next dial goes to the next controller: this one failed or let go.
+        turn += 1;
         crate::metrics::reconnecting();
         let wait = backoff.next_wait();
         match outcome {
             Ok(()) => tracing::info!(
+                %controller,
                 wait_ms = wait.as_millis() as u64,
                 "stream ended; reconnecting"
             ),
             Err(error) => {
                 tracing::warn!(
+                    %controller,
                     error = %error_chain(&error),
                     wait_ms = wait.as_millis() as u64,
                     "link failed; reconnecting"
@@ -200,6 +227,8 @@ async fn fence_when_silent(
 
 struct Session<'a> {
     config: &'a AgentConfig,
+    /// The address this session dialled.
+    controller: &'a str,
     leases: &'a Leases,
     last_heard: &'a Arc<AtomicU64>,
     lease_ttl: &'a Arc<AtomicU64>,
@@ -222,8 +251,10 @@ impl Session<'_> {
         shutdown: &CancellationToken,
         backoff: &mut Backoff,
     ) -> Result<(), LinkError> {
-        let mut client =
-            AgentLinkClient::new(channel).max_decoding_message_size(iohr_proto::MAX_LINK_MESSAGE);
+        let renewing = CancellationToken::new();
+        let _stop_renewing = renewing.clone().drop_guard();
+        let mut client = AgentLinkClient::new(channel.clone())
+            .max_decoding_message_size(iohr_proto::MAX_LINK_MESSAGE);
         let (tx, rx) = mpsc::channel::<AgentMessage>(1024);
         let hello = Hello {
             agent_id: self.config.name.clone(),
@@ -281,7 +312,13 @@ impl Session<'_> {
             tracing::warn!(lease = %lease_id, "controller revoked a lease this agent held: stopped");
             self.leases.revoke(lease_id);
         }
-        tracing::info!(controller = %self.config.controller, heartbeat_ms = heartbeat.as_millis() as u64, "connected");
+        tracing::info!(controller = %self.controller, heartbeat_ms = heartbeat.as_millis() as u64, "connected");
+        // Renewals ride this connection and end with it; the next one starts its own.
+        tokio::spawn(crate::renew::keep_renewed(
+            channel,
+            self.config.identity_dir.clone(),
+            renewing,
+        ));
         let mut beat = tokio::time::interval(heartbeat);
         let mut watchdog = tokio::time::interval(heartbeat.min(Duration::from_millis(250)));
         let mut sequence = 0;

@@ -41,6 +41,10 @@ pub(crate) struct Events {
     pub requests_sent: Counter,
     pub link_connected: Gauge,
     pub reconnects: Counter,
+    pub renewals: Counter,
+    pub renewal_failures: Counter,
+    /// When the certificate the agent connects with stops working, Unix seconds.
+    pub certificate_expiry: Gauge,
 }
 
 pub(crate) static EVENTS: LazyLock<Events> = LazyLock::new(|| Events {
@@ -49,6 +53,9 @@ pub(crate) static EVENTS: LazyLock<Events> = LazyLock::new(|| Events {
     requests_sent: Counter::default(),
     link_connected: Gauge::default(),
     reconnects: Counter::default(),
+    renewals: Counter::default(),
+    renewal_failures: Counter::default(),
+    certificate_expiry: Gauge::default(),
 });
 
 /// A lease of `kind` was taken into the table.
@@ -96,4 +103,18 @@ impl Drop for Connected {
 /// The link failed, ended or could not be made, and the agent will dial again.
 pub fn reconnecting() {
     EVENTS.reconnects.inc();
+}
+
+/// The certificate on disk stops working at `not_after` (Unix seconds).
+pub fn certificate_expires(not_after_secs: i64) {
+    EVENTS.certificate_expiry.set(not_after_secs);
+}
+
+/// A renewal installed a new certificate, or failed (and will be tried again).
+pub fn renewed(ok: bool) {
+    if ok {
+        EVENTS.renewals.inc();
+    } else {
+        EVENTS.renewal_failures.inc();
+    }
 }

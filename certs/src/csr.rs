@@ -75,14 +75,19 @@ pub fn sign_agent_csr(
     })
 }
 
-/// The controller CA's PEM and its fingerprint (what enrollment tokens pin).
+/// The controller CA's PEM (`ca.pem`, two CAs during a rotation) and the fingerprint
+/// enrollment tokens pin: the CA that signed the server's certificate, which an enrolling
+/// agent verifies the server against (the old one while a rotation overlaps).
 pub fn ca_with_fingerprint(pki: &ControllerPki) -> Result<(String, CaFingerprint), CertError> {
     let pem = read(&pki.ca_cert())?;
-    let der = rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).map_err(|_| {
-        CertError::NotPem {
-            path: pki.ca_cert(),
-        }
-    })?;
+    let signer = if crate::rotation::in_progress(pki) {
+        crate::rotation::previous_ca(pki)
+    } else {
+        pki.ca_cert()
+    };
+    let signer_pem = read(&signer)?;
+    let der = rustls_pki_types::CertificateDer::from_pem_slice(signer_pem.as_bytes())
+        .map_err(|_| CertError::NotPem { path: signer })?;
     let pin = CaFingerprint::of_der(&der);
     Ok((pem, pin))
 }

@@ -6,8 +6,12 @@
 //! enrollment leaves a previous identity as it was.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use rcgen::{CertificateParams, DnType, KeyPair};
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use x509_parser::prelude::FromDer;
 
 use crate::{AgentIdentityFiles, CertError, create_dir, write_private, write_public};
 
@@ -67,4 +71,50 @@ fn rename(from: &Path, to: &Path) -> Result<(), CertError> {
         path: to.to_path_buf(),
         source,
     })
+}
+
+/// When a certificate starts and stops working.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CertLifetime {
+    pub not_before: SystemTime,
+    pub not_after: SystemTime,
+}
+
+impl CertLifetime {
+    /// Reads the validity of the first certificate in a PEM file.
+    pub fn of_pem_file(path: &Path) -> Result<CertLifetime, CertError> {
+        let not_pem = || CertError::NotPem {
+            path: path.to_path_buf(),
+        };
+        let pem = crate::read(path)?;
+        let der = CertificateDer::from_pem_slice(pem.as_bytes()).map_err(|_| not_pem())?;
+        let (_, cert) = x509_parser::certificate::X509Certificate::from_der(der.as_ref())
+            .map_err(|_| not_pem())?;
+        let at = |t: x509_parser::time::ASN1Time| {
+            let secs = Duration::from_secs(t.timestamp().unsigned_abs());
+            let when = if t.timestamp() >= 0 {
+                SystemTime::UNIX_EPOCH.checked_add(secs)
+            } else {
+                SystemTime::UNIX_EPOCH.checked_sub(secs)
+            };
+            when.unwrap_or(SystemTime::UNIX_EPOCH)
+        };
+        Ok(CertLifetime {
+            not_before: at(cert.validity().not_before),
+            not_after: at(cert.validity().not_after),
+        })
+    }
+
+    /// When to ask for the next certificate: two thirds into this one's lifetime, which
+    /// leaves a third of it for the retries of a controller that is away.
+    pub fn renew_at(&self) -> SystemTime {
+        let lifetime = self
+            .not_after
+            .duration_since(self.not_before)
+            .unwrap_or_default();
+        let two_thirds = (lifetime / 3).checked_mul(2).unwrap_or(lifetime);
+        self.not_before
+            .checked_add(two_thirds)
+            .unwrap_or(self.not_after)
+    }
 }

@@ -23,6 +23,7 @@ use time::{Duration, OffsetDateTime};
 
 pub mod csr;
 pub mod enrolling;
+pub mod rotation;
 pub mod token;
 
 pub use token::{CaFingerprint, EnrollmentToken, TokenError};
@@ -40,6 +41,10 @@ pub enum CertError {
     AlreadyExists(PathBuf),
     #[error("{path}: not a PEM certificate")]
     NotPem { path: PathBuf },
+    #[error("the certificate's validity is out of the range of dates")]
+    OutOfRange,
+    #[error("{0}")]
+    Rotation(&'static str),
 }
 
 /// The files of the controller's PKI inside its data dir.
@@ -131,6 +136,26 @@ pub fn init(pki: &ControllerPki, server_names: &[String]) -> Result<(), CertErro
         return Err(CertError::AlreadyExists(pki.ca_key()));
     }
     create_dir(&pki.dir)?;
+    let (ca_name, ca_key, ca_cert) = new_ca()?;
+    write_public(&pki.ca_name(), &ca_name)?;
+    write_private(&pki.ca_key(), &ca_key.serialize_pem())?;
+    write_public(&pki.ca_cert(), &ca_cert)?;
+
+    let mut names = vec![
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+        "localhost".to_string(),
+    ];
+    names.extend(server_names.iter().cloned());
+    issue_server(
+        pki,
+        names,
+        &Issuer::new(ca_params(&ca_name, CA_VALID_DAYS)?, &ca_key),
+    )
+}
+
+/// A CA of its own name: its name, key and certificate (PEM).
+fn new_ca() -> Result<(String, KeyPair, String), CertError> {
     let ca_key = KeyPair::generate()?;
     // A name of its own: two controllers' CAs never look alike to a TLS peer, so a
     // certificate from another controller is "unknown issuer", not a bad signature.
@@ -139,16 +164,15 @@ pub fn init(pki: &ControllerPki, server_names: &[String]) -> Result<(), CertErro
         &fingerprint(ca_key.public_key_pem().as_bytes())[..12]
     );
     let ca_cert = ca_params(&ca_name, CA_VALID_DAYS)?.self_signed(&ca_key)?;
-    write_public(&pki.ca_name(), &ca_name)?;
-    write_private(&pki.ca_key(), &ca_key.serialize_pem())?;
-    write_public(&pki.ca_cert(), &ca_cert.pem())?;
+    Ok((ca_name, ca_key, ca_cert.pem()))
+}
 
-    let mut names = vec![
-        "127.0.0.1".to_string(),
-        "::1".to_string(),
-        "localhost".to_string(),
-    ];
-    names.extend(server_names.iter().cloned());
+/// Signs and writes the server certificate for `names` (DNS names or addresses).
+fn issue_server(
+    pki: &ControllerPki,
+    names: Vec<String>,
+    issuer: &Issuer<'_, impl rcgen::SigningKey>,
+) -> Result<(), CertError> {
     let mut params = CertificateParams::new(names)?;
     params
         .distinguished_name
@@ -158,8 +182,7 @@ pub fn init(pki: &ControllerPki, server_names: &[String]) -> Result<(), CertErro
     params.not_before = now - Duration::hours(1);
     params.not_after = now + Duration::days(SERVER_VALID_DAYS);
     let server_key = KeyPair::generate()?;
-    let issuer = Issuer::new(ca_params(&ca_name, CA_VALID_DAYS)?, &ca_key);
-    let server_cert = params.signed_by(&server_key, &issuer)?;
+    let server_cert = params.signed_by(&server_key, issuer)?;
     write_private(&pki.server_key(), &server_key.serialize_pem())?;
     write_public(&pki.server_cert(), &server_cert.pem())?;
     Ok(())
@@ -176,16 +199,35 @@ pub struct IssuedAgent {
 /// certificates, which tests use).
 #[derive(Debug, Clone, Copy)]
 pub struct Validity {
-    pub not_before_days: i64,
-    pub not_after_days: i64,
+    /// From now: when it starts and stops working.
+    pub not_before: Duration,
+    pub not_after: Duration,
+}
+
+impl Validity {
+    /// Valid from now for `days` (negative: expired that long ago).
+    pub fn days(days: i64) -> Validity {
+        Validity {
+            not_before: Duration::ZERO,
+            // Past the range of dates: refused by `issue_agent`, never a panic here.
+            not_after: days
+                .checked_mul(86_400)
+                .map_or(Duration::MAX, Duration::seconds),
+        }
+    }
+
+    /// Valid from now for `lifetime` (seconds; tests use short ones to see a renewal).
+    pub fn lasting(lifetime: std::time::Duration) -> Validity {
+        Validity {
+            not_before: Duration::ZERO,
+            not_after: Duration::try_from(lifetime).unwrap_or(Duration::MAX),
+        }
+    }
 }
 
 impl Default for Validity {
     fn default() -> Self {
-        Validity {
-            not_before_days: 0,
-            not_after_days: AGENT_VALID_DAYS,
-        }
+        Validity::days(AGENT_VALID_DAYS)
     }
 }
 
@@ -204,8 +246,10 @@ pub fn issue_agent(
     let params = agent_params(
         account,
         agent,
-        now + Duration::days(validity.not_before_days),
-        now + Duration::days(validity.not_after_days),
+        now.checked_add(validity.not_before)
+            .ok_or(CertError::OutOfRange)?,
+        now.checked_add(validity.not_after)
+            .ok_or(CertError::OutOfRange)?,
     )?;
     let key = KeyPair::generate()?;
     let cert = params.signed_by(&key, &ca_issuer(pki)?)?;
@@ -237,9 +281,16 @@ fn agent_params(
     params.distinguished_name.push(DnType::CommonName, agent);
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     params.not_after = not_after;
-    // An hour of slack for clocks behind ours; an already expired certificate (tests)
-    // still starts before it ends.
-    params.not_before = (not_before - Duration::hours(1)).min(not_after - Duration::days(1));
+    // Slack for clocks behind ours: an hour, or a tenth of a short lifetime, so that
+    // renewal at two thirds of it stays inside it. An already expired certificate
+    // (tests) still starts before it ends.
+    let lifetime: Duration = not_after - not_before;
+    let slack = (lifetime / 10_i32).clamp(Duration::ZERO, Duration::hours(1));
+    params.not_before = if not_after > not_before {
+        not_before - slack
+    } else {
+        not_after - Duration::days(1)
+    };
     Ok(params)
 }
 

@@ -2,6 +2,7 @@
 
 mod account_delete;
 mod agent_token;
+mod ca_command;
 mod serve_command;
 mod token_list;
 
@@ -14,7 +15,7 @@ use anyhow::{Context, bail};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use iohr_certs::{ControllerPki, Validity};
 use iohr_controller::limits::Limits;
-use iohr_controller::server::{ServeConfig, start};
+use iohr_controller::server::{Outcome, ServeConfig, start};
 use iohr_controller::store::{Account, DEFAULT_MAX_RUNNING, PlanChange, Scope, Store, sqlite_url};
 use iohr_controller::timing::Timing;
 use tokio_util::sync::CancellationToken;
@@ -87,6 +88,11 @@ enum Command {
         retention: iohr_controller::retention::RetentionConfig,
         #[command(flatten)]
         enrollment: iohr_controller::link::enroll::EnrollmentConfig,
+        /// On PostgreSQL, wait while another controller serves this store and take over
+        /// when it stops (instead of refusing): a standby for failover. Agents list both
+        /// controllers (`iohr-agent run --controller A,B`).
+        #[arg(long)]
+        standby: bool,
     },
     /// API tokens.
     Token {
@@ -111,6 +117,10 @@ enum Command {
         /// Days the certificate is valid (negative makes an expired one, for tests).
         #[arg(long, default_value_t = iohr_certs::AGENT_VALID_DAYS, allow_negative_numbers = true)]
         valid_days: i64,
+        /// How long the certificate is valid, such as `90d` or `30s` (in place of
+        /// --valid-days; a short one shows a renewal, which starts at two thirds of it).
+        #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "valid_days")]
+        valid_for: Option<std::time::Duration>,
     },
     /// One-time enrollment tokens, with which `iohr-agent enroll` gets its certificate
     /// (its private key never leaves its host).
@@ -122,6 +132,11 @@ enum Command {
     Agent {
         #[command(subcommand)]
         command: AgentCommand,
+    },
+    /// The controller's CA: rotate it with an overlap period.
+    Ca {
+        #[command(subcommand)]
+        command: ca_command::CaCommand,
     },
 }
 
@@ -338,6 +353,7 @@ async fn main() -> anyhow::Result<()> {
             events,
             retention,
             enrollment,
+            standby,
         } => {
             if let Some(refusal) = api.refusal() {
                 // A usage error: clap's format and exit status 2.
@@ -352,6 +368,7 @@ async fn main() -> anyhow::Result<()> {
                 limits,
                 events,
                 retention,
+                standby,
             )
             .await
         }
@@ -489,14 +506,12 @@ async fn main() -> anyhow::Result<()> {
             agent,
             out,
             valid_days,
+            valid_for,
         } => {
             let pki = ControllerPki::in_data_dir(&store.data_dir);
             let store = store.open().await?;
             let account = find_account(&store, &account).await?;
-            let validity = Validity {
-                not_before_days: 0,
-                not_after_days: valid_days,
-            };
+            let validity = valid_for.map_or(Validity::days(valid_days), Validity::lasting);
             let issued = iohr_certs::issue_agent(&pki, &account.name, &agent, &out, validity)
                 .context("issuing the agent certificate (has `init` run?)")?;
             store
@@ -511,6 +526,7 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::AgentToken { command } => agent_token::run(command).await,
+        Command::Ca { command } => ca_command::run(command),
         Command::Agent {
             command:
                 AgentCommand::Remove {
@@ -620,6 +636,7 @@ async fn serve(
     limits: Limits,
     events: iohr_controller::outbox::EventsConfig,
     retention: iohr_controller::retention::RetentionConfig,
+    standby: bool,
 ) -> anyhow::Result<()> {
     let pki = ControllerPki::in_data_dir(&args.data_dir);
     if !pki.exists() {
@@ -630,6 +647,13 @@ async fn serve(
         );
     }
     let shutdown = CancellationToken::new();
+    // A signal stops a standby that is still waiting, too.
+    let signalled = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        signalled.cancel();
+    });
     let config = ServeConfig {
         data_dir: args.data_dir.clone(),
         api: api.listener(&pki)?,
@@ -643,8 +667,12 @@ async fn serve(
         events,
         retention,
         enrollment,
+        standby,
     };
-    let running = start(config, shutdown.clone()).await?;
+    let Some(running) = start(config, shutdown.clone()).await? else {
+        tracing::info!("stopped while standing by");
+        return Ok(());
+    };
     // Scripts and tests read these two lines for the bound ports.
     println!("api listening on {}://{}", api.scheme(), running.api_addr);
     println!("agent link listening on https://{}", running.agent_addr);
@@ -652,10 +680,10 @@ async fn serve(
         println!("metrics listening on http://{addr}/metrics");
     }
     tracing::info!(api = %running.api_addr, agent_link = %running.agent_addr, "controller serving");
-    wait_for_signal().await;
-    tracing::info!("shutting down");
-    shutdown.cancel();
-    let _ = running.done.await;
+    shutdown.cancelled().await;
+    if let Ok(Outcome::ClaimLost) = running.done.await {
+        bail!("lost the store's claim; stopped so that a standby can take over");
+    }
     Ok(())
 }
 

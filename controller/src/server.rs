@@ -52,6 +52,17 @@ pub struct ServeConfig {
     pub retention: crate::retention::RetentionConfig,
     /// What enrolled agents' certificates are like.
     pub enrollment: crate::link::enroll::EnrollmentConfig,
+    /// Wait for the store's claim instead of refusing (PostgreSQL, `serve --standby`).
+    pub standby: bool,
+}
+
+/// How a started controller ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Asked to stop.
+    Stopped,
+    /// Its claim on the store was lost: it stopped by itself.
+    ClaimLost,
 }
 
 /// A started controller: its bound addresses and the task that ends when it stops.
@@ -60,16 +71,43 @@ pub struct Running {
     pub agent_addr: SocketAddr,
     /// Where `/metrics` is served alone (`--metrics-addr`); none when on the API address.
     pub metrics_addr: Option<SocketAddr>,
-    pub done: tokio::task::JoinHandle<()>,
+    pub done: tokio::task::JoinHandle<Outcome>,
 }
 
+/// Starts serving; with `standby`, once the store's claim is this process's. None when
+/// `shutdown` came while standing by.
 pub async fn start(
     config: ServeConfig,
     shutdown: CancellationToken,
-) -> Result<Running, ServeError> {
+) -> Result<Option<Running>, ServeError> {
     let io = |what: String| move |source| ServeError::Io { what, source };
     let store = Store::open(&config.database_url).await?;
-    let claim = store.claim(&config.data_dir).await?;
+    let claim = if config.standby {
+        match store.claim_when_free(&shutdown).await? {
+            Some(claim) => claim,
+            None => return Ok(None),
+        }
+    } else {
+        store.claim(&config.data_dir).await?
+    };
+    // Checked every second from here on; losing it stops everything below.
+    let stopping = shutdown.clone();
+    let claim_lost = CancellationToken::new();
+    let lost = claim_lost.clone();
+    let holding = tokio::spawn(async move {
+        let watched = CancellationToken::new();
+        let watching = watched.clone();
+        let hold = tokio::spawn(claim.hold(watching));
+        tokio::select! {
+            _ = stopping.cancelled() => {}
+            _ = watched.cancelled() => {
+                lost.cancel();
+                stopping.cancel();
+            }
+        }
+        watched.cancel();
+        let _ = hold.await;
+    });
     let hub = FrameHub::new(config.limits.viewers());
     let (dispatcher, dispatcher_task) =
         Dispatcher::start(store.clone(), hub.clone(), config.timing, shutdown.clone()).await?;
@@ -96,12 +134,9 @@ pub async fn start(
     )))?;
     let ca_pem = std::fs::read_to_string(config.pki.ca_cert())
         .map_err(io(format!("reading {}", config.pki.ca_cert().display())))?;
-    let enrollment = crate::link::enroll::EnrollmentService::new(
-        shared.store.clone(),
-        config.pki.clone(),
-        ca_pem,
-        config.enrollment,
-    );
+    let signer = crate::link::enroll::Signer::new(config.pki.clone(), ca_pem, config.enrollment);
+    let enrollment =
+        crate::link::enroll::EnrollmentService::new(shared.store.clone(), signer.clone());
     let agent_listener = TcpListener::bind(config.agent_addr)
         .await
         .map_err(io(format!(
@@ -121,7 +156,7 @@ pub async fn start(
     let link = tonic::transport::Server::builder()
         .tls_config(tls)?
         .add_service(
-            AgentLinkServer::new(LinkService::new(shared.clone()))
+            AgentLinkServer::new(LinkService::new(shared.clone(), signer))
                 .max_decoding_message_size(iohr_proto::MAX_LINK_MESSAGE),
         )
         .add_service(
@@ -199,13 +234,18 @@ pub async fn start(
         if let Some(metrics) = metrics {
             let _ = metrics.await;
         }
-        drop(claim);
+        let _ = holding.await;
         shared.store.close().await;
+        if claim_lost.is_cancelled() {
+            Outcome::ClaimLost
+        } else {
+            Outcome::Stopped
+        }
     });
-    Ok(Running {
+    Ok(Some(Running {
         api_addr,
         agent_addr,
         metrics_addr,
         done,
-    })
+    }))
 }

@@ -10,7 +10,8 @@ pub struct AuditEntry {
     pub id: String,
     /// RFC 3339 UTC with milliseconds.
     pub at: String,
-    /// `token:ID`, `person:NAME`, `controller` or `schedule:ID`.
+    /// `token:ID`, `person:NAME`, `controller`, `schedule:ID`, `enrollment:ID` (an agent's
+    /// enrollment) or `agent:NAME` (its renewal).
     pub actor: String,
     /// Such as `run.start`, `run.cancel`, `run.confirm`, `finding.close`, `halt`.
     pub action: String,

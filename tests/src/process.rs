@@ -80,44 +80,21 @@ impl Controller {
         agent_port: Option<u16>,
         extra: &[&str],
     ) -> Controller {
-        let (log, file) = log_file(install, "controller");
-        let mut command = Command::new(bin("iohr-controller"));
-        command.arg("serve");
-        command.arg("--data-dir").arg(&install.data_dir);
-        if let Some(url) = &install.database_url {
-            command.arg("--database-url").arg(url);
-        }
-        command
-            .args(["--api-addr", "127.0.0.1:0"])
-            .arg("--agent-addr")
-            .arg(format!("127.0.0.1:{}", agent_port.unwrap_or(0)))
-            .arg("--heartbeat-ms")
-            .arg(heartbeat_ms.to_string())
-            .args(extra)
-            .env("RUST_LOG", "info,iohr_controller=debug")
-            .stdout(Stdio::piped())
-            .stderr(file)
-            .kill_on_drop(true);
-        let mut child = command.spawn().expect("spawn iohr-controller");
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let api = read_line_with(&mut stdout, "api listening on ", "iohr-controller").await;
-        let (api_scheme, api) = api
-            .split_once("://")
-            .expect("a URL after `api listening on`");
-        let link = read_line_with(
-            &mut stdout,
-            "agent link listening on https://",
-            "iohr-controller",
+        Standby::spawn(install, "controller", heartbeat_ms, agent_port, extra)
+            .serving()
+            .await
+    }
+
+    /// `serve --standby` on `agent_port`: it prints its addresses (and [`Standby::serving`]
+    /// returns) only once it has taken over the store.
+    pub fn standby(install: &Installation, heartbeat_ms: u64, agent_port: u16) -> Standby {
+        Standby::spawn(
+            install,
+            "controller-standby",
+            heartbeat_ms,
+            Some(agent_port),
+            &["--standby"],
         )
-        .await;
-        Controller {
-            child,
-            api: api.parse().expect("api address"),
-            api_scheme: api_scheme.to_string(),
-            agent_link: link.parse().expect("agent link address"),
-            log,
-            _stdout: stdout,
-        }
     }
 
     pub fn api_url(&self) -> String {
@@ -141,6 +118,85 @@ impl Controller {
             );
         }
         let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+
+    pub fn log_tail(&self) -> String {
+        read_tail(&self.log, 40)
+    }
+}
+
+/// A started `iohr-controller serve` that has not yet printed its addresses.
+pub struct Standby {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+    pub log: PathBuf,
+}
+
+impl Standby {
+    fn spawn(
+        install: &Installation,
+        log_name: &str,
+        heartbeat_ms: u64,
+        agent_port: Option<u16>,
+        extra: &[&str],
+    ) -> Standby {
+        let (log, file) = log_file(install, log_name);
+        let mut command = Command::new(bin("iohr-controller"));
+        command.arg("serve");
+        command.arg("--data-dir").arg(&install.data_dir);
+        if let Some(url) = &install.database_url {
+            command.arg("--database-url").arg(url);
+        }
+        command
+            .args(["--api-addr", "127.0.0.1:0"])
+            .arg("--agent-addr")
+            .arg(format!("127.0.0.1:{}", agent_port.unwrap_or(0)))
+            .arg("--heartbeat-ms")
+            .arg(heartbeat_ms.to_string())
+            .args(extra)
+            .env("RUST_LOG", "info,iohr_controller=debug")
+            .stdout(Stdio::piped())
+            .stderr(file)
+            .kill_on_drop(true);
+        let mut child = command.spawn().expect("spawn iohr-controller");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Standby { child, stdout, log }
+    }
+
+    /// Waits (30 s at most) for its `api listening on` and `agent link listening on`.
+    pub async fn serving(mut self) -> Controller {
+        let api = read_line_with(&mut self.stdout, "api listening on ", "iohr-controller").await;
+        let (api_scheme, api) = api
+            .split_once("://")
+            .expect("a URL after `api listening on`");
+        let link = read_line_with(
+            &mut self.stdout,
+            "agent link listening on https://",
+            "iohr-controller",
+        )
+        .await;
+        Controller {
+            child: self.child,
+            api: api.parse().expect("api address"),
+            api_scheme: api_scheme.to_string(),
+            agent_link: link.parse().expect("agent link address"),
+            log: self.log,
+            _stdout: self.stdout,
+        }
+    }
+
+    /// SIGTERM, then its exit status (10 s at most).
+    pub async fn stop(mut self) -> Option<std::process::ExitStatus> {
+        if let Some(pid) = self.child.id() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
     }
 
     pub fn log_tail(&self) -> String {

@@ -35,7 +35,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .map(|n| n.trim().to_string())
         .unwrap_or_default();
     let config = AgentConfig {
-        controller,
+        controllers: controller,
         identity_dir: identity,
         name,
         environments,

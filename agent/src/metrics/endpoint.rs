@@ -179,6 +179,22 @@ pub fn render(leases: &Leases) -> Result<String, std::fmt::Error> {
         "Times the agent dialled the controller again after its link failed, ended or could not be made",
         EVENTS.reconnects.clone(),
     );
+    registry.register(
+        "certificate_renewals",
+        "Certificates renewed over the link and installed",
+        EVENTS.renewals.clone(),
+    );
+    registry.register(
+        "certificate_renewal_failures",
+        "Renewals that failed (tried again before the certificate expires)",
+        EVENTS.renewal_failures.clone(),
+    );
+    registry.register_with_unit(
+        "certificate_expiry_timestamp",
+        "When the agent's certificate stops working, in Unix time",
+        Unit::Seconds,
+        EVENTS.certificate_expiry.clone(),
+    );
 
     let mut text = String::new();
     encode(&mut text, &registry)?;

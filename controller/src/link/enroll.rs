@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use iohr_certs::csr::{CsrError, MAX_CSR_PEM, sign_agent_csr};
+use iohr_certs::csr::{CsrError, MAX_CSR_PEM, SignedAgent, sign_agent_csr};
 use iohr_certs::{ControllerPki, EnrollmentToken};
 use iohr_proto::link::enrollment_server::Enrollment;
 use iohr_proto::link::{EnrollRequest, EnrollResponse};
@@ -36,27 +36,79 @@ impl Default for EnrollmentConfig {
     }
 }
 
-pub struct EnrollmentService {
-    store: Store,
+/// Signs agents' certificate requests with the controller's CA: enrollment's and
+/// renewal's one way to a certificate, so both give the same lifetime and answer.
+#[derive(Clone)]
+pub struct Signer {
     pki: ControllerPki,
     ca_pem: String,
     lifetime: Duration,
 }
 
-impl EnrollmentService {
-    pub fn new(
-        store: Store,
-        pki: ControllerPki,
-        ca_pem: String,
-        config: EnrollmentConfig,
-    ) -> EnrollmentService {
+impl Signer {
+    pub fn new(pki: ControllerPki, ca_pem: String, config: EnrollmentConfig) -> Signer {
         let days = u64::try_from(config.enrolled_cert_days).unwrap_or(1);
-        EnrollmentService {
-            store,
+        Signer {
             pki,
             ca_pem,
             lifetime: Duration::from_secs(days * 24 * 3600),
         }
+    }
+
+    /// Signs `csr_pem`'s key as agent `agent` of `account`; a request that is not right
+    /// is INVALID_ARGUMENT `invalid_csr`.
+    pub async fn sign(
+        &self,
+        csr_pem: String,
+        account: &str,
+        agent: &str,
+    ) -> Result<SignedAgent, Status> {
+        if csr_pem.len() > MAX_CSR_PEM {
+            return Err(Status::invalid_argument(
+                "invalid_csr: the request is larger than 16 KiB",
+            ));
+        }
+        let (pki, account, agent, lifetime) = (
+            self.pki.clone(),
+            account.to_string(),
+            agent.to_string(),
+            self.lifetime,
+        );
+        // Reading the CA key and signing touch the disk: off the async workers.
+        tokio::task::spawn_blocking(move || {
+            sign_agent_csr(&pki, &csr_pem, &account, &agent, lifetime)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("signing_failed: {e}")))?
+        .map_err(|e| match e {
+            CsrError::Invalid(why) => Status::invalid_argument(format!("invalid_csr: {why}")),
+            CsrError::Cert(error) => {
+                tracing::error!(%error, "signing an agent certificate failed");
+                Status::internal(format!("signing_failed: {error}"))
+            }
+        })
+    }
+
+    /// The answer that carries a signed certificate.
+    pub fn response(&self, signed: SignedAgent, agent: String, account: String) -> EnrollResponse {
+        EnrollResponse {
+            certificate_pem: signed.cert_pem,
+            ca_pem: self.ca_pem.clone(),
+            agent_name: agent,
+            account,
+            not_after_ms: signed.not_after.unix_timestamp().saturating_mul(1000),
+        }
+    }
+}
+
+pub struct EnrollmentService {
+    store: Store,
+    signer: Signer,
+}
+
+impl EnrollmentService {
+    pub fn new(store: Store, signer: Signer) -> EnrollmentService {
+        EnrollmentService { store, signer }
     }
 }
 
@@ -69,7 +121,7 @@ fn refused(refusal: TokenRefusal) -> Status {
     Status::unauthenticated(format!("{}: {why}", refusal.code()))
 }
 
-fn store_failed(error: impl std::fmt::Display) -> Status {
+pub(super) fn store_failed(error: impl std::fmt::Display) -> Status {
     tracing::error!(%error, "enrollment: the store failed");
     Status::unavailable(format!("store_unavailable: {error}"))
 }
@@ -94,30 +146,10 @@ impl Enrollment for EnrollmentService {
                 tracing::warn!(token = %token.id, code = refusal.code(), "refused an enrollment");
                 refused(refusal)
             })?;
-        if csr_pem.len() > MAX_CSR_PEM {
-            return Err(Status::invalid_argument(
-                "invalid_csr: the request is larger than 16 KiB",
-            ));
-        }
-        let lifetime = self.lifetime;
-        let (pki, account, agent) = (
-            self.pki.clone(),
-            grant.account.clone(),
-            grant.agent_name.clone(),
-        );
-        // Reading the CA key and signing touch the disk: off the async workers.
-        let signed = tokio::task::spawn_blocking(move || {
-            sign_agent_csr(&pki, &csr_pem, &account, &agent, lifetime)
-        })
-        .await
-        .map_err(|e| Status::internal(format!("signing_failed: {e}")))?
-        .map_err(|e| match e {
-            CsrError::Invalid(why) => Status::invalid_argument(format!("invalid_csr: {why}")),
-            CsrError::Cert(error) => {
-                tracing::error!(%error, "enrollment: signing failed");
-                Status::internal(format!("signing_failed: {error}"))
-            }
-        })?;
+        let signed = self
+            .signer
+            .sign(csr_pem, &grant.account, &grant.agent_name)
+            .await?;
         match self
             .store
             .consume_enrollment(&grant, &token.secret, &signed.fingerprint, now_ms())
@@ -130,12 +162,10 @@ impl Enrollment for EnrollmentService {
             }
             Consumed::Refused(refusal) => return Err(refused(refusal)),
         }
-        Ok(Response::new(EnrollResponse {
-            certificate_pem: signed.cert_pem,
-            ca_pem: self.ca_pem.clone(),
-            agent_name: grant.agent_name,
-            account: grant.account,
-            not_after_ms: signed.not_after.unix_timestamp().saturating_mul(1000),
-        }))
+        Ok(Response::new(self.signer.response(
+            signed,
+            grant.agent_name,
+            grant.account,
+        )))
     }
 }

@@ -5,8 +5,10 @@
 //! store does not know or whose agent was removed, before reading any message.
 //! [`enroll::EnrollmentService`] on the same port takes callers without a certificate:
 //! an agent exchanging a one-time token and a certificate request for its certificate.
+//! `AgentLink.Renew` ([`renew`]) gives a connected agent its next certificate.
 
 pub mod enroll;
+mod renew;
 pub mod server;
 pub mod session;
 

@@ -5,14 +5,16 @@ use std::pin::Pin;
 use futures_util::{Stream, StreamExt};
 use iohr_certs::{ControllerPki, fingerprint};
 use iohr_proto::link::agent_link_server::AgentLink;
-use iohr_proto::link::{AgentMessage, ControllerMessage};
+use iohr_proto::link::{AgentMessage, ControllerMessage, EnrollResponse, RenewRequest};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Response, Status, Streaming};
 
+use super::enroll::Signer;
 use super::session::Session;
 use crate::Shared;
+use crate::store::AgentIdentity;
 
 /// Server identity plus the CA every agent certificate must chain to.
 ///
@@ -36,12 +38,38 @@ pub fn tls_config(pki: &ControllerPki) -> std::io::Result<ServerTlsConfig> {
 
 pub struct LinkService {
     shared: Shared,
+    signer: Signer,
 }
 
 impl LinkService {
-    pub fn new(shared: Shared) -> LinkService {
-        LinkService { shared }
+    pub fn new(shared: Shared, signer: Signer) -> LinkService {
+        LinkService { shared, signer }
     }
+}
+
+/// The fingerprint of the client certificate a request came with.
+fn presented_fingerprint<T>(request: &Request<T>) -> Result<String, Status> {
+    request
+        .peer_certs()
+        .and_then(|certs| certs.first().map(|c| fingerprint(c.as_ref())))
+        .ok_or_else(|| {
+            Status::unauthenticated(
+                "client_certificate_required: a session needs the agent's certificate (enroll first)",
+            )
+        })
+}
+
+/// The live agent a presented certificate belongs to.
+async fn agent_of(shared: &Shared, presented: &str) -> Result<AgentIdentity, Status> {
+    shared
+        .store
+        .agent_by_fingerprint(presented)
+        .await
+        .map_err(|e| Status::unavailable(format!("store: {e}")))?
+        .ok_or_else(|| {
+            tracing::warn!(fingerprint = %presented, "refused an unknown or removed agent certificate");
+            Status::permission_denied("this certificate belongs to no agent (unknown or removed)")
+        })
 }
 
 type OutboundStream = Pin<Box<dyn Stream<Item = Result<ControllerMessage, Status>> + Send>>;
@@ -57,24 +85,8 @@ impl AgentLink for LinkService {
         &self,
         request: Request<Streaming<AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
-        let presented = request
-            .peer_certs()
-            .and_then(|certs| certs.first().map(|c| fingerprint(c.as_ref())))
-            .ok_or_else(|| {
-                Status::unauthenticated(
-                    "client_certificate_required: a session needs the agent's certificate (enroll first)",
-                )
-            })?;
-        let identity = self
-            .shared
-            .store
-            .agent_by_fingerprint(&presented)
-            .await
-            .map_err(|e| Status::unavailable(format!("store: {e}")))?
-            .ok_or_else(|| {
-                tracing::warn!(fingerprint = %presented, "refused an unknown or removed agent certificate");
-                Status::permission_denied("this certificate belongs to no agent (unknown or removed)")
-            })?;
+        let presented = presented_fingerprint(&request)?;
+        let identity = agent_of(&self.shared, &presented).await?;
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(OUTBOUND_BUFFER);
         let session = Session::new(self.shared.clone(), identity, tx);
@@ -89,5 +101,22 @@ impl AgentLink for LinkService {
             .filter_map(|ended| std::future::ready(ended.ok().map(Err)));
         let outbound = ReceiverStream::new(rx).map(Ok).chain(refusal);
         Ok(Response::new(Box::pin(outbound)))
+    }
+
+    async fn renew(
+        &self,
+        request: Request<RenewRequest>,
+    ) -> Result<Response<EnrollResponse>, Status> {
+        let presented = presented_fingerprint(&request)?;
+        let identity = agent_of(&self.shared, &presented).await?;
+        let renewed = super::renew::renew(
+            &self.shared.store,
+            &self.signer,
+            &identity,
+            &presented,
+            request.into_inner().csr_pem,
+        )
+        .await?;
+        Ok(Response::new(renewed))
     }
 }

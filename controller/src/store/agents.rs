@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use sqlx::Row;
 
+use super::audit::{AuditLine, insert_audit};
 use super::{Result, Store, StoreError, json_list, new_id, now_ms, to_json};
 
 /// Who a connecting certificate belongs to.
@@ -99,6 +100,62 @@ impl Store {
             .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// Makes `new_fingerprint` a certificate of the agent whose certificate `presented`
+    /// is, keeping `presented` (valid until it expires) and dropping any other, with an
+    /// audit line. False, and nothing written, when `presented` no longer belongs to a
+    /// live agent (removed since the caller connected).
+    pub async fn renew_agent_cert(
+        &self,
+        identity: &AgentIdentity,
+        presented: &str,
+        new_fingerprint: &str,
+        now: i64,
+    ) -> Result<bool> {
+        let mut tx = self.write_tx().await?;
+        let live = sqlx::query(
+            "SELECT 1 FROM agent_certs c JOIN agents a ON a.id = c.agent_id
+             WHERE c.fingerprint = $1 AND a.id = $2 AND a.removed_at IS NULL",
+        )
+        .bind(presented)
+        .bind(&identity.agent_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if live.is_none() {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        sqlx::query("DELETE FROM agent_certs WHERE agent_id = $1 AND fingerprint <> $2")
+            .bind(&identity.agent_id)
+            .bind(presented)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO agent_certs (fingerprint, agent_id, created_at) VALUES ($1, $2, $3)",
+        )
+        .bind(new_fingerprint)
+        .bind(&identity.agent_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        insert_audit(
+            &mut tx,
+            &identity.account_id,
+            &AuditLine {
+                at: now,
+                actor: format!("agent:{}", identity.name),
+                action: "agent.renew".to_string(),
+                outcome: format!(
+                    "agent {} renewed its certificate: sha256 {presented} replaced by sha256 {new_fingerprint}",
+                    identity.name
+                ),
+                ..AuditLine::default()
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// The live agent a certificate fingerprint belongs to.

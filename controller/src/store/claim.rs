@@ -1,6 +1,11 @@
 //! One serving controller per store: the queues and leases live in one process's memory
 //! (see docs/architecture.md), so a second `serve` on the same store is refused instead
 //! of silently expiring the first one's leases.
+//!
+//! On PostgreSQL a second `serve --standby` waits instead: it takes the claim (a session
+//! advisory lock) when the serving controller's connection goes, and serves from then on,
+//! as a restarted controller would. The serving one checks its claim's connection every
+//! second ([`Claim::hold`]) and stops when it is gone, since a standby may then take over.
 
 use std::path::Path;
 use std::time::Duration;
@@ -23,8 +28,78 @@ const ADVISORY_KEY: i64 = 0x1048_5252_656c;
 /// How long to keep trying: a controller that was just killed may still hold its lock
 /// until PostgreSQL notices its connection is gone.
 const PATIENCE: Duration = Duration::from_secs(5);
+/// How often a standby tries for the claim, and a serving controller checks it holds it.
+const CLAIM_POLL: Duration = Duration::from_millis(500);
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl Claim {
+    /// Holds the claim until `shutdown`. A PostgreSQL claim is checked every second: when
+    /// its connection fails (and with it the lock), this cancels `shutdown`, so that the
+    /// controller stops before a standby serving beside it could do anything twice.
+    pub async fn hold(self, shutdown: tokio_util::sync::CancellationToken) {
+        let mut conn = match self {
+            Claim::File(file) => {
+                shutdown.cancelled().await;
+                drop(file);
+                return;
+            }
+            Claim::Advisory(conn) => conn,
+        };
+        let mut tick = tokio::time::interval(CHECK_EVERY);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let check = sqlx::query("SELECT 1").execute(&mut *conn);
+            let lost = match tokio::time::timeout(CHECK_TIMEOUT, check).await {
+                Ok(Ok(_)) => None,
+                Ok(Err(error)) => Some(error.to_string()),
+                Err(_) => Some(format!("no answer within {CHECK_TIMEOUT:?}")),
+            };
+            if let Some(error) = lost {
+                tracing::error!(%error, "lost the store's claim (its connection failed); stopping, a standby may take over");
+                shutdown.cancel();
+                return;
+            }
+        }
+    }
+}
 
 impl Store {
+    /// Waits until this process holds the store's claim (PostgreSQL only: `serve
+    /// --standby`); None when `shutdown` came first.
+    pub async fn claim_when_free(
+        &self,
+        shutdown: &tokio_util::sync::CancellationToken,
+    ) -> Result<Option<Claim>> {
+        if self.backend != Backend::Postgres {
+            return Err(StoreError::Conflict(
+                "--standby needs PostgreSQL: a SQLite store has one controller".to_string(),
+            ));
+        }
+        let mut said = false;
+        loop {
+            if let Some(claim) = self.try_claim(Path::new("")).await? {
+                if said {
+                    tracing::info!("took over the store's claim: serving");
+                }
+                return Ok(Some(claim));
+            }
+            if !said {
+                tracing::info!(
+                    "standby: another controller is serving this store; serving when it stops"
+                );
+                said = true;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(None),
+                _ = tokio::time::sleep(CLAIM_POLL) => {}
+            }
+        }
+    }
+
     /// Claims the store for this controller process, or says who holds it.
     pub async fn claim(&self, data_dir: &Path) -> Result<Claim> {
         let deadline = tokio::time::Instant::now() + PATIENCE;
