@@ -3,8 +3,9 @@
 //! Each request of a worker is due to end by its start plus the timeout, and a worker's
 //! requests start one after another, so each deadline is later than the one before.
 //! Re-arming the timer for every request (`Sleep::reset`, with tokio's conversion of the
-//! deadline to a tick) cost about 300 instructions per request (callgrind, the closed
-//! model against nginx); instead the timer stays armed at an earlier request's deadline,
+//! deadline to a tick) cost about 170 instructions per request (callgrind, the closed
+//! model against nginx; about 85 fewer in all once it went, docs/benchmarks.md);
+//! instead the timer stays armed at an earlier request's deadline,
 //! and when it fires before the current deadline it is moved to it then. It fires at
 //! most once per timeout per worker that way, and a request still fails at exactly its
 //! own deadline.
