@@ -18,6 +18,7 @@
 #                       [--port PORT] [--skip-iohr] [--open RATE | --soak]
 #                       [--nginx lean|debian] [--tool-cpu PERCENT]
 #                       [--protocol h1|h1-tls|h2c|h2] [--streams M] [--stop-target-at S]
+#                       [--baseline-bin PATH]
 #
 # --protocol picks what nginx speaks and so which peers run beside the engine:
 #   h1      HTTP/1.1 over TCP (the default): wrk, oha and hey
@@ -28,6 +29,10 @@
 # ECDSA P-256) and offers one cipher suite, TLS_AES_128_GCM_SHA256 on TLS 1.3, so every
 # tool does the same cryptography. --streams M (HTTP/2 only, default 1) is the concurrent
 # streams per connection: h2load's -m and the engine's `streams`, both over C connections.
+#
+# --baseline-bin PATH (closed model) also runs another build of the agent, as the tool
+# "base", right after the engine in every round, and prints iohr/base: a change to the
+# engine measured against the build before it in the same interleaved rounds.
 #
 # --tool-cpu PERCENT runs every tool under a CPU quota of PERCENT of its core (a cgroup of
 # its own: v2 cpu.max or v1 cpu.cfs_quota_us, a 10 ms period; needs root), so that the
@@ -54,6 +59,7 @@ ROUNDS=3
 CONNECTIONS=64
 DURATION=10s
 AGENT_BIN=target/release/iohr-agent
+BASELINE_BIN=
 PORT=
 SKIP_IOHR=0
 OPEN_RATE=
@@ -83,6 +89,7 @@ while [ $# -gt 0 ]; do
         --connections) CONNECTIONS=${2:?--connections needs a number}; shift 2 ;;
         --duration) DURATION=${2:?--duration needs e.g. 10s}; shift 2 ;;
         --agent-bin) AGENT_BIN=${2:?--agent-bin needs a path}; shift 2 ;;
+        --baseline-bin) BASELINE_BIN=${2:?--baseline-bin needs a path}; shift 2 ;;
         --port) PORT=${2:?--port needs a number}; shift 2 ;;
         --skip-iohr) SKIP_IOHR=1; shift ;;
         --open) OPEN_RATE=${2:?--open needs a rate}; shift 2 ;;
@@ -160,6 +167,11 @@ for tool in pgrep ps; do
 done
 /usr/bin/time -V >/dev/null 2>&1 || missing+=("GNU time (/usr/bin/time; apt-get install time)")
 [ ${#missing[@]} -eq 0 ] || die "missing: ${missing[*]}"
+if [ -n "$BASELINE_BIN" ]; then
+    [ -x "$BASELINE_BIN" ] || die "no agent at --baseline-bin $BASELINE_BIN"
+    { [ -z "$OPEN_RATE" ] && [ "$SOAK" = 0 ] && [ "$SKIP_IOHR" = 0 ]; } ||
+        die "--baseline-bin goes with the closed model's comparison, not --open, --soak or --skip-iohr"
+fi
 if [ "$SKIP_IOHR" = 0 ] && [ ! -x "$AGENT_BIN" ]; then
     die "no iohr agent at $AGENT_BIN (cargo build --release -p iohr-agent, or --agent-bin PATH, or --skip-iohr)"
 fi
@@ -425,13 +437,23 @@ open_spec() {
 # Each rps_TOOL runs the tool once and sets RPS; a warning goes to stderr when the tool saw
 # errors, so a fast run of failures does not pass for throughput. They run in this shell,
 # never in $(...): a subshell would not know RUN_PID, and ctrl-c would leave the tool.
-rps_iohr() {
+# engine_rps NAME BIN: one closed run of the agent at BIN.
+engine_rps() {
+    local name=$1 bin=$2
     closed_spec >"$WORK/spec.json"
-    run iohr "$AGENT_BIN" exec --kind load --target "$URL" "${TARGET_CA[@]}" "$WORK/spec.json" --json || exit 1
+    run "$name" "$bin" exec --kind load --target "$URL" "${TARGET_CA[@]}" "$WORK/spec.json" --json || exit 1
     local errors
-    errors=$(jq -r '[.result.errors // {} | to_entries[] | .value] | add // 0' "$WORK/iohr.out" 2>/dev/null || echo "?")
-    [ "$errors" = 0 ] || echo "load-tools.sh: warning: iohr reported errors: $(jq -c '.result.errors' "$WORK/iohr.out")" >&2
-    set_rps iohr "$(jq -r '.result.achieved_rate // empty' "$WORK/iohr.out" 2>/dev/null)"
+    errors=$(jq -r '[.result.errors // {} | to_entries[] | .value] | add // 0' "$WORK/$name.out" 2>/dev/null || echo "?")
+    [ "$errors" = 0 ] || echo "load-tools.sh: warning: $name reported errors: $(jq -c '.result.errors' "$WORK/$name.out")" >&2
+    set_rps "$name" "$(jq -r '.result.achieved_rate // empty' "$WORK/$name.out" 2>/dev/null)"
+}
+
+rps_iohr() {
+    engine_rps iohr "$AGENT_BIN"
+}
+
+rps_base() {
+    engine_rps base "$BASELINE_BIN"
 }
 
 rps_wrk() {
@@ -568,6 +590,7 @@ fi
 # --- closed model, interleaved ----------------------------------------------------------
 TOOLS=()
 [ "$SKIP_IOHR" = 1 ] || TOOLS+=(iohr)
+[ -z "$BASELINE_BIN" ] || TOOLS+=(base)
 case "$PROTOCOL" in
     h1) TOOLS+=(wrk) ;;
     h1-tls) TOOLS+=(wrk) ;;
@@ -623,6 +646,13 @@ ratio() {
         echo "$a/$b: n/a (a tool was skipped)"
     fi
 }
+if [ -n "$BASELINE_BIN" ]; then
+    ratio iohr base
+    case "$PROTOCOL" in
+        h1 | h1-tls) ratio base wrk ;;
+        h2c | h2) ratio base h2load ;;
+    esac
+fi
 case "$PROTOCOL" in
     h1) ratio iohr wrk; ratio iohr oha ;;
     h1-tls) ratio iohr wrk ;;

@@ -26,6 +26,7 @@ use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
 use super::client::{Connection, Endpoint, Failure};
+use super::deadline;
 use super::poller::Poller;
 use super::recorder::{Phase, Recorder, Window};
 use super::request::PreparedOp;
@@ -169,9 +170,9 @@ impl Shared {
     /// covers connecting when the link has to). A failure drops the connection, and so
     /// does an answer after which it cannot be reused (`Connection: close`).
     ///
-    /// `timer` is the worker's own, re-armed for each request: moving a registered
-    /// timer's deadline later is an atomic store in tokio, where a `timeout` per request
-    /// inserts and removes a timer-wheel entry under the driver's lock.
+    /// `timer` is the worker's own, moved on only when it fires ([`deadline`]): a
+    /// `timeout` per request inserts and removes a timer-wheel entry under the driver's
+    /// lock, and even a reset per request cost instructions that add up.
     async fn exchange(
         &self,
         link: &mut Link,
@@ -201,12 +202,12 @@ impl Shared {
             let status = conn.send(op).await?;
             Ok((status, conn.is_reusable()))
         };
-        timer.as_mut().reset(started + self.timeout);
-        // Biased: the attempt first, as `timeout` polls its future before its timer.
-        let attempt = tokio::select! {
-            biased;
-            attempt = attempt => attempt,
-            () = timer => Err(Failure::Timeout),
+        let due = started + self.timeout;
+        deadline::arm(&mut timer, due);
+        let attempt = {
+            let mut attempt = pin!(attempt);
+            std::future::poll_fn(|cx| deadline::poll_within(cx, &mut timer, due, attempt.as_mut()))
+                .await
         };
         let (outcome, keep) = match attempt {
             Ok((status, reusable)) => (Ok(status), reusable),

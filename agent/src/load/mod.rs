@@ -13,6 +13,7 @@
 //! in total, percentiles with their intervals, thresholds, late and dropped counts.
 
 pub mod client;
+mod deadline;
 pub mod engine;
 pub mod h1;
 pub mod h2;
