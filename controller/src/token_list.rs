@@ -41,11 +41,17 @@ pub fn render(tokens: &[TokenListing], as_json: bool) -> String {
             }),
         ]);
     }
-    let widths: Vec<usize> = (0..header.len())
+    table(&rows)
+}
+
+/// Rows as columns padded to their widest cell, two spaces apart (the admin commands'
+/// tables).
+pub fn table<const N: usize>(rows: &[[String; N]]) -> String {
+    let widths: Vec<usize> = (0..N)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
-    for row in &rows {
+    for row in rows {
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)

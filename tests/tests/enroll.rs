@@ -267,6 +267,33 @@ async fn bad_tokens_requests_and_pins_are_refused(backend: Backend) {
         refused.message().starts_with("client_certificate_required"),
         "{refused:?}"
     );
+
+    // A revoked token is listed no more and enrolls nothing.
+    let (revoked, printed) = install.enrollment_token("default", "edge-9", "10m");
+    let id = printed
+        .split_whitespace()
+        .nth(2)
+        .expect("the token's id in `enrollment token ID for ...`")
+        .to_string();
+    let listed = install.ctl2("agent-token", &["list", "--account", "default"]);
+    assert!(
+        listed.contains(&id) && listed.contains("unused"),
+        "{listed}"
+    );
+    assert!(
+        !listed.contains(revoked.split('.').nth(2).unwrap()),
+        "no secret: {listed}"
+    );
+    install.ctl2(
+        "agent-token",
+        &["revoke", "--account", "default", "--id", &id],
+    );
+    let listed = install.ctl2("agent-token", &["list", "--account", "default", "--json"]);
+    assert!(!listed.contains(&id), "{listed}");
+    assert_refused(
+        &enroll(&controller, &revoked, &install.path("revoked"), None).await,
+        "enrollment_token_invalid",
+    );
 }
 
 async fn wait_offline(api: &Api, agent: &str) {

@@ -41,6 +41,16 @@ impl TokenRefusal {
     }
 }
 
+/// A token as `agent-token list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnrollmentTokenRow {
+    pub id: String,
+    pub agent_name: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub used_at: Option<i64>,
+}
+
 /// What `consume_enrollment` did: enrolled, or refused and nothing written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Consumed {
@@ -170,6 +180,55 @@ impl Store {
         .await?;
         tx.commit().await?;
         Ok(Consumed::Enrolled { agent_id })
+    }
+
+    /// The account's tokens, oldest first (`agent-token list`); never a secret or a hash.
+    pub async fn enrollment_tokens(&self, account_id: &str) -> Result<Vec<EnrollmentTokenRow>> {
+        let rows = sqlx::query(
+            "SELECT id, agent_name, created_at, expires_at, used_at FROM enrollment_tokens
+             WHERE account_id = $1 ORDER BY created_at, id",
+        )
+        .bind(account_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(EnrollmentTokenRow {
+                    id: row.try_get("id")?,
+                    agent_name: row.try_get("agent_name")?,
+                    created_at: row.try_get("created_at")?,
+                    expires_at: row.try_get("expires_at")?,
+                    used_at: row.try_get("used_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Deletes an unused token of the account, so that no enrollment can use it (it is
+    /// then `enrollment_token_invalid`). A used one cannot be taken back: remove its agent.
+    pub async fn revoke_enrollment_token(&self, account_id: &str, id: &str) -> Result<()> {
+        let deleted = sqlx::query(
+            "DELETE FROM enrollment_tokens WHERE id = $1 AND account_id = $2 AND used_at IS NULL",
+        )
+        .bind(id)
+        .bind(account_id)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if deleted == 1 {
+            return Ok(());
+        }
+        let used = sqlx::query("SELECT 1 FROM enrollment_tokens WHERE id = $1 AND account_id = $2")
+            .bind(id)
+            .bind(account_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Err(match used {
+            Some(_) => StoreError::Conflict(format!(
+                "enrollment token {id} was used already; `agent remove` refuses its agent's certificates"
+            )),
+            None => StoreError::NotFound(format!("enrollment token {id}")),
+        })
     }
 
     /// The stored token `id` as (used_at, expires_at), for tests and the admin command.

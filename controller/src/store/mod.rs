@@ -44,7 +44,7 @@ pub use audit::{AuditFilter, AuditLine};
 pub use claim::Claim;
 pub use confirmations::ConfirmRefusal;
 pub use console::{ConsoleSession, MAX_SESSIONS_PER_TOKEN, SESSION_TTL_MS};
-pub use enrollment::{Consumed, EnrollmentGrant, TokenRefusal};
+pub use enrollment::{Consumed, EnrollmentGrant, EnrollmentTokenRow, TokenRefusal};
 pub use events::{Backlog, EVENT_TYPES, EventRow, FINDING_CREATED, RUN_FINISHED};
 pub use findings::{FindingFilter, FindingRow};
 pub use frames::{AppendOutcome, StoredFrame};

@@ -192,3 +192,60 @@ async fn re_enrollment_replaces_the_certificate() {
         );
     }
 }
+
+#[tokio::test]
+async fn tokens_are_listed_and_an_unused_one_revoked() {
+    for store in both().await {
+        let acme = account(&store).await;
+        let other = store.create_account("other", 2, false).await.unwrap();
+        let now = now_ms();
+        let unused = store
+            .create_enrollment_token(&acme.id, "edge-1", "one", now + HOUR)
+            .await
+            .unwrap();
+        let used = store
+            .create_enrollment_token(&acme.id, "edge-2", "two", now + HOUR)
+            .await
+            .unwrap();
+        let grant = store
+            .enrollment_grant(&used, "two", now)
+            .await
+            .unwrap()
+            .unwrap();
+        store
+            .consume_enrollment(&grant, "two", "fp-2", now)
+            .await
+            .unwrap();
+        let listed = store.enrollment_tokens(&acme.id).await.unwrap();
+        let agents: Vec<(&str, bool)> = listed
+            .iter()
+            .map(|t| (t.agent_name.as_str(), t.used_at.is_some()))
+            .collect();
+        assert_eq!(agents, [("edge-1", false), ("edge-2", true)]);
+        assert!(store.enrollment_tokens(&other.id).await.unwrap().is_empty());
+
+        // Another account's id, a used token and an unknown one change nothing.
+        assert!(matches!(
+            store.revoke_enrollment_token(&other.id, &unused).await,
+            Err(StoreError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.revoke_enrollment_token(&acme.id, &used).await,
+            Err(StoreError::Conflict(_))
+        ));
+        assert_eq!(store.enrollment_tokens(&acme.id).await.unwrap().len(), 2);
+        store
+            .revoke_enrollment_token(&acme.id, &unused)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.enrollment_grant(&unused, "one", now).await.unwrap(),
+            Err(TokenRefusal::Invalid),
+            "a revoked token enrolls nothing"
+        );
+        assert!(matches!(
+            store.revoke_enrollment_token(&acme.id, &unused).await,
+            Err(StoreError::NotFound(_))
+        ));
+    }
+}
