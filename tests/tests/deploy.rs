@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use iohr_tests::process::bin;
 use iohr_tests::python::python;
@@ -43,22 +43,11 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(repo().join(path)).unwrap_or_else(|e| panic!("read {path}: {e}"))
 }
 
-/// Runs a command with `stdin`, which must exit 0; its stdout.
-fn run(mut command: Command, stdin: &str, what: &str) -> String {
-    use std::io::Write;
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+/// Runs a command, which must exit 0; its stdout.
+fn run(command: &mut Command, what: &str) -> String {
+    let output = command
+        .output()
         .unwrap_or_else(|e| panic!("start {what}: {e}"));
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
     assert!(
         output.status.success(),
         "{what} failed ({}): {}{}",
@@ -74,9 +63,10 @@ fn yaml_docs(text: &str) -> Vec<Value> {
     let mut command = Command::new(python());
     command.args([
         "-c",
-        "import sys, json, yaml; print(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d is not None]))",
+        "import sys, json, yaml; print(json.dumps([d for d in yaml.safe_load_all(sys.argv[1]) if d is not None]))",
+        text,
     ]);
-    let out = run(command, text, "PyYAML");
+    let out = run(&mut command, "PyYAML");
     match serde_json::from_str(&out).unwrap() {
         Value::Array(docs) => docs,
         other => panic!("PyYAML gave {other}"),
@@ -93,13 +83,14 @@ fn kustomize() -> String {
             "kubectl is not installed: tests/run installs it (apt-get install kubectl, from \
              the Google Cloud apt repository), or install it yourself"
         ),
-        _ => run(command, "", "kubectl kustomize deploy/kubernetes"),
+        _ => run(&mut command, "kubectl kustomize deploy/kubernetes"),
     }
 }
 
 /// kubernetes-validate, strict, for [`KUBERNETES`]: fails the test with its errors.
 fn validate(name: &str, text: &str) {
-    let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    // The system's temporary dir, not the build's: the build dir may be another's to read only.
+    let file = std::env::temp_dir().join(format!("iohr-deploy-{}-{name}", std::process::id()));
     std::fs::write(&file, text).unwrap();
     let mut command = Command::new(python());
     command.args([
@@ -110,7 +101,14 @@ fn validate(name: &str, text: &str) {
         "--kubernetes-version",
     ]);
     command.arg(KUBERNETES).arg(&file);
-    run(command, "", &format!("kubernetes-validate {name}"));
+    // The file goes whatever the verdict (nothing but its path is used after a panic).
+    let what = format!("kubernetes-validate {name}");
+    let output =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&mut command, &what)));
+    let _ = std::fs::remove_file(&file);
+    if let Err(panic) = output {
+        std::panic::resume_unwind(panic);
+    }
 }
 
 // --- command lines ------------------------------------------------------------------
@@ -280,6 +278,16 @@ fn flag<'a>(inv: &'a Invocation, name: &str) -> Vec<&'a str> {
         .filter(|(f, _)| f == name)
         .filter_map(|(_, v)| v.as_deref())
         .collect()
+}
+
+/// The items of a JSON list; none for anything else (an absent field).
+fn items(value: &Value) -> impl Iterator<Item = &Value> {
+    value.as_array().into_iter().flatten()
+}
+
+/// The port of `HOST:PORT`.
+fn port_of(addr: &str) -> u16 {
+    addr.rsplit_once(':').unwrap().1.parse().unwrap()
 }
 
 /// `https://HOST:PORT` -> (HOST, PORT).
@@ -482,7 +490,7 @@ fn the_compose_file_holds_together_and_its_commands_are_the_binaries() {
     let agent_ports: BTreeSet<u16> = serving
         .iter()
         .flat_map(|(_, i)| flag(i, "--agent-addr"))
-        .map(|a| a.rsplit_once(':').unwrap().1.parse().unwrap())
+        .map(port_of)
         .collect();
     let enrolls = find("iohr-agent", &["enroll"]);
     let runs = find("iohr-agent", &["run"]);
@@ -566,20 +574,14 @@ fn the_kubernetes_base_renders_validates_and_its_commands_are_the_binaries() {
         let security = &pod["securityContext"];
         assert_eq!(security["runAsNonRoot"], true, "{name}: runAsNonRoot");
         assert_eq!(security["runAsUser"], IMAGE_UID, "{name}: the image's user");
-        let volumes: BTreeSet<&str> = pod["volumes"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let volumes: BTreeSet<&str> = items(&pod["volumes"])
             .map(|v| v["name"].as_str().unwrap())
             .chain(
-                workload["spec"]["volumeClaimTemplates"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
+                items(&workload["spec"]["volumeClaimTemplates"])
                     .map(|v| v["metadata"]["name"].as_str().unwrap()),
             )
             .collect();
-        for volume in pod["volumes"].as_array().into_iter().flatten() {
+        for volume in items(&pod["volumes"]) {
             if let Some(secret) = volume["secret"]["secretName"].as_str() {
                 assert!(
                     secrets.contains_key(secret),
@@ -587,11 +589,7 @@ fn the_kubernetes_base_renders_validates_and_its_commands_are_the_binaries() {
                 );
             }
         }
-        let containers = pod["initContainers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .chain(pod["containers"].as_array().unwrap());
+        let containers = items(&pod["initContainers"]).chain(pod["containers"].as_array().unwrap());
         for container in containers {
             let cname = format!("{name}/{}", container["name"].as_str().unwrap());
             assert!(
@@ -609,14 +607,14 @@ fn the_kubernetes_base_renders_validates_and_its_commands_are_the_binaries() {
             let sc = &container["securityContext"];
             assert_eq!(sc["allowPrivilegeEscalation"], false, "{cname}");
             assert_eq!(sc["readOnlyRootFilesystem"], true, "{cname}");
-            for mount in container["volumeMounts"].as_array().into_iter().flatten() {
+            for mount in items(&container["volumeMounts"]) {
                 let volume = mount["name"].as_str().unwrap();
                 assert!(
                     volumes.contains(volume),
                     "{cname}: volume {volume} is not the pod's"
                 );
             }
-            for env in container["env"].as_array().into_iter().flatten() {
+            for env in items(&container["env"]) {
                 let key = &env["valueFrom"]["secretKeyRef"];
                 if let Some(secret) = key["name"].as_str() {
                     let keys = secrets.get(secret).unwrap_or_else(|| {
@@ -628,10 +626,7 @@ fn the_kubernetes_base_renders_validates_and_its_commands_are_the_binaries() {
                     );
                 }
             }
-            let ports: BTreeSet<&str> = container["ports"]
-                .as_array()
-                .into_iter()
-                .flatten()
+            let ports: BTreeSet<&str> = items(&container["ports"])
                 .map(|p| p["name"].as_str().unwrap())
                 .collect();
             for probe in ["readinessProbe", "livenessProbe", "startupProbe"] {
@@ -682,12 +677,7 @@ fn the_kubernetes_base_renders_validates_and_its_commands_are_the_binaries() {
             .any(|e| e["name"] == "IOHR_DATABASE_URL"),
         "the store is PostgreSQL, from a Secret"
     );
-    let link_port: u16 = flag(inv, "--agent-addr")[0]
-        .rsplit_once(':')
-        .unwrap()
-        .1
-        .parse()
-        .unwrap();
+    let link_port = port_of(flag(inv, "--agent-addr")[0]);
 
     // The agents dial the agent link's Service, on its port, which leads to the port
     // the controller listens on.
