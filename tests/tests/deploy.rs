@@ -102,7 +102,9 @@ fn validate(name: &str, text: &str) {
     ]);
     command.arg(KUBERNETES).arg(&file);
     // The file goes whatever the verdict (nothing but its path is used after a panic).
-    let what = format!("kubernetes-validate {name}");
+    let what = format!(
+        "kubernetes-validate {name} (pinned in tests/requirements.txt, which tests/run installs)"
+    );
     let output =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&mut command, &what)));
     let _ = std::fs::remove_file(&file);
