@@ -155,6 +155,7 @@ impl Standby {
             .arg(heartbeat_ms.to_string())
             .args(extra)
             .env("RUST_LOG", "info,iohr_controller=debug")
+            .env("RUST_BACKTRACE", "0")
             .stdout(Stdio::piped())
             .stderr(file)
             .kill_on_drop(true);
@@ -254,6 +255,10 @@ impl Agent {
             .arg(install.root.join(format!("agent-state-{name}")))
             .args(options.extra)
             .env("RUST_LOG", "info,iohr_agent=debug")
+            // A panic (the executor tests' hooks) prints its message without symbolizing
+            // a backtrace: in a debug binary, cold, that can take seconds on the runtime's
+            // thread, long enough to miss heartbeats, whatever the caller's environment.
+            .env("RUST_BACKTRACE", "0")
             .stdout(Stdio::null())
             .stderr(file)
             .kill_on_drop(true);
