@@ -92,12 +92,21 @@ pub async fn start(
     };
     // Checked every second from here on; losing it stops everything below.
     let stopping = shutdown.clone();
+    let claim_lost = CancellationToken::new();
+    let lost = claim_lost.clone();
     let holding = tokio::spawn(async move {
-        let lost = claim.hold(stopping.clone()).await;
-        if lost {
-            stopping.cancel();
+        let watched = CancellationToken::new();
+        let watching = watched.clone();
+        let hold = tokio::spawn(claim.hold(watching));
+        tokio::select! {
+            _ = stopping.cancelled() => {}
+            _ = watched.cancelled() => {
+                lost.cancel();
+                stopping.cancel();
+            }
         }
-        lost
+        watched.cancel();
+        let _ = hold.await;
     });
     let hub = FrameHub::new(config.limits.viewers());
     let (dispatcher, dispatcher_task) =
@@ -225,9 +234,9 @@ pub async fn start(
         if let Some(metrics) = metrics {
             let _ = metrics.await;
         }
-        let lost = holding.await.unwrap_or(false);
+        let _ = holding.await;
         shared.store.close().await;
-        if lost {
+        if claim_lost.is_cancelled() {
             Outcome::ClaimLost
         } else {
             Outcome::Stopped
