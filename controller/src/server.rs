@@ -92,21 +92,12 @@ pub async fn start(
     };
     // Checked every second from here on; losing it stops everything below.
     let stopping = shutdown.clone();
-    let claim_lost = CancellationToken::new();
-    let lost = claim_lost.clone();
     let holding = tokio::spawn(async move {
-        let watched = CancellationToken::new();
-        let watching = watched.clone();
-        let hold = tokio::spawn(claim.hold(watching));
-        tokio::select! {
-            _ = stopping.cancelled() => {}
-            _ = watched.cancelled() => {
-                lost.cancel();
-                stopping.cancel();
-            }
+        let lost = claim.hold(stopping.clone()).await;
+        if lost {
+            stopping.cancel();
         }
-        watched.cancel();
-        let _ = hold.await;
+        lost
     });
     let hub = FrameHub::new(config.limits.viewers());
     let (dispatcher, dispatcher_task) =
@@ -234,9 +225,9 @@ pub async fn start(
         if let Some(metrics) = metrics {
             let _ = metrics.await;
         }
-        let _ = holding.await;
+        let lost = holding.await.unwrap_or(false);
         shared.store.close().await;
-        if claim_lost.is_cancelled() {
+        if lost {
             Outcome::ClaimLost
         } else {
             Outcome::Stopped

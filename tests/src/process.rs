@@ -186,6 +186,17 @@ impl Standby {
         }
     }
 
+    /// Waits until its log says it stands by while another controller serves.
+    pub async fn waiting(&self, limit: Duration) {
+        crate::wait_for("the standby to say it waits", limit, || async {
+            std::fs::read_to_string(&self.log)
+                .unwrap_or_default()
+                .contains("standby: another controller is serving this store")
+                .then_some(())
+        })
+        .await;
+    }
+
     /// SIGTERM, then its exit status (10 s at most).
     pub async fn stop(mut self) -> Option<std::process::ExitStatus> {
         if let Some(pid) = self.child.id() {

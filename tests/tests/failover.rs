@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use iohr_tests::process::{AgentOptions, bin};
-use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target, wait_for};
+use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target};
 use serde_json::json;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -26,9 +26,12 @@ fn listening(port: u16) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_mid_run_and_the_run_finishes() {
     let install = Installation::new(Backend::Postgres).await;
-    let active = Controller::start(&install, 300, None).await;
+    // A lease TTL of 3 s (three heartbeats): a load run is exclusive, so an agent that hears
+    // nothing for a TTL stops it. The takeover (the standby tries every 500 ms) and the
+    // agent's redial must fit in it; 300 ms heartbeats (0.9 s) sometimes did not.
+    let active = Controller::start(&install, 1000, None).await;
     let standby_port = free_port();
-    let standby = Controller::standby(&install, 300, standby_port);
+    let standby = Controller::standby(&install, 1000, standby_port);
     let token = install.full_token();
     let api = Api::new(&active.api_url(), &token);
     let both = format!("{},https://127.0.0.1:{standby_port}", active.link_url());
@@ -41,13 +44,7 @@ async fn a_standby_takes_over_mid_run_and_the_run_finishes() {
     )
     .await;
     api.wait_online("edge-1", LIMIT).await;
-    wait_for("the standby to say it waits", LIMIT, || async {
-        std::fs::read_to_string(&standby.log)
-            .unwrap_or_default()
-            .contains("standby: another controller is serving this store")
-            .then_some(())
-    })
-    .await;
+    standby.waiting(LIMIT).await;
     assert!(!listening(standby_port), "a standby does not listen");
 
     let target = Target::start().await;
@@ -102,13 +99,7 @@ async fn a_waiting_standby_stops_on_sigterm_and_sqlite_refuses_one() {
     let install = Installation::new(Backend::Postgres).await;
     let _active = Controller::start(&install, 300, None).await;
     let standby = Controller::standby(&install, 300, free_port());
-    wait_for("the standby to say it waits", LIMIT, || async {
-        std::fs::read_to_string(&standby.log)
-            .unwrap_or_default()
-            .contains("standby: another controller is serving this store")
-            .then_some(())
-    })
-    .await;
+    standby.waiting(LIMIT).await;
     let status = standby.stop().await.expect("exits within 10 s");
     assert!(status.success(), "{status}");
 

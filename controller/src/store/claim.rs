@@ -34,22 +34,22 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Claim {
-    /// Holds the claim until `shutdown`. A PostgreSQL claim is checked every second: when
-    /// its connection fails (and with it the lock), this cancels `shutdown`, so that the
-    /// controller stops before a standby serving beside it could do anything twice.
-    pub async fn hold(self, shutdown: tokio_util::sync::CancellationToken) {
+    /// Holds the claim until `stop`. A PostgreSQL claim is checked every second; true
+    /// when its connection failed (and with it the lock), so that the controller stops
+    /// before a standby serving beside it could do anything twice.
+    pub async fn hold(self, stop: tokio_util::sync::CancellationToken) -> bool {
         let mut conn = match self {
             Claim::File(file) => {
-                shutdown.cancelled().await;
+                stop.cancelled().await;
                 drop(file);
-                return;
+                return false;
             }
             Claim::Advisory(conn) => conn,
         };
         let mut tick = tokio::time::interval(CHECK_EVERY);
         loop {
             tokio::select! {
-                _ = shutdown.cancelled() => return,
+                _ = stop.cancelled() => return false,
                 _ = tick.tick() => {}
             }
             let check = sqlx::query("SELECT 1").execute(&mut *conn);
@@ -60,8 +60,7 @@ impl Claim {
             };
             if let Some(error) = lost {
                 tracing::error!(%error, "lost the store's claim (its connection failed); stopping, a standby may take over");
-                shutdown.cancel();
-                return;
+                return true;
             }
         }
     }
