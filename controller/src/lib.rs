@@ -17,6 +17,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod outbox;
 pub mod queue;
+pub mod replicas;
 pub mod retention;
 pub mod schedule;
 pub mod server;

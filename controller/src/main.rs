@@ -15,7 +15,7 @@ use anyhow::{Context, bail};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use iohr_certs::{ControllerPki, Validity};
 use iohr_controller::limits::Limits;
-use iohr_controller::server::{Outcome, ServeConfig, start};
+use iohr_controller::server::{Outcome, ServeConfig, ServeMode, start};
 use iohr_controller::store::{Account, DEFAULT_MAX_RUNNING, PlanChange, Scope, Store, sqlite_url};
 use iohr_controller::timing::Timing;
 use tokio_util::sync::CancellationToken;
@@ -93,6 +93,12 @@ enum Command {
         /// controllers (`iohr-agent run --controller A,B`).
         #[arg(long)]
         standby: bool,
+        /// On PostgreSQL, serve beside other replicas of this store at once: each serves
+        /// the API and its agents' links, runs are placed by whichever replica has a free
+        /// agent, and the one holding the store's claim runs the schedules, the outbox
+        /// and retention ([docs/deploy.md]).
+        #[arg(long, conflicts_with = "standby")]
+        replica: bool,
     },
     /// API tokens.
     Token {
@@ -354,6 +360,7 @@ async fn main() -> anyhow::Result<()> {
             retention,
             enrollment,
             standby,
+            replica,
         } => {
             if let Some(refusal) = api.refusal() {
                 // A usage error: clap's format and exit status 2.
@@ -368,7 +375,11 @@ async fn main() -> anyhow::Result<()> {
                 limits,
                 events,
                 retention,
-                standby,
+                match (standby, replica) {
+                    (true, _) => ServeMode::Standby,
+                    (_, true) => ServeMode::Replica,
+                    _ => ServeMode::Alone,
+                },
             )
             .await
         }
@@ -636,7 +647,7 @@ async fn serve(
     limits: Limits,
     events: iohr_controller::outbox::EventsConfig,
     retention: iohr_controller::retention::RetentionConfig,
-    standby: bool,
+    mode: ServeMode,
 ) -> anyhow::Result<()> {
     let pki = ControllerPki::in_data_dir(&args.data_dir);
     if !pki.exists() {
@@ -667,7 +678,7 @@ async fn serve(
         events,
         retention,
         enrollment,
-        standby,
+        mode,
     };
     let Some(running) = start(config, shutdown.clone()).await? else {
         tracing::info!("stopped while standing by");

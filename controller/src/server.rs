@@ -52,8 +52,20 @@ pub struct ServeConfig {
     pub retention: crate::retention::RetentionConfig,
     /// What enrolled agents' certificates are like.
     pub enrollment: crate::link::enroll::EnrollmentConfig,
-    /// Wait for the store's claim instead of refusing (PostgreSQL, `serve --standby`).
-    pub standby: bool,
+    /// Alone, standing by, or one replica of several.
+    pub mode: ServeMode,
+}
+
+/// How a controller shares its store with others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServeMode {
+    /// The one controller of its store: a second is refused.
+    Alone,
+    /// Waits for the store's claim and then serves alone (PostgreSQL, `serve --standby`).
+    Standby,
+    /// Serves beside the other replicas at once (PostgreSQL, `serve --replica`); the one
+    /// holding the store's claim also runs the schedules, the outbox and retention.
+    Replica,
 }
 
 /// How a started controller ended.
@@ -61,7 +73,7 @@ pub struct ServeConfig {
 pub enum Outcome {
     /// Asked to stop.
     Stopped,
-    /// Its claim on the store was lost: it stopped by itself.
+    /// Its claim on the store (or its replica's number) was lost: it stopped by itself.
     ClaimLost,
 }
 
@@ -82,13 +94,20 @@ pub async fn start(
 ) -> Result<Option<Running>, ServeError> {
     let io = |what: String| move |source| ServeError::Io { what, source };
     let store = Store::open(&config.database_url).await?;
-    let claim = if config.standby {
-        match store.claim_when_free(&shutdown).await? {
-            Some(claim) => claim,
-            None => return Ok(None),
+    let (store, claim) = match config.mode {
+        ServeMode::Alone => {
+            let claim = store.claim(&config.data_dir).await?;
+            (store, claim)
         }
-    } else {
-        store.claim(&config.data_dir).await?
+        ServeMode::Standby => match store.claim_when_free(&shutdown, "standby").await? {
+            Some(claim) => (store, claim),
+            None => return Ok(None),
+        },
+        ServeMode::Replica => {
+            let (store, seat) = store.join_replicas().await?;
+            tracing::info!(replica = store.replica(), "serving as a replica");
+            (store, seat)
+        }
     };
     // Checked every second from here on; losing it stops everything below.
     let stopping = shutdown.clone();
@@ -117,7 +136,6 @@ pub async fn start(
             config.events.poll(),
         ),
     };
-    let outbox = crate::outbox::start(shared.store.clone(), &config.events, shutdown.clone());
 
     let tls = tls_config(&config.pki).map_err(io(format!(
         "reading certificates in {}",
@@ -198,27 +216,21 @@ pub async fn start(
             }))
         }
     };
+    let singletons = spawn_singletons(&shared, &config, shutdown.clone());
     let api = crate::http::serve(api_listener, router, config.api, shutdown.clone());
-    let scheduler = crate::schedule::Scheduler::new(
-        shared.clone(),
-        std::sync::Arc::new(crate::schedule::SystemClock),
-    )
-    .spawn(shutdown.clone());
-    let retention = crate::retention::spawn(
-        shared.store.clone(),
-        &config.retention,
-        std::sync::Arc::new(crate::schedule::SystemClock),
-        shutdown.clone(),
-    );
+    let relay = shared.store.is_replica().then(|| {
+        crate::replicas::spawn(
+            shared.store.clone(),
+            shared.hub.clone(),
+            shared.dispatcher.clone(),
+            shutdown.clone(),
+        )
+    });
     let done = tokio::spawn(async move {
-        let (link, (), _, _, _, _) = tokio::join!(
-            link,
-            api,
-            dispatcher_task,
-            scheduler,
-            retention,
-            futures_util::future::join_all(outbox)
-        );
+        let (link, (), _, _) = tokio::join!(link, api, dispatcher_task, singletons);
+        if let Some(relay) = relay {
+            let _ = relay.await;
+        }
         if let Err(error) = link {
             tracing::error!(%error, "agent link server stopped");
         }
@@ -239,4 +251,48 @@ pub async fn start(
         metrics_addr,
         done,
     }))
+}
+
+/// What runs once per store (the schedules' ticker, the outbox's consumers, retention):
+/// at once when serving alone; among replicas, on the one holding the store's claim,
+/// taken when the holder stops. Losing the claim stops the controller.
+fn spawn_singletons(
+    shared: &Shared,
+    config: &ServeConfig,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let shared = shared.clone();
+    let events = config.events.clone();
+    let retention = config.retention.clone();
+    tokio::spawn(async move {
+        let claim = if shared.store.is_replica() {
+            match shared.store.claim_when_free(&shutdown, "replica").await {
+                Ok(Some(claim)) => Some(claim),
+                Ok(None) => return,
+                Err(error) => {
+                    tracing::error!(%error, "waiting for the store's claim failed; stopping");
+                    shutdown.cancel();
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        let clock = std::sync::Arc::new(crate::schedule::SystemClock);
+        let outbox = crate::outbox::start(shared.store.clone(), &events, shutdown.clone());
+        let retention = crate::retention::spawn(
+            shared.store.clone(),
+            &retention,
+            clock.clone(),
+            shutdown.clone(),
+        );
+        let scheduler =
+            crate::schedule::Scheduler::new(shared.clone(), clock).spawn(shutdown.clone());
+        if let Some(claim) = claim
+            && claim.hold(shutdown.clone()).await
+        {
+            shutdown.cancel();
+        }
+        let _ = tokio::join!(scheduler, retention, futures_util::future::join_all(outbox));
+    })
 }

@@ -97,6 +97,18 @@ impl Controller {
         )
     }
 
+    /// `serve --replica` on free ports (or `agent_port`), logging to `LOGS/NAME.log`.
+    pub async fn replica(
+        install: &Installation,
+        name: &str,
+        heartbeat_ms: u64,
+        agent_port: Option<u16>,
+    ) -> Controller {
+        Standby::spawn(install, name, heartbeat_ms, agent_port, &["--replica"])
+            .serving()
+            .await
+    }
+
     pub fn api_url(&self) -> String {
         format!("{}://{}", self.api_scheme, self.api)
     }

@@ -30,11 +30,16 @@ mod handle;
 mod offers;
 mod placement;
 mod registry;
+mod replicas;
 mod waiting;
 
 pub use handle::{COMMAND_QUEUE, DispatcherHandle, QueueSlot, Refused, Stopped};
 use registry::Session;
 pub use registry::{AgentUp, OnlineAgent};
+
+/// How soon a replica tries again to place an account's runs that another replica was
+/// placing (a placement's transaction takes a few milliseconds).
+const PLACE_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_millis(5);
 
 enum Command {
     RunQueued {
@@ -67,6 +72,18 @@ enum Command {
     },
     Online {
         reply: oneshot::Sender<Vec<OnlineAgent>>,
+    },
+    /// Replicas: a run queued on another one.
+    QueuedElsewhere {
+        run_id: String,
+    },
+    /// Replicas: a lease of the account ended, here or on another one.
+    LeaseFreed {
+        account_id: String,
+    },
+    /// Replicas: a cancel asked on another one.
+    CancelAsked {
+        run_id: String,
     },
 }
 
@@ -127,6 +144,9 @@ pub struct Dispatcher {
     store_checked: Instant,
     /// Why queued runs wait, kept current (see `waiting.rs`).
     reasons: waiting::Reasons,
+    /// A placement found its account being placed by another replica: try again soon
+    /// rather than at the next tick.
+    place_again: bool,
     rx: mpsc::Receiver<Command>,
 }
 
@@ -162,6 +182,7 @@ impl Dispatcher {
             specs: HashMap::new(),
             store_checked: epoch,
             reasons,
+            place_again: false,
             rx,
         };
         let handle = DispatcherHandle {
@@ -184,6 +205,11 @@ impl Dispatcher {
         let mut rebuilt = (0, 0);
         for run in self.store.unfinished_runs().await? {
             match (&run.lease, &run.agent_id) {
+                // Another replica's: it tracks the lease, or a live one takes it over.
+                (Some(_), Some(_))
+                    if self.store.is_replica()
+                        && run.lease_state.is_some()
+                        && run.replica != self.store.replica() => {}
                 (Some(guard), Some(agent_id)) if run.lease_state.is_some() => {
                     self.scheduler.count_active(&run.account_id);
                     self.leases.insert(
@@ -223,9 +249,12 @@ impl Dispatcher {
         let mut tick = tokio::time::interval(self.timing.tick());
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
+            let place_again = self.place_again;
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => self.on_tick().await,
+                // Replicas: another was placing the same account's runs.
+                _ = tokio::time::sleep(PLACE_AGAIN_AFTER), if place_again => {}
                 command = self.rx.recv() => match command {
                     Some(command) => self.handle(command).await,
                     None => break,
@@ -251,9 +280,17 @@ impl Dispatcher {
         match command {
             Command::RunQueued { run, max_running } => {
                 self.scheduler.set_max_running(&run.account_id, max_running);
-                self.scheduler.enqueue(*run);
-                self.queue_changed();
+                // A replica may have learnt of it by its notice first.
+                if !self.scheduler.is_queued(&run.account_id, &run.run_id)
+                    && !self.leases.contains_key(&run.run_id)
+                {
+                    self.scheduler.enqueue(*run);
+                    self.queue_changed();
+                }
             }
+            Command::QueuedElsewhere { run_id } => self.queued_elsewhere(&run_id).await,
+            Command::CancelAsked { run_id } => self.cancel_asked(&run_id).await,
+            Command::LeaseFreed { account_id } => self.scheduler.lease_freed(&account_id),
             Command::Cancel {
                 run_id,
                 reason,
@@ -294,6 +331,9 @@ impl Dispatcher {
             self.close_removed().await;
             self.lapse_confirmations().await;
             self.refresh_reasons().await;
+            if self.store.is_replica() {
+                self.look_at_replicas().await;
+            }
         }
         let now = Instant::now();
         self.close_silent().await;

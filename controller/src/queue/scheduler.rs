@@ -109,12 +109,48 @@ pub struct Scheduler {
     /// Runs offered or running per account (including those of lost agents until they end).
     active: HashMap<String, usize>,
     max_running: HashMap<String, usize>,
+    /// Leases other replicas hold per account (replicas only), as last read from the
+    /// store: they count against the plan too.
+    remote_active: HashMap<String, usize>,
     agents: HashMap<SessionId, AgentSlot>,
 }
 
 impl Scheduler {
     pub fn set_max_running(&mut self, account_id: &str, max_running: usize) {
         self.max_running.insert(account_id.to_string(), max_running);
+    }
+
+    pub fn max_running(&self, account_id: &str) -> usize {
+        self.max_running
+            .get(account_id)
+            .copied()
+            .unwrap_or(usize::MAX)
+    }
+
+    /// Leases held per account across replicas (this one's included): what other
+    /// replicas hold is what this one does not track.
+    pub fn set_leases_everywhere(&mut self, everywhere: &HashMap<String, usize>) {
+        self.remote_active = everywhere
+            .iter()
+            .map(|(account, n)| (account.clone(), n.saturating_sub(self.active(account))))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+    }
+
+    /// A lease of the account ended on some replica: one fewer held elsewhere, as far
+    /// as this one knows (the store has the last word at the offer).
+    pub fn lease_freed(&mut self, account_id: &str) {
+        if let Some(n) = self.remote_active.get_mut(account_id) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// The account has no room across replicas until the next look at the store.
+    pub fn mark_full(&mut self, account_id: &str) {
+        let room = self
+            .max_running(account_id)
+            .saturating_sub(self.active(account_id));
+        self.remote_active.insert(account_id.to_string(), room);
     }
 
     /// Queues a run after the account's others; a run returning to the queue keeps its
@@ -219,8 +255,9 @@ impl Scheduler {
     }
 
     fn place_one(&mut self, account: &str) -> Option<Placement> {
-        let limit = self.max_running.get(account).copied().unwrap_or(usize::MAX);
-        if self.active(account) >= limit {
+        let limit = self.max_running(account);
+        let remote = self.remote_active.get(account).copied().unwrap_or(0);
+        if self.active(account).saturating_add(remote) >= limit {
             return None;
         }
         let queue = self.queues.get(account)?;

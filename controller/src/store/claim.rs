@@ -34,6 +34,17 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Claim {
+    /// Gives the claim up now: a PostgreSQL lock goes with its session, so the connection
+    /// is closed rather than returned to the pool (where the lock would stay held).
+    pub async fn release(self) {
+        match self {
+            Claim::File(file) => drop(file),
+            Claim::Advisory(conn) => {
+                let _ = conn.close().await;
+            }
+        }
+    }
+
     /// Holds the claim until `stop`. A PostgreSQL claim is checked every second; true
     /// when its connection failed (and with it the lock), so that the controller stops
     /// before a standby serving beside it could do anything twice.
@@ -68,27 +79,29 @@ impl Claim {
 
 impl Store {
     /// Waits until this process holds the store's claim (PostgreSQL only: `serve
-    /// --standby`); None when `shutdown` came first.
+    /// --standby`, and a replica's turn at what runs once per store); None when
+    /// `shutdown` came first. `role` names the caller in what it logs.
     pub async fn claim_when_free(
         &self,
         shutdown: &tokio_util::sync::CancellationToken,
+        role: &str,
     ) -> Result<Option<Claim>> {
         if self.backend != Backend::Postgres {
-            return Err(StoreError::Conflict(
-                "--standby needs PostgreSQL: a SQLite store has one controller".to_string(),
-            ));
+            return Err(StoreError::Conflict(format!(
+                "--{role} needs PostgreSQL: a SQLite store has one controller"
+            )));
         }
         let mut said = false;
         loop {
             if let Some(claim) = self.try_claim(Path::new("")).await? {
                 if said {
-                    tracing::info!("took over the store's claim: serving");
+                    tracing::info!(role, "took over the store's claim");
                 }
                 return Ok(Some(claim));
             }
             if !said {
                 tracing::info!(
-                    "standby: another controller is serving this store; serving when it stops"
+                    "{role}: another controller is serving this store; taking its claim when it stops"
                 );
                 said = true;
             }

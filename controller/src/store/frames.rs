@@ -124,6 +124,12 @@ impl Store {
             .bind(run_id)
             .execute(&mut *tx)
             .await?;
+        if let (Some(first), Some(last)) = (
+            new.iter().map(|f| f.number).min(),
+            new.iter().map(|f| f.number).max(),
+        ) {
+            self.notify_frames(&mut *tx, run_id, first, last).await?;
+        }
         tx.commit().await?;
         Ok(AppendOutcome::Stored {
             contiguous_through: through,

@@ -19,6 +19,7 @@ mod findings;
 mod frames;
 mod page;
 mod reasons;
+mod replicas;
 mod retention;
 mod runs;
 mod scenarios;
@@ -48,6 +49,9 @@ pub use enrollment::{Consumed, EnrollmentGrant, EnrollmentTokenRow, TokenRefusal
 pub use events::{Backlog, EVENT_TYPES, EventRow, FINDING_CREATED, RUN_FINISHED};
 pub use findings::{FindingFilter, FindingRow};
 pub use frames::{AppendOutcome, StoredFrame};
+pub use replicas::{
+    CANCELS_CHANNEL, ENDED_CHANNEL, FRAMES_CHANNEL, FramesNotice, QUEUE_CHANNEL, ReplicaOffer,
+};
 pub use retention::{Periods, Swept};
 pub use runs::{ConfirmState, Ending, LeaseGuard, NewRun, RunFilter, RunRow};
 pub use scenarios::{Scenario, ScenarioName, ScenarioVersion, Stored};
@@ -85,6 +89,11 @@ pub enum Backend {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// The URL, for the connections that are not the pool's (a replica's listener).
+    url: std::sync::Arc<str>,
+    /// This process's replica number (`serve --replica`), 0 when it serves alone; see
+    /// `replicas.rs`.
+    replica: i64,
 }
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -125,7 +134,12 @@ impl Store {
             pool.execute("PRAGMA journal_mode = WAL;").await?;
         }
         MIGRATOR.run(&pool).await?;
-        Ok(Store { pool, backend })
+        Ok(Store {
+            pool,
+            backend,
+            url: url.into(),
+            replica: 0,
+        })
     }
 
     pub fn backend(&self) -> Backend {

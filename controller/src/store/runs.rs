@@ -71,6 +71,10 @@ pub struct RunRow {
     pub agent_name: Option<String>,
     pub lease: Option<LeaseGuard>,
     pub lease_state: Option<String>,
+    /// The replica tracking the lease (0 without replicas): see `store/replicas.rs`.
+    pub replica: i64,
+    /// A cancel asked on a replica that does not track the lease, for the one that does.
+    pub cancel_requested: Option<String>,
     pub frames_through: u64,
     pub confirmation: Option<ConfirmState>,
     pub created_at: i64,
@@ -188,6 +192,8 @@ pub(super) fn run_from_row(row: &sqlx::any::AnyRow) -> Result<RunRow> {
             epoch: epoch.max(0) as u64,
         }),
         lease_state: row.try_get("lease_state")?,
+        replica: row.try_get("replica")?,
+        cancel_requested: row.try_get("cancel_requested")?,
         frames_through: row.try_get::<i64, _>("frames_through")?.max(0) as u64,
         confirmation,
         created_at: row.try_get("created_at")?,
@@ -314,6 +320,9 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         let stored = run_from_row(&row)?;
+        if status == "queued" && run.confirmation.is_none() {
+            self.notify(&mut *tx, super::QUEUE_CHANNEL, &id).await?;
+        }
         if stored.status.is_finished() {
             // Refused at the door: ended, so announced like any ending.
             super::events::insert_ending_events(&mut tx, &stored, stored.status, &[], now).await?;
@@ -381,12 +390,13 @@ impl Store {
         let lease_id = new_id();
         let row = sqlx::query(
             "UPDATE runs SET lease_epoch = lease_epoch + 1, lease_id = $1, agent_id = $2,
-                 lease_state = 'offered'
-             WHERE id = $3 AND status = 'queued' AND lease_state IS NULL
+                 lease_state = 'offered', replica = $3
+             WHERE id = $4 AND status = 'queued' AND lease_state IS NULL
              RETURNING lease_epoch",
         )
         .bind(&lease_id)
         .bind(agent_id)
+        .bind(self.replica)
         .bind(run_id)
         .fetch_optional(&self.pool)
         .await?;
@@ -405,12 +415,13 @@ impl Store {
             "UPDATE runs SET status = 'running', lease_state = 'accepted', started_at = $1,
                  reason = NULL
              WHERE id = $2 AND lease_id = $3 AND lease_epoch = $4 AND lease_state = 'offered'
-                 AND status = 'queued'",
+                 AND status = 'queued' AND replica = $5",
         )
         .bind(now_ms())
         .bind(run_id)
         .bind(&guard.lease_id)
         .bind(guard.epoch as i64)
+        .bind(self.replica)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
@@ -420,14 +431,21 @@ impl Store {
     pub async fn withdraw_offer(&self, run_id: &str, guard: &LeaseGuard) -> Result<bool> {
         let done = sqlx::query(
             "UPDATE runs SET lease_state = NULL, lease_id = NULL, agent_id = NULL
-             WHERE id = $1 AND lease_id = $2 AND lease_epoch = $3 AND lease_state = 'offered'",
+             WHERE id = $1 AND lease_id = $2 AND lease_epoch = $3 AND lease_state = 'offered'
+                 AND replica = $4",
         )
         .bind(run_id)
         .bind(&guard.lease_id)
         .bind(guard.epoch as i64)
+        .bind(self.replica)
         .execute(&self.pool)
         .await?;
-        Ok(done.rows_affected() == 1)
+        let requeued = done.rows_affected() == 1;
+        if requeued {
+            self.notify(&self.pool, super::QUEUE_CHANNEL, run_id)
+                .await?;
+        }
+        Ok(requeued)
     }
 
     /// Sets the reason of a run that has not ended (why it waits, who cancelled it).
@@ -454,7 +472,7 @@ impl Store {
         ending: &Ending,
     ) -> Result<Option<StoredFrame>> {
         Ok(self
-            .finish_run_with_findings(run_id, guard, frames_through, ending)
+            .finish(run_id, guard, frames_through, ending, true)
             .await?
             .and_then(|mut frames| frames.pop()))
     }
@@ -468,6 +486,21 @@ impl Store {
         guard: Option<&LeaseGuard>,
         frames_through: Option<u64>,
         ending: &Ending,
+    ) -> Result<Option<Vec<StoredFrame>>> {
+        self.finish(run_id, guard, frames_through, ending, false)
+            .await
+    }
+
+    /// Both endings; `by_controller` fences a guarded ending by the replica too, since
+    /// the agent may have taken its lease to another replica (the agent's own ending is
+    /// fenced by its lease alone, wherever it is connected).
+    async fn finish(
+        &self,
+        run_id: &str,
+        guard: Option<&LeaseGuard>,
+        frames_through: Option<u64>,
+        ending: &Ending,
+        by_controller: bool,
     ) -> Result<Option<Vec<StoredFrame>>> {
         let mut tx = self.write_tx().await?;
         let row = sqlx::query(AssertSqlSafe(format!(
@@ -484,7 +517,7 @@ impl Store {
             return Ok(None);
         }
         if let Some(guard) = guard
-            && run.lease.as_ref() != Some(guard)
+            && (run.lease.as_ref() != Some(guard) || (by_controller && run.replica != self.replica))
         {
             return Ok(None);
         }
@@ -555,6 +588,12 @@ impl Store {
             .bind(run_id)
             .execute(&mut *tx)
             .await?;
+        self.notify_frames(&mut *tx, run_id, (last + 1) as u64, through as u64)
+            .await?;
+        if run.lease_state.is_some() {
+            self.notify(&mut *tx, super::ENDED_CHANNEL, &run.account_id)
+                .await?;
+        }
         tx.commit().await?;
         Ok(Some(frames))
     }

@@ -24,6 +24,17 @@ impl Dispatcher {
     }
 
     pub(super) async fn cancel(&mut self, run_id: &str, reason: &str) {
+        if !self.leases.contains_key(run_id) && self.store.is_replica() {
+            // Another replica may track its lease: that one tells the agent.
+            match self.store.request_cancel(run_id, reason).await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::error!(run = %run_id, %error, "asking for a cancel failed");
+                    return;
+                }
+            }
+        }
         let queued_account = self
             .store
             .run(run_id)

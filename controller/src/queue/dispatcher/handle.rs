@@ -151,6 +151,30 @@ impl DispatcherHandle {
             .await;
     }
 
+    /// Replicas: a notice that another replica queued a run. Dropped when the queue is
+    /// full: the once-a-second look at the store finds it.
+    pub fn queued_elsewhere(&self, run_id: &str) {
+        let _ = self.try_send(Command::QueuedElsewhere {
+            run_id: run_id.to_string(),
+        });
+    }
+
+    /// Replicas: a notice that a lease of the account ended somewhere (dropped when the
+    /// queue is full, as above).
+    pub fn lease_freed(&self, account_id: &str) {
+        let _ = self.try_send(Command::LeaseFreed {
+            account_id: account_id.to_string(),
+        });
+    }
+
+    /// Replicas: a notice that a cancel was asked on another replica (dropped when the
+    /// queue is full, as above).
+    pub fn cancel_asked(&self, run_id: &str) {
+        let _ = self.try_send(Command::CancelAsked {
+            run_id: run_id.to_string(),
+        });
+    }
+
     pub async fn online(&self) -> Result<Vec<OnlineAgent>, Refused> {
         let (reply, rx) = oneshot::channel();
         self.try_send(Command::Online { reply })?;

@@ -2,13 +2,39 @@
 //! now (see `scheduler.rs`); here each choice becomes a lease in the store and an offer on
 //! the agent's stream, or goes back to the queue.
 
+use std::collections::HashMap;
+
 use tokio::time::Instant;
 
 use super::{Dispatcher, Lease, LeaseState};
 use crate::queue::scheduler::{Placement, QueuedRun, SessionId};
+use crate::store::{LeaseGuard, ReplicaOffer};
+
+/// What became of one placement's offer in the store.
+enum Offer {
+    Leased(LeaseGuard),
+    /// Ended or leased meanwhile.
+    Gone,
+    /// The account's plan is full across replicas.
+    Full,
+    /// Back to the queue, to try again next round.
+    Later,
+}
+
+impl Offer {
+    fn name(&self) -> &'static str {
+        match self {
+            Offer::Leased(_) => "leased",
+            Offer::Gone => "gone",
+            Offer::Full => "account full",
+            Offer::Later => "later",
+        }
+    }
+}
 
 impl Dispatcher {
     pub(super) async fn dispatch(&mut self) {
+        self.place_again = false;
         let mut placed = Vec::new();
         for Placement { run, session } in self.scheduler.next_placements() {
             match self.sessions.get(&session).map(|s| s.agent_id.clone()) {
@@ -16,26 +42,26 @@ impl Dispatcher {
                 None => self.unplace(run, session),
             }
         }
-        // The leases of one round are written together: each is its own fenced UPDATE,
-        // but they wait on the store side by side instead of one after another.
-        let store = &self.store;
-        let guards = futures_util::future::join_all(
-            placed
-                .iter()
-                .map(|(run, _, agent_id)| store.offer_lease(&run.run_id, agent_id)),
-        )
-        .await;
-        for ((run, session, agent_id), guard) in placed.into_iter().zip(guards) {
-            let guard = match guard {
-                Ok(Some(guard)) => guard,
-                Ok(None) => {
+        let offers = self.offer_leases(&placed).await;
+        for ((run, session, agent_id), offer) in placed.into_iter().zip(offers) {
+            if !matches!(offer, Offer::Leased(_)) {
+                tracing::debug!(run = %run.run_id, outcome = offer.name(), "placement not leased");
+            }
+            let guard = match offer {
+                Offer::Leased(guard) => guard,
+                Offer::Gone => {
                     // Ended (cancelled) or leased meanwhile: not ours to offer.
                     self.scheduler.detach_lease(session, &run.run_id);
                     self.scheduler.release_active(&run.account_id);
                     continue;
                 }
-                Err(error) => {
-                    tracing::error!(run = %run.run_id, %error, "offering a lease failed");
+                Offer::Full => {
+                    self.unplace(run.clone(), session);
+                    self.scheduler.mark_full(&run.account_id);
+                    continue;
+                }
+                Offer::Later => {
+                    self.place_again = true;
                     self.unplace(run, session);
                     continue;
                 }
@@ -61,6 +87,64 @@ impl Dispatcher {
                 },
             );
         }
+    }
+
+    /// The leases of one round in the store. Alone, each is its own fenced UPDATE, and
+    /// they wait on the store side by side instead of one after another; as a replica,
+    /// one transaction per account counts the plan across replicas.
+    async fn offer_leases(&self, placed: &[(QueuedRun, SessionId, String)]) -> Vec<Offer> {
+        let store = &self.store;
+        if !store.is_replica() {
+            return futures_util::future::join_all(
+                placed
+                    .iter()
+                    .map(|(run, _, agent_id)| store.offer_lease(&run.run_id, agent_id)),
+            )
+            .await
+            .into_iter()
+            .zip(placed)
+            .map(|(offered, (run, _, _))| match offered {
+                Ok(Some(guard)) => Offer::Leased(guard),
+                Ok(None) => Offer::Gone,
+                Err(error) => {
+                    tracing::error!(run = %run.run_id, %error, "offering a lease failed");
+                    Offer::Later
+                }
+            })
+            .collect();
+        }
+        let mut by_account: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (at, (run, _, _)) in placed.iter().enumerate() {
+            by_account.entry(&run.account_id).or_default().push(at);
+        }
+        let rounds = futures_util::future::join_all(by_account.into_iter().map(
+            |(account, ats)| async move {
+                let offers: Vec<(String, String)> = ats
+                    .iter()
+                    .map(|&at| (placed[at].0.run_id.clone(), placed[at].2.clone()))
+                    .collect();
+                let answers = store.offer_leases_as_replica(account, &offers).await;
+                (ats, answers)
+            },
+        ))
+        .await;
+        let mut offers: Vec<Offer> = placed.iter().map(|_| Offer::Later).collect();
+        for (ats, answers) in rounds {
+            match answers {
+                Ok(answers) => {
+                    for (at, answer) in ats.into_iter().zip(answers) {
+                        offers[at] = match answer {
+                            ReplicaOffer::Offered(guard) => Offer::Leased(guard),
+                            ReplicaOffer::Gone => Offer::Gone,
+                            ReplicaOffer::AccountFull => Offer::Full,
+                            ReplicaOffer::AccountBusy => Offer::Later,
+                        };
+                    }
+                }
+                Err(error) => tracing::error!(%error, "offering leases failed"),
+            }
+        }
+        offers
     }
 
     pub(super) fn unplace(&mut self, run: QueuedRun, session: SessionId) {

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Dispatcher, LeaseState};
 use crate::queue::scheduler::{AgentSlot, SessionId};
-use crate::store::{AgentIdentity, Declaration};
+use crate::store::{AgentIdentity, Declaration, LeaseGuard};
 
 /// A connected agent, as its session hands it to the dispatcher after the hello.
 pub struct AgentUp {
@@ -154,6 +154,12 @@ impl Dispatcher {
         let mut revoked = Vec::new();
         let mut kept = HashSet::new();
         for report in reported {
+            let reported_guard = LeaseGuard {
+                lease_id: report.lease_id.clone(),
+                epoch: report.epoch,
+            };
+            self.adopt_reported(&report.run_id, &reported_guard, &identity.agent_id)
+                .await;
             let lease = self.leases.get_mut(&report.run_id).filter(|l| {
                 l.agent_id == identity.agent_id
                     && l.guard.lease_id == report.lease_id
