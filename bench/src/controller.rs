@@ -192,7 +192,12 @@ impl Environment {
 
     /// Starts `serve` on loopback ports chosen by the OS.
     pub async fn serve(&self) -> anyhow::Result<Controller> {
-        let log_path = self.data_dir.join("controller.log");
+        self.serve_as("controller", &[]).await
+    }
+
+    /// Starts `serve` with more flags (`--replica`), its log in `NAME.log`.
+    pub async fn serve_as(&self, name: &str, extra: &[&str]) -> anyhow::Result<Controller> {
+        let log_path = self.data_dir.join(format!("{name}.log"));
         let log = std::fs::File::create(&log_path)
             .with_context(|| format!("creating {}", log_path.display()))?;
         let mut child = Command::new(&self.bin)
@@ -200,6 +205,7 @@ impl Environment {
             .args(self.store_args())
             .args(["--api-addr", "127.0.0.1:0", "--agent-addr", "127.0.0.1:0"])
             .args(&self.serve_args)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             // Its log goes to a file: a pipe nobody drains would stall it.
@@ -303,6 +309,16 @@ impl Controller {
     pub fn cpu_seconds(&self) -> Option<f64> {
         cpu_seconds(&format!("/proc/{}/stat", self.child.id()?))
     }
+}
+
+/// CPU seconds of every controller together, when each can be read.
+pub fn cpu_seconds_of(controllers: &[Controller]) -> Option<f64> {
+    controllers.iter().map(Controller::cpu_seconds).sum()
+}
+
+/// Resident memory of every controller together, in MiB, when each can be read.
+pub fn rss_mib_of(controllers: &[Controller]) -> Option<f64> {
+    controllers.iter().map(Controller::rss_mib).sum()
 }
 
 /// CPU seconds (user + system, all threads) of a process, from its /proc stat file.

@@ -32,9 +32,9 @@ pub(crate) struct CpuUse {
 }
 
 impl CpuMeter {
-    pub(crate) fn start(controller: &Controller) -> CpuMeter {
+    pub(crate) fn start(controllers: &[Controller]) -> CpuMeter {
         CpuMeter {
-            controller: controller.cpu_seconds(),
+            controller: controller::cpu_seconds_of(controllers),
             bench: controller::cpu_seconds("/proc/self/stat"),
             postgres: postgres_cpu_seconds(),
             machine: machine_busy_seconds(),
@@ -42,12 +42,12 @@ impl CpuMeter {
         }
     }
 
-    pub(crate) fn stop(self, controller: &Controller) -> CpuUse {
+    pub(crate) fn stop(self, controllers: &[Controller]) -> CpuUse {
         let used = |before: Option<f64>, after: Option<f64>| match (before, after) {
             (Some(a), Some(b)) => Some(b - a),
             _ => None,
         };
-        let controller_s = used(self.controller, controller.cpu_seconds());
+        let controller_s = used(self.controller, controller::cpu_seconds_of(controllers));
         let bench_s = used(self.bench, controller::cpu_seconds("/proc/self/stat"));
         // Backends that exited during the load are missed: a slight undercount.
         let postgres_s = (postgres_cpu_seconds() - self.postgres).max(0.0);

@@ -85,6 +85,11 @@ struct Opts {
     #[arg(long, default_value_t = 50_000)]
     throughput_max_runs: usize,
 
+    /// Controllers serving the store at once (`serve --replica`, PostgreSQL only): agent i
+    /// connects to replica i mod N, POSTs go to the replicas in turn.
+    #[arg(long, default_value_t = 1)]
+    replicas: usize,
+
     /// `max_concurrent_jobs` each simulated agent declares.
     #[arg(long, default_value_t = 100)]
     max_jobs: u32,
@@ -136,6 +141,9 @@ async fn main() -> anyhow::Result<()> {
         )
     })?;
     check_open_files(&opts)?;
+    if opts.replicas > 1 && opts.backends.contains(&BackendName::Sqlite) {
+        anyhow::bail!("--replicas above 1 needs PostgreSQL: add --backends postgres");
+    }
     let work_dir = match &opts.work_dir {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!(
@@ -256,9 +264,14 @@ async fn in_environment(
     job: Job,
     out: &Output,
 ) -> anyhow::Result<Value> {
+    let replicas = if opts.replicas > 1 {
+        format!("-r{}", opts.replicas)
+    } else {
+        String::new()
+    };
     let label = match job {
-        Job::Latency(agents) => format!("latency-{}-{agents}", backend.name()),
-        Job::Throughput => format!("throughput-{}", backend.name()),
+        Job::Latency(agents) => format!("latency-{}{replicas}-{agents}", backend.name()),
+        Job::Throughput => format!("throughput-{}{replicas}", backend.name()),
     };
     if opts.quiet_wait_secs > 0 {
         wait_for_quiet(Duration::from_secs(opts.quiet_wait_secs), out).await;

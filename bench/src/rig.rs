@@ -11,10 +11,14 @@ use crate::agents::{self, AgentBehaviour, AgentIdentity, Tracker};
 use crate::api::Api;
 use crate::controller::{Controller, Environment};
 
-/// A started controller with its agents connected.
+/// Started controllers (one, or `--replicas` of one store) with their agents connected,
+/// agent i on replica i mod N.
 pub(crate) struct Rig {
-    pub(crate) controller: Controller,
+    pub(crate) controllers: Vec<Controller>,
+    /// The first replica's API (for reading results).
     pub(crate) api: Api,
+    /// Every replica's API, for POSTs spread over them in turn.
+    apis: Vec<Api>,
     pub(crate) tracker: Arc<Tracker>,
     sessions: Vec<JoinHandle<()>>,
     pub(crate) setup_s: f64,
@@ -37,13 +41,21 @@ impl Rig {
             .map(|(name, dir)| AgentIdentity::load(name, dir))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let setup_s = started.elapsed().as_secs_f64();
-        let controller = env.serve().await?;
+        let mut controllers = Vec::with_capacity(opts.replicas);
+        if opts.replicas <= 1 {
+            controllers.push(env.serve().await?);
+        } else {
+            for n in 1..=opts.replicas {
+                controllers.push(env.serve_as(&format!("replica-{n}"), &["--replica"]).await?);
+            }
+        }
         let tracker = Arc::new(Tracker::default());
         let connecting = Instant::now();
-        let url = controller.agent_url.clone();
+        let urls: Vec<String> = controllers.iter().map(|c| c.agent_url.clone()).collect();
         let results: Vec<anyhow::Result<JoinHandle<()>>> =
-            futures_util::stream::iter(identities.into_iter().map(|identity| {
-                agents::connect(identity, url.clone(), behaviour, tracker.clone())
+            futures_util::stream::iter(identities.into_iter().enumerate().map(|(i, identity)| {
+                let url = urls[i % urls.len()].clone();
+                agents::connect(identity, url, behaviour, tracker.clone())
             }))
             .buffer_unordered(opts.connect_concurrency.max(1))
             .collect()
@@ -62,17 +74,23 @@ impl Rig {
             for session in &sessions {
                 session.abort();
             }
-            let _ = controller.stop().await;
+            for controller in controllers {
+                let _ = controller.stop().await;
+            }
             return Err(error.context(format!(
                 "only {} of {agents} agents connected",
                 sessions.len()
             )));
         }
         let connect_s = connecting.elapsed().as_secs_f64();
-        let api = Api::new(&controller.api_url, &token);
+        let apis: Vec<Api> = controllers
+            .iter()
+            .map(|c| Api::new(&c.api_url, &token))
+            .collect();
         Ok(Rig {
-            controller,
-            api,
+            api: apis[0].clone(),
+            apis,
+            controllers,
             tracker,
             sessions,
             setup_s,
@@ -80,7 +98,12 @@ impl Rig {
         })
     }
 
-    /// Closes the agents' streams, then stops the controller.
+    /// The API of replica `i mod N`.
+    pub(crate) fn api_at(&self, i: usize) -> Api {
+        self.apis[i % self.apis.len()].clone()
+    }
+
+    /// Closes the agents' streams, then stops the controllers.
     pub(crate) async fn stop(self) -> anyhow::Result<()> {
         for session in &self.sessions {
             session.abort();
@@ -88,6 +111,12 @@ impl Rig {
         for session in self.sessions {
             let _ = session.await;
         }
-        self.controller.stop().await
+        let mut first_error = None;
+        for controller in self.controllers {
+            if let Err(error) = controller.stop().await {
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 }

@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::agents::{AgentBehaviour, End, RunTimes, Tracker};
-use crate::controller::{Backend, Environment};
+use crate::controller::{Backend, Environment, rss_mib_of};
 use crate::host::{CpuMeter, CpuUse};
 use crate::report::{ACCEPTED, Report, fmt_opt, round2};
 use crate::rig::Rig;
@@ -36,12 +36,12 @@ pub(crate) async fn latency(
     };
     // The plan must never be what a run waits for.
     let rig = Rig::start(opts, env, agents, 1_000_000, behaviour).await?;
-    let meter = CpuMeter::start(&rig.controller);
+    let meter = CpuMeter::start(&rig.controllers);
     let outcome = latency_load(opts, &rig).await;
-    let cpu = meter.stop(&rig.controller);
-    let rss = rig.controller.rss_mib();
+    let cpu = meter.stop(&rig.controllers);
+    let rss = rss_mib_of(&rig.controllers);
     let verified = rig.api.count_runs("passed", 100).await;
-    let log = rig.controller.log_path.clone();
+    let log = rig.controllers[0].log_path.clone();
     let (setup_s, connect_s) = (rig.setup_s, rig.connect_s);
     rig.stop().await?;
     let load = outcome?;
@@ -53,8 +53,9 @@ pub(crate) async fn latency(
 
     out.line("");
     out.line(&format!(
-        "== latency: {}, {agents} agent(s), {} runs at {}/s, agents hold each run {} ms ==",
+        "== latency: {}, {} replica(s), {agents} agent(s), {} runs at {}/s, agents hold each run {} ms ==",
         backend.name(),
+        opts.replicas,
         opts.latency_runs,
         opts.latency_rate,
         opts.latency_hold_ms
@@ -88,6 +89,7 @@ pub(crate) async fn latency(
     Ok(json!({
         "scenario": "latency",
         "backend": backend.name(),
+        "replicas": opts.replicas,
         "agents": agents,
         "runs": opts.latency_runs,
         "rate_per_s": opts.latency_rate,
@@ -198,9 +200,9 @@ async fn latency_load(opts: &Opts, rig: &Rig) -> anyhow::Result<Load> {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let started = Instant::now();
     let mut posts = Vec::with_capacity(opts.latency_runs);
-    for _ in 0..opts.latency_runs {
+    for i in 0..opts.latency_runs {
         tick.tick().await;
-        let (api, tracker) = (rig.api.clone(), rig.tracker.clone());
+        let (api, tracker) = (rig.api_at(i), rig.tracker.clone());
         posts.push(tokio::spawn(async move {
             let posted = Instant::now();
             let id = api.create_run().await?;
@@ -248,17 +250,17 @@ pub(crate) async fn throughput(
     let agents = opts.throughput_agents;
     let rig = Rig::start(opts, env, agents, 1_000_000, behaviour).await?;
     let stop_posting = Instant::now() + Duration::from_secs(opts.throughput_seconds);
-    let meter = CpuMeter::start(&rig.controller);
+    let meter = CpuMeter::start(&rig.controllers);
     // CPU is read when the posting stops, so the wait for runs that never finish does not
     // dilute it: the figures cover the steady load only.
     let (outcome, cpu) = tokio::join!(throughput_load(opts, &rig, stop_posting), async {
         tokio::time::sleep_until(tokio::time::Instant::from_std(stop_posting)).await;
-        meter.stop(&rig.controller)
+        meter.stop(&rig.controllers)
     });
-    let rss = rig.controller.rss_mib();
+    let rss = rss_mib_of(&rig.controllers);
     let max_pages = opts.throughput_max_runs / 500 + 2;
     let verified = rig.api.count_runs("passed", max_pages).await;
-    let log = rig.controller.log_path.clone();
+    let log = rig.controllers[0].log_path.clone();
     let (setup_s, connect_s) = (rig.setup_s, rig.connect_s);
     rig.stop().await?;
     let load = outcome?;
@@ -276,8 +278,9 @@ pub(crate) async fn throughput(
 
     out.line("");
     out.line(&format!(
-        "== throughput: {}, {agents} agents, {} runs in flight, {} s of POSTs, agents hold each run {} ms ==",
+        "== throughput: {}, {} replica(s), {agents} agents, {} runs in flight, {} s of POSTs, agents hold each run {} ms ==",
         backend.name(),
+        opts.replicas,
         opts.throughput_in_flight,
         opts.throughput_seconds,
         opts.throughput_hold_ms
@@ -307,6 +310,7 @@ pub(crate) async fn throughput(
     Ok(json!({
         "scenario": "throughput",
         "backend": backend.name(),
+        "replicas": opts.replicas,
         "agents": agents,
         "in_flight": opts.throughput_in_flight,
         "seconds": opts.throughput_seconds,
@@ -332,8 +336,8 @@ async fn throughput_load(opts: &Opts, rig: &Rig, stop_posting: Instant) -> anyho
     let budget = Arc::new(AtomicUsize::new(opts.throughput_max_runs));
     let unfinished = Arc::new(AtomicU64::new(0));
     let mut workers = Vec::with_capacity(opts.throughput_in_flight);
-    for _ in 0..opts.throughput_in_flight.max(1) {
-        let (api, tracker) = (rig.api.clone(), rig.tracker.clone());
+    for w in 0..opts.throughput_in_flight.max(1) {
+        let (api, tracker) = (rig.api_at(w), rig.tracker.clone());
         let (budget, unfinished) = (budget.clone(), unfinished.clone());
         workers.push(tokio::spawn(async move {
             let mut ids = Vec::new();
@@ -379,11 +383,12 @@ async fn throughput_load(opts: &Opts, rig: &Rig, stop_posting: Instant) -> anyho
     })
 }
 
-/// The CPU the controller used during the load, its resident memory, and its log when kept.
+/// The CPU the controllers used during the load, their resident memory, and the first
+/// one's log when kept.
 fn resources_line(cpu: &CpuUse, rss: Option<f64>, kept_log: Option<&std::path::Path>) -> String {
     let log = kept_log.map_or(String::new(), |log| format!("; log {}", log.display()));
     format!(
-        "  CPU during the load: {}; controller {} resident{log}",
+        "  CPU during the load: {}; controllers {} resident{log}",
         cpu.describe(),
         fmt_opt(rss, "MiB"),
     )
