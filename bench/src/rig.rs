@@ -46,7 +46,10 @@ impl Rig {
             controllers.push(env.serve().await?);
         } else {
             for n in 1..=opts.replicas {
-                controllers.push(env.serve_as(&format!("replica-{n}"), &["--replica"]).await?);
+                controllers.push(
+                    env.serve_as(&format!("replica-{n}"), &["--replica"])
+                        .await?,
+                );
             }
         }
         let tracker = Arc::new(Tracker::default());

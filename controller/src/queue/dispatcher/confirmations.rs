@@ -22,9 +22,11 @@ impl Dispatcher {
         };
         for run in lapsed {
             let reason = "confirmation lapsed";
+            // Ended by this call only: every replica looks, one writes the audit line.
             if self
-                .end_run(&run.id, None, RunStatus::Refused, reason)
+                .end_run_here(&run.id, None, RunStatus::Refused, reason)
                 .await
+                == Some(true)
             {
                 let line = AuditLine {
                     at: 0,

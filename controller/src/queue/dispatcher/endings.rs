@@ -36,6 +36,21 @@ impl Dispatcher {
         status: RunStatus,
         reason: &str,
     ) -> bool {
+        self.end_run_here(run_id, guard, status, reason)
+            .await
+            .is_some()
+    }
+
+    /// [`Dispatcher::end_run`], saying whether this call ended it (`Some(true)`) or it
+    /// had ended before (`Some(false)`, say by another replica); None when the store
+    /// failed.
+    pub(super) async fn end_run_here(
+        &mut self,
+        run_id: &str,
+        guard: Option<&LeaseGuard>,
+        status: RunStatus,
+        reason: &str,
+    ) -> Option<bool> {
         let ending = Ending {
             status,
             reason: Some(reason.to_string()),
@@ -46,12 +61,12 @@ impl Dispatcher {
             Ok(Some(frame)) => {
                 tracing::info!(run = %run_id, status = %status, reason, "run ended by the controller");
                 self.hub.publish(frame);
-                true
+                Some(true)
             }
-            Ok(None) => true,
+            Ok(None) => Some(false),
             Err(error) => {
                 tracing::error!(run = %run_id, %error, "ending a run failed; retrying");
-                false
+                None
             }
         }
     }
