@@ -143,6 +143,30 @@ fn merge_blocks<'a>(
         .collect()
 }
 
+/// The whole run's warm-up: a counted one is split over the shares (a share may have
+/// none left), so its counts add; a timed one is every share's.
+fn merged_warmup(parts: &[LoadResult]) -> Result<WarmupPlan, MergeError> {
+    let counted = parts
+        .iter()
+        .any(|p| matches!(p.warmup.plan, WarmupPlan::Requests(_)));
+    if !counted {
+        return same("warmup", parts.iter().map(|p| p.warmup.plan));
+    }
+    let mut sum = 0u64;
+    for part in parts {
+        match part.warmup.plan {
+            WarmupPlan::Requests(n) => sum = sum.saturating_add(n),
+            WarmupPlan::None => {}
+            other => {
+                return Err(MergeError::Mismatch(format!(
+                    "warmup: a count and {other:?}"
+                )));
+            }
+        }
+    }
+    Ok(WarmupPlan::Requests(sum))
+}
+
 fn whole_histogram<'a>(
     parts: impl IntoIterator<Item = &'a str>,
 ) -> Result<Histogram<u64>, MergeError> {
@@ -211,7 +235,7 @@ impl LoadResult {
             achieved_rate: parts.iter().map(|p| p.achieved_rate).sum(),
             measured_seconds: parts.iter().map(|p| p.measured_seconds).fold(0.0, f64::max),
             warmup: WarmupResult {
-                plan: same("warmup", parts.iter().map(|p| p.warmup.plan))?,
+                plan: merged_warmup(parts)?,
                 requests: total(parts.iter().map(|p| p.warmup.requests)),
                 discarded: true,
             },

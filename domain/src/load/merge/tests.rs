@@ -215,6 +215,31 @@ fn thresholds_and_the_verdict_are_judged_on_the_whole_not_on_any_share() {
     );
 }
 
+/// A closed model's counted warm-up is split over the shares (5 over 3: 2, 2, 1), and
+/// a share may have none left (1 over 2: 1, none): the whole's is their sum.
+#[test]
+fn a_split_warmup_count_adds_back_to_the_whole() {
+    let part = Part {
+        samples: vec![1_000; 10],
+        failed: 0,
+        late: 0,
+    };
+    let with = |plan: WarmupPlan| {
+        let mut r = result_of(&part, &[]);
+        r.model = Model::Closed;
+        r.warmup.plan = plan;
+        r
+    };
+    let split = [2, 2, 1].map(|n| with(WarmupPlan::Requests(n)));
+    let merged = LoadResult::merge(&split).expect("merge");
+    assert_eq!(merged.warmup.plan, WarmupPlan::Requests(5));
+    let merged =
+        LoadResult::merge(&[with(WarmupPlan::Requests(1)), with(WarmupPlan::None)]).expect("merge");
+    assert_eq!(merged.warmup.plan, WarmupPlan::Requests(1));
+    let timed = with(WarmupPlan::Duration(std::time::Duration::from_secs(1)));
+    assert!(LoadResult::merge(&[with(WarmupPlan::Requests(1)), timed]).is_err());
+}
+
 #[test]
 fn parts_of_different_runs_are_refused() {
     let part = Part {
