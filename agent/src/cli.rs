@@ -127,6 +127,10 @@ pub struct ExecArgs {
     /// PEM roots trusted for https targets besides the system's.
     #[arg(long, env = "IOHR_TARGET_CA")]
     pub target_ca: Option<PathBuf>,
+    /// Load, replay and capacity: run share INDEX (from 0) of COUNT, as one of COUNT
+    /// agents splitting the run would (every COUNT-th arrival, the connections split).
+    #[arg(long, value_name = "INDEX/COUNT")]
+    pub share: Option<iohr_domain::load::Share>,
     #[command(flatten)]
     pub faults: FaultArgs,
 }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use iohr_domain::RunKind;
-use iohr_domain::load::{HttpVersion, Operation};
+use iohr_domain::load::{HttpVersion, Operation, Share};
 use iohr_domain::text::decimal;
 use serde::Serialize;
 
@@ -159,6 +159,21 @@ pub fn transport_line(timeout_ms: u64, http: HttpVersion, streams: u32) -> Strin
         (HttpVersion::Http2, n) => format!("HTTP/2, {n} streams per connection"),
     };
     format!("timeout {} per request; {http}", ms_text(timeout_ms))
+}
+
+/// A share as a dry run's object names it (`"1/3"`), absent for the whole run.
+pub fn share_field(share: Share) -> Option<Share> {
+    (!share.is_whole()).then_some(share)
+}
+
+/// What a share of a split run sends, in words.
+pub fn share_line(share: Share) -> String {
+    let (i, n) = (u64::from(share.index()), u64::from(share.count()));
+    format!(
+        "share {share} of the run: the whole run's arrivals numbered {i}, {}, {}, ... (rates are the whole run's); connections and requests are this share's",
+        i + n,
+        i + 2 * n
+    )
 }
 
 pub fn thresholds_line(thresholds: &[String], abort_on_fail: bool) -> String {

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use iohr_domain::RunKind;
+use iohr_domain::load::Share;
 use iohr_proto::link::agent_link_client::AgentLinkClient;
 use iohr_proto::link::{
     AgentMessage, ControllerMessage, FrameBatch, Heartbeat, Hello, LeaseAnswer, LeaseOffer,
@@ -456,14 +457,18 @@ impl Session<'_> {
                 "still stopping an earlier lease of this run",
             ));
         }
-        let mut plan = execute::plan(kind, &offer.spec_json).map_err(Refusal::for_good)?;
-        plan.bind(&execute::RunOf {
-            run_id: &offer.run_id,
-            confirmed_by: Some(offer.confirmed_by.as_str()).filter(|p| !p.is_empty()),
-            dry_run: false,
-            check_target: None,
-        })
-        .map_err(Refusal::for_good)?;
+        let share = Share::from_offer(offer.share_index, offer.share_count)
+            .map_err(|e| Refusal::for_good(e.to_string()))?;
+        let plan = execute::plan(kind, &offer.spec_json).map_err(Refusal::for_good)?;
+        let plan = plan
+            .bind(&execute::RunOf {
+                run_id: &offer.run_id,
+                confirmed_by: Some(offer.confirmed_by.as_str()).filter(|p| !p.is_empty()),
+                dry_run: false,
+                check_target: None,
+                share,
+            })
+            .map_err(Refusal::for_good)?;
         Ok((kind, plan))
     }
 }

@@ -74,8 +74,8 @@ impl LoadPlan {
     }
 
     /// The units the run reserves: every request its schedule may send, its warm-up's
-    /// included (the agent spends those too). `None` for the closed model, which sends as
-    /// fast as the target answers.
+    /// included (the agent spends those too), a share's part of them. `None` for the
+    /// closed model, which sends as fast as the target answers.
     pub fn units_to_reserve(&self) -> Option<u64> {
         let measure = self.expected_requests()?;
         let warmup = match (self.warmup, self.model) {
@@ -91,7 +91,7 @@ impl LoadPlan {
                 }
             }
         };
-        Some(measure.saturating_add(warmup))
+        Some(measure.saturating_add(self.share.part(warmup)))
     }
 }
 

@@ -17,6 +17,7 @@ use serde_json::Value;
 use crate::compare::Comparison;
 use crate::cost::RunCost;
 use crate::finding::{Found, RunFacts};
+use crate::load::Share;
 use crate::request::SpecError;
 use crate::run::UnknownWord;
 
@@ -65,6 +66,16 @@ pub trait Kind {
     /// Compares two results of this kind (only called when `TRAITS.compared`).
     fn compare(before: Value, after: Value, out: &mut Comparison);
 
+    /// Whether a run of this kind may be split over `count` agents (`"agents": N`); a
+    /// kind that does not split refuses every count but 1.
+    fn check_split(_plan: &Self::Plan, count: u32) -> Result<(), SpecError> {
+        one_agent(Self::KIND, count)
+    }
+    /// The plan one agent runs as `share` of a split run ([`Share`]).
+    fn share(plan: Self::Plan, share: Share) -> Result<Self::Plan, SpecError> {
+        one_agent(Self::KIND, share.count()).map(|()| plan)
+    }
+
     /// Reads and plans a spec in one step.
     fn read(value: &Value) -> Result<(Self::Spec, Self::Plan), SpecError> {
         let spec = Self::spec(value)?;
@@ -102,6 +113,36 @@ pub fn cost(kind: RunKind, spec: &Value, target: Option<&str>) -> Result<RunCost
         }
     }
     visit(kind, CostOf(spec, target))
+}
+
+/// The refusal of a kind that runs on one agent, for any other count (the default of
+/// [`Kind::check_split`] and [`Kind::share`]).
+pub fn one_agent(kind: RunKind, count: u32) -> Result<(), SpecError> {
+    if count == 1 {
+        Ok(())
+    } else {
+        Err(crate::request::spec_error(
+            "agents",
+            format!(
+                "a {kind} run runs on one agent; only load, replay and capacity runs are split"
+            ),
+        ))
+    }
+}
+
+/// Whether a run of `kind` with this spec may be split over `agents` agents: what the
+/// controller asks at POST for `"agents": N` (a refusal names `agents` or the spec's
+/// field, e.g. `spec.connections` when there are fewer connections than agents).
+pub fn check_split(kind: RunKind, spec: &Value, agents: u32) -> Result<(), SpecError> {
+    struct SplitOf<'a>(&'a Value, u32);
+    impl KindVisitor for SplitOf<'_> {
+        type Output = Result<(), SpecError>;
+        fn visit<K: Kind>(self) -> Self::Output {
+            let (_, plan) = K::read(self.0)?;
+            K::check_split(&plan, self.1)
+        }
+    }
+    visit(kind, SplitOf(spec, agents))
 }
 
 /// The findings of a finished run's result, as its kind derives them.

@@ -2,18 +2,23 @@
 //! thresholds), the per-second `load` frame and the result. The agent's engine produces
 //! them; the controller validates specs and (for compare) reads results.
 
+mod merge;
 mod plan;
 mod result;
 mod second;
+mod share;
 mod threshold;
 
+pub use merge::{MergeError, MergedMeasure, merge_histograms, merge_results};
 pub use plan::{read_thresholds, read_timeout, unique_names};
 pub use result::{
     Counts, LatencySummary, LoadResult, LoadSecond, MAX_OPERATION_BLOCKS, OPERATION_BLOCK_DIGITS,
-    OperationResult, OperationSecond, ThresholdResult, WarmupResult, judge, operation_block_group,
-    operation_block_histogram, status_class, summarise_latency,
+    OperationResult, OperationSecond, ThresholdResult, WarmupResult, abort_reason, first_crossed,
+    judge, judge_all, operation_block_group, operation_block_histogram, status_class,
+    summarise_latency,
 };
 pub use second::SecondSummary;
+pub use share::{MAX_SHARES, Share, ShareError, check_split};
 pub use threshold::{Comparison, Metric, Threshold};
 
 use std::collections::BTreeMap;
@@ -174,6 +179,9 @@ pub struct LoadPlan {
     /// Replay: the recorded arrivals (offset from the start, operation index), in time
     /// order, in place of the stages.
     pub recorded: Option<Vec<(Duration, usize)>>,
+    /// The part of the run this agent sends when it is split over several
+    /// ([`LoadPlan::share`]); the whole run otherwise.
+    pub share: Share,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -270,6 +270,7 @@ impl ReplaySpec {
             thresholds,
             abort_on_fail: self.abort_on_fail,
             recorded: Some(arrivals),
+            share: crate::load::Share::WHOLE,
         })
     }
 }

@@ -152,6 +152,37 @@ impl GeneratorSaturated {
         let value = result.get("generator_saturated")?;
         GeneratorSaturated::deserialize(value).ok()
     }
+
+    /// The verdicts of the agents that shared one run, as the whole's: every second some
+    /// agent's generator set the pace (a second of the whole is that second of each
+    /// share), and for each cause the worst agent's reason as it stated it. `count` is at
+    /// least every listed second and every agent's own count. `None` when none saturated.
+    pub fn merge(parts: &[GeneratorSaturated]) -> Option<GeneratorSaturated> {
+        let first = parts.first()?;
+        let seconds: std::collections::BTreeSet<u64> = parts
+            .iter()
+            .flat_map(|p| p.seconds.iter().copied())
+            .collect();
+        let count = parts
+            .iter()
+            .map(|p| p.count)
+            .fold(seconds.len() as u64, u64::max);
+        let mut reasons: Vec<SaturationReason> = Vec::new();
+        for reason in parts.iter().flat_map(|p| &p.reasons) {
+            match reasons.iter_mut().find(|r| r.cause == reason.cause) {
+                Some(kept) if kept.worst >= reason.worst => {}
+                Some(kept) => *kept = reason.clone(),
+                None => reasons.push(reason.clone()),
+            }
+        }
+        reasons.sort_by_key(|r| r.cause);
+        Some(GeneratorSaturated {
+            seconds: seconds.into_iter().take(MAX_LISTED_SECONDS).collect(),
+            count,
+            basis: first.basis,
+            reasons,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]

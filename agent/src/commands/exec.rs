@@ -12,6 +12,7 @@ use iohr_agent::kinds::registry;
 use iohr_agent::kinds::{FrameSender, NewFrame, Outcome, RunContext};
 use iohr_agent::load::TargetOptions;
 use iohr_domain::RunKind;
+use iohr_domain::load::Share;
 use iohr_domain::scenario_kind;
 use tokio_util::sync::CancellationToken;
 
@@ -33,6 +34,7 @@ pub async fn exec(args: ExecArgs) -> anyhow::Result<()> {
         quiet,
         output,
         target_ca,
+        share,
         faults,
     } = args;
     // Before anything runs: an output that cannot be written would waste the run.
@@ -58,7 +60,8 @@ pub async fn exec(args: ExecArgs) -> anyhow::Result<()> {
         quiet,
         output,
     };
-    run(&kind, &target, source, report, options, faults).await
+    let share = share.unwrap_or_default();
+    run(&kind, &target, source, report, options, share, faults).await
 }
 
 async fn run(
@@ -67,6 +70,7 @@ async fn run(
     source: SpecSource,
     report: Report,
     options: TargetOptions,
+    share: Share,
     faults: Option<Arc<FaultsConfig>>,
 ) -> anyhow::Result<()> {
     let Report {
@@ -86,15 +90,17 @@ async fn run(
     }
     iohr_domain::target::validate_target(target)?;
     let text = source.read()?;
-    let mut plan = execute::plan(kind, &text).map_err(anyhow::Error::msg)?;
+    let plan = execute::plan(kind, &text).map_err(anyhow::Error::msg)?;
     let run_id = format!("exec-{}", std::process::id());
-    plan.bind(&RunOf {
-        run_id: &run_id,
-        confirmed_by: None,
-        dry_run,
-        check_target: Some(target),
-    })
-    .map_err(anyhow::Error::msg)?;
+    let plan = plan
+        .bind(&RunOf {
+            run_id: &run_id,
+            confirmed_by: None,
+            dry_run,
+            check_target: Some(target),
+            share,
+        })
+        .map_err(anyhow::Error::msg)?;
     let (tx, mut rx) = FrameSender::channel();
     let cancel = CancellationToken::new();
     let ctx = RunContext::new(target, tx)

@@ -13,7 +13,8 @@
 pub mod dry_run;
 
 use iohr_domain::capacity::{CapacityPlan, CapacityResult, Sweep, SweepPoint, knee_of, rate_text};
-use iohr_domain::load::LoadResult;
+use iohr_domain::kind::Kind as Contract;
+use iohr_domain::load::{LoadResult, Share};
 use iohr_domain::quantile::Percentile;
 use iohr_domain::{FrameKind, RunStatus};
 use serde_json::{Value, json};
@@ -31,6 +32,10 @@ impl Kind for Capacity {
 
     fn from_contract(plan: CapacityPlan) -> CapacityPlan {
         plan
+    }
+
+    fn share(plan: CapacityPlan, share: Share) -> Result<CapacityPlan, String> {
+        <Self::Contract as Contract>::share(plan, share).map_err(|e| e.to_string())
     }
 
     async fn run(plan: CapacityPlan, ctx: &RunContext) -> Outcome {
@@ -92,7 +97,14 @@ pub async fn run(plan: CapacityPlan, ctx: &RunContext) -> Outcome {
             StepEnd::Measured(result) => result,
             StepEnd::Failed(reason) => return Outcome::error(reason, units),
         };
-        let point = SweepPoint::judge(number, step, &result.load, result.achieved, &plan.slo);
+        let point = SweepPoint::judge(
+            number,
+            step,
+            &result.load,
+            result.achieved,
+            &plan.slo,
+            plan.share_of(),
+        );
         sweep.record(step, point.meets_slo, &point.broke.join("; "));
         let mut shown = to_json(&point);
         if let Some(fields) = shown.as_object_mut() {

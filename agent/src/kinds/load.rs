@@ -2,7 +2,8 @@
 
 pub mod dry_run;
 
-use iohr_domain::load::{LoadPlan, LoadResult};
+use iohr_domain::kind::Kind as Contract;
+use iohr_domain::load::{LoadPlan, LoadResult, Share};
 use serde_json::Value;
 
 use super::registry::{Kind, indented, read};
@@ -17,6 +18,10 @@ impl Kind for Load {
 
     fn from_contract(plan: LoadPlan) -> LoadPlan {
         plan
+    }
+
+    fn share(plan: LoadPlan, share: Share) -> Result<LoadPlan, String> {
+        <Self::Contract as Contract>::share(plan, share).map_err(|e| e.to_string())
     }
 
     async fn run(plan: LoadPlan, ctx: &RunContext) -> Outcome {

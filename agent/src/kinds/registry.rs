@@ -6,6 +6,7 @@
 use std::future::Future;
 
 use iohr_domain::kind::Kind as Contract;
+use iohr_domain::load::Share;
 use serde_json::Value;
 
 use super::{Outcome, RunContext};
@@ -40,6 +41,15 @@ pub trait Kind {
         Ok(())
     }
 
+    /// The plan as `share` of a run split over agents runs it: the contract's
+    /// ([`Contract::share`]) for the kinds that split; the others refuse every share but
+    /// the whole, as their contract does.
+    fn share(plan: Self::Plan, share: Share) -> Result<Self::Plan, String> {
+        iohr_domain::kind::one_agent(<Self::Contract as Contract>::KIND, share.count())
+            .map(|()| plan)
+            .map_err(|e| e.to_string())
+    }
+
     /// Runs the plan to its outcome, sending frames as it goes.
     fn run(plan: Self::Plan, ctx: &RunContext) -> impl Future<Output = Outcome> + Send;
 
@@ -69,6 +79,9 @@ pub struct RunOf<'a> {
     pub dry_run: bool,
     /// `exec`: the target the spec's own URLs must name (the API checks a lease's).
     pub check_target: Option<&'a str>,
+    /// The part of the run this agent runs (the lease's, `exec --share`): the whole
+    /// unless the run is split over agents.
+    pub share: Share,
 }
 
 /// What a lease says of its run besides the plan.
@@ -123,9 +136,15 @@ macro_rules! kinds {
                 }
             }
 
-            pub fn bind(&mut self, run: &$crate::kinds::registry::RunOf<'_>) -> Result<(), String> {
+            /// Binds the plan to its run: its share first (a kind that does not split
+            /// refuses one), then what the kind binds.
+            pub fn bind(self, run: &$crate::kinds::registry::RunOf<'_>) -> Result<Plan, String> {
                 match self {
-                    $(Plan::$variant(plan) => <$kind as $crate::kinds::registry::Kind>::bind(plan, run)),*
+                    $(Plan::$variant(plan) => {
+                        let mut plan = <$kind as $crate::kinds::registry::Kind>::share(plan, run.share)?;
+                        <$kind as $crate::kinds::registry::Kind>::bind(&mut plan, run)?;
+                        Ok(Plan::$variant(plan))
+                    }),*
                 }
             }
 
@@ -166,3 +185,55 @@ pub(crate) use kinds;
 
 // What `kinds!` generated in [`crate::kinds`], where the list is.
 pub use super::{Plan, SUPPORTED_KINDS, needs_faults, stored, summary};
+
+#[cfg(test)]
+mod tests {
+    use iohr_domain::RunKind;
+    use iohr_domain::load::Share;
+    use serde_json::json;
+
+    use crate::kinds::Plan;
+
+    fn bound(kind: RunKind, spec: serde_json::Value, share: Share) -> Result<Plan, String> {
+        let plan = Plan::parse(kind, &spec)?;
+        plan.bind(&super::RunOf {
+            run_id: "r1",
+            confirmed_by: None,
+            dry_run: false,
+            check_target: None,
+            share,
+        })
+    }
+
+    /// What a lease's share does to each kind's plan: load, replay and capacity take it
+    /// (their connections split), every other kind refuses a share but the whole.
+    #[test]
+    fn a_share_binds_to_the_kinds_that_split_and_is_refused_by_the_others() {
+        let share = Share::new(1, 3).expect("share");
+        let load = json!({"operations": [{"path": "/"}], "model": "closed", "connections": 7,
+            "duration": "1s"});
+        match bound(RunKind::Load, load.clone(), share) {
+            Ok(Plan::Load(plan)) => assert_eq!((plan.connections, plan.share), (2, share)),
+            other => panic!("{other:?}"),
+        }
+        let replay = json!({"requests": [{"offset_ms": 0, "method": "GET", "path": "/"}],
+            "connections": 3});
+        match bound(RunKind::Replay, replay, share) {
+            Ok(Plan::Replay(plan)) => assert_eq!(plan.load.connections, 1),
+            other => panic!("{other:?}"),
+        }
+        let capacity = json!({"operations": [{"path": "/"}], "rates": [10, 20],
+            "step": "2s", "slo": {"p99": "100ms"}});
+        match bound(RunKind::Capacity, capacity, share) {
+            Ok(Plan::Capacity(plan)) => assert_eq!(plan.share_of(), share),
+            other => panic!("{other:?}"),
+        }
+        let too_many = Share::new(7, 8).expect("share");
+        let err = bound(RunKind::Load, load, too_many).expect_err("8 agents, 7 connections");
+        assert!(err.contains("spec.connections"), "{err}");
+        let checks = json!({"checks": [{"name": "home", "path": "/"}]});
+        let err = bound(RunKind::Checks, checks.clone(), share).expect_err("checks");
+        assert!(err.contains("runs on one agent"), "{err}");
+        assert!(bound(RunKind::Checks, checks, Share::WHOLE).is_ok());
+    }
+}

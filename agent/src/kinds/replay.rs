@@ -2,6 +2,8 @@
 
 pub mod dry_run;
 
+use iohr_domain::kind::Kind as Contract;
+use iohr_domain::load::Share;
 use serde_json::Value;
 
 use super::registry::Kind;
@@ -18,6 +20,10 @@ impl Kind for Replay {
 
     fn from_contract(plan: ReplayPlan) -> ReplayPlan {
         plan
+    }
+
+    fn share(plan: ReplayPlan, share: Share) -> Result<ReplayPlan, String> {
+        <Self::Contract as Contract>::share(plan, share).map_err(|e| e.to_string())
     }
 
     async fn run(plan: ReplayPlan, ctx: &RunContext) -> Outcome {

@@ -17,8 +17,8 @@ use hdrhistogram::Histogram;
 use iohr_domain::FrameKind;
 use iohr_domain::histogram::{HistogramError, encode, latency_histogram};
 use iohr_domain::load::{
-    HttpVersion, LoadPlan, LoadSecond, MAX_DURATION, Model, OperationSecond, WarmupPlan, judge,
-    operation_block_group, operation_block_histogram,
+    HttpVersion, LoadPlan, LoadSecond, MAX_DURATION, Model, OperationSecond, WarmupPlan,
+    abort_reason, first_crossed, operation_block_group, operation_block_histogram,
 };
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
@@ -31,19 +31,14 @@ use super::poller::Poller;
 use super::recorder::{Phase, Recorder, Window};
 use super::request::PreparedOp;
 use super::schedule::ArrivalSchedule;
+use super::schedule::timeline::{Picker, Timeline};
 use crate::frames::{FrameSender, NewFrame};
 use crate::stress::Meter;
 
 /// A request that starts later than this after its intended time counts as late.
 pub const LATE_TOLERANCE: Duration = Duration::from_millis(10);
 
-/// Where the open model's measured requests come from.
-pub enum Arrivals {
-    /// A schedule; operations are picked by weight in a fixed interleaving.
-    Schedule(ArrivalSchedule),
-    /// Recorded requests (replay): offset from the start and operation index, in order.
-    Recorded(Vec<(Duration, usize)>),
-}
+pub use super::schedule::timeline::Arrivals;
 
 /// What the engine runs.
 pub struct Engine {
@@ -78,40 +73,6 @@ pub struct Report {
 /// Blocks kept per run, whatever its length: a one-hour run keeps minute blocks.
 pub const MAX_BLOCKS: u64 = 60;
 
-/// Fixed interleaving of operations by weight (smooth weighted round robin), so a run's
-/// mix is the same every time.
-struct Picker {
-    table: Vec<usize>,
-}
-
-impl Picker {
-    fn new(weights: &[u32]) -> Picker {
-        let total: i64 = weights.iter().map(|w| i64::from(*w)).sum();
-        let mut current = vec![0i64; weights.len()];
-        let mut table = Vec::with_capacity(total.max(1) as usize);
-        for _ in 0..total {
-            for (c, w) in current.iter_mut().zip(weights) {
-                *c += i64::from(*w);
-            }
-            let (best, _) = current
-                .iter()
-                .enumerate()
-                .max_by_key(|(i, c)| (**c, -(*i as i64)))
-                .unwrap_or((0, &0));
-            current[best] -= total;
-            table.push(best);
-        }
-        if table.is_empty() {
-            table.push(0);
-        }
-        Picker { table }
-    }
-
-    fn pick(&self, seq: u64) -> usize {
-        self.table[(seq % self.table.len() as u64) as usize]
-    }
-}
-
 /// When the measure starts: known at the start for a timed warm-up, when the last
 /// warm-up request starts for a counted one.
 struct PhaseClock {
@@ -122,31 +83,6 @@ struct PhaseClock {
 impl PhaseClock {
     fn measure_start(&self) -> Option<Instant> {
         self.measure_start.get().copied()
-    }
-}
-
-/// The open model's requests in order: the warm-up's, then the measure's.
-struct Timeline {
-    warmup: Option<ArrivalSchedule>,
-    warmup_total: u64,
-    measure_start: Duration,
-    arrivals: Arrivals,
-    picker: Picker,
-}
-
-impl Timeline {
-    /// The i-th request: its offset from the start, its operation and phase.
-    fn at(&self, i: u64) -> Option<(Duration, usize, Phase)> {
-        if i < self.warmup_total {
-            let offset = self.warmup.as_ref()?.offset_of(i)?;
-            return Some((offset, self.picker.pick(i), Phase::Warmup));
-        }
-        let j = i - self.warmup_total;
-        let (offset, operation) = match &self.arrivals {
-            Arrivals::Schedule(schedule) => (schedule.offset_of(j)?, self.picker.pick(i)),
-            Arrivals::Recorded(list) => *list.get(usize::try_from(j).ok()?)?,
-        };
-        Some((self.measure_start + offset, operation, Phase::Measure))
     }
 }
 
@@ -270,13 +206,13 @@ impl Engine {
                 let warm = (!warmup.is_zero() && self.warmup_rate > 0.0)
                     .then(|| ArrivalSchedule::constant(self.warmup_rate, warmup).ok())
                     .flatten();
-                let timeline = Arc::new(Timeline {
-                    warmup_total: warm.as_ref().map_or(0, ArrivalSchedule::total),
-                    warmup: warm,
-                    measure_start: warmup,
-                    arrivals: self.arrivals.unwrap_or(Arrivals::Recorded(Vec::new())),
-                    picker: Picker::new(&weights),
-                });
+                let timeline = Arc::new(Timeline::new(
+                    warm,
+                    warmup,
+                    self.arrivals.unwrap_or(Arrivals::Recorded(Vec::new())),
+                    &weights,
+                    plan.share,
+                ));
                 let next = Arc::new(AtomicU64::new(0));
                 for (id, link) in links.into_iter().enumerate() {
                     tasks.spawn(open_worker(OpenWorker {
@@ -563,15 +499,12 @@ impl Reporter<'_> {
             if self.plan.abort_on_fail && aborted.is_none() {
                 let latency = measure_total.total_latency()?;
                 let counts = measure_total.total_counts();
-                for threshold in &self.plan.thresholds {
-                    if let (Some(false), observed) = judge(threshold, &latency, &counts) {
-                        let at = now.saturating_duration_since(anchor).as_secs();
-                        aborted = Some(format!(
-                            "threshold {threshold} crossed after {at} s ({observed}): aborted"
-                        ));
-                        self.shared.stop.cancel();
-                        break;
-                    }
+                if let Some((threshold, observed)) =
+                    first_crossed(&self.plan.thresholds, &latency, &counts)
+                {
+                    let at = now.saturating_duration_since(anchor).as_secs();
+                    aborted = Some(abort_reason(threshold, at, &observed));
+                    self.shared.stop.cancel();
                 }
             }
             frame_work += work.elapsed();
@@ -744,16 +677,6 @@ impl Blocks {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_picker_interleaves_by_weight() {
-        let picker = Picker::new(&[1, 3]);
-        let picks: Vec<usize> = (0..8).map(|i| picker.pick(i)).collect();
-        assert_eq!(picks.iter().filter(|p| **p == 1).count(), 6);
-        assert_eq!(picks[..4].iter().filter(|p| **p == 0).count(), 1);
-        let one = Picker::new(&[5]);
-        assert!((0..10).all(|i| one.pick(i) == 0));
-    }
 
     #[test]
     fn operation_blocks_span_whole_total_blocks_and_keep_the_last_partial_one() {

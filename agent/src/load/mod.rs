@@ -29,8 +29,7 @@ use client::Endpoint;
 use engine::{Arrivals, Engine, LATE_TOLERANCE, Report};
 use iohr_domain::RunStatus;
 use iohr_domain::load::{
-    LoadPlan, LoadResult, Model, OperationResult, ThresholdResult, WarmupResult, judge,
-    summarise_latency,
+    LoadPlan, LoadResult, Model, OperationResult, WarmupResult, judge_all, summarise_latency,
 };
 use request::PreparedOp;
 use schedule::{ArrivalSchedule, Stage};
@@ -62,12 +61,7 @@ pub async fn run<F>(plan: LoadPlan, ctx: &RunContext<F>) -> Outcome {
             }
         }
     };
-    // A ramp from zero warms up at the rate of its first stage.
-    let warmup_rate = if plan.start_rate > 0.0 {
-        plan.start_rate
-    } else {
-        plan.stages.first().map_or(0.0, |(_, r)| *r)
-    };
+    let warmup_rate = plan.warmup_rate();
     let engine = Engine {
         endpoint,
         operations,
@@ -145,48 +139,12 @@ fn result(
             })
         })
         .collect::<Result<Vec<_>, iohr_domain::histogram::HistogramError>>()?;
-    let thresholds: Vec<ThresholdResult> = plan
-        .thresholds
-        .iter()
-        .map(|t| {
-            let (verdict, observed) = judge(t, &latency, &counts);
-            ThresholdResult {
-                threshold: t.expression.clone(),
-                // A threshold the measure cannot judge (too few samples) does not pass.
-                passed: verdict.unwrap_or(false),
-                observed,
-            }
-        })
-        .collect();
+    let thresholds = judge_all(&plan.thresholds, &latency, &counts);
     let schedule = measure.schedule;
-    let mut notes = Vec::new();
-    if plan.model == Model::Open {
-        if schedule.dropped > 0 || schedule.late > 0 {
-            notes.push(format!(
-                "the schedule was not kept: {} of {} requests started more than {} ms late and {} were dropped (due a whole timeout before a connection was free); more connections, a target that keeps up or a less busy engine would keep it",
-                schedule.late,
-                schedule.intended,
-                LATE_TOLERANCE.as_millis(),
-                schedule.dropped,
-            ));
-        } else {
-            notes.push(format!(
-                "the schedule was kept: {} of {} requests sent, none late by more than {} ms",
-                schedule.sent,
-                schedule.intended,
-                LATE_TOLERANCE.as_millis()
-            ));
-        }
-    }
     let warmup_requests = report.warmup.total_counts().requests;
-    if warmup_requests > 0 {
-        notes.push(format!(
-            "warm-up of {warmup_requests} requests run and discarded"
-        ));
-    }
     let intended_rate = (plan.model == Model::Open && seconds > 0.0)
         .then(|| plan.expected_requests().unwrap_or(0) as f64 / plan.duration.as_secs_f64());
-    let result = LoadResult {
+    let mut result = LoadResult {
         model: plan.model,
         http: plan.http,
         connections: plan.connections,
@@ -213,45 +171,22 @@ fn result(
         operations,
         thresholds,
         aborted: report.aborted.clone(),
-        notes,
+        notes: Vec::new(),
         blocks: report.blocks.clone(),
         block_seconds: report.block_seconds,
         operation_block_seconds: report.operation_block_seconds,
         counts,
     };
-    let failed_threshold = result.thresholds.iter().find(|t| !t.passed);
-    let answered: u64 = result.counts.responses.values().sum();
-    let (status, reason) = if report.cancelled {
-        (RunStatus::Cancelled, Some("cancelled".to_string()))
-    } else if result.counts.requests > 0 && answered == 0 {
-        let kinds: Vec<String> = result
-            .counts
-            .errors
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
-        (
-            RunStatus::Error,
-            Some(format!(
-                "target unreachable: no request got an answer ({})",
-                kinds.join(", ")
-            )),
-        )
-    } else if let Some(aborted) = &result.aborted {
-        (RunStatus::Failed, Some(aborted.clone()))
-    } else if let Some(t) = failed_threshold {
-        (
-            RunStatus::Failed,
-            Some(format!("threshold {} failed: {}", t.threshold, t.observed)),
-        )
-    } else {
-        (RunStatus::Passed, None)
-    };
+    result.notes = result.standard_notes();
+    let (status, reason) = result.verdict(report.cancelled);
     Ok((result, status, reason))
 }
 
 #[cfg(test)]
 mod range_tests;
+
+#[cfg(test)]
+mod share_tests;
 
 #[cfg(test)]
 mod tests {

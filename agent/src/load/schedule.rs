@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+pub mod timeline;
+
 /// One stage: the rate moves linearly to `target_rate` (requests per second) over
 /// `duration`, from where the previous stage ended.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use crate::load::{
-    LoadSpec, MAX_DURATION, MAX_RATE, Metric, Model, Threshold, Warmup, parse_duration,
+    LoadSpec, MAX_DURATION, MAX_RATE, Metric, Model, Share, Threshold, Warmup, check_split,
+    parse_duration,
 };
 use crate::request::{SpecError, parse_spec, spec_error};
 
@@ -218,12 +219,31 @@ impl CapacityPlan {
         self.template.connections
     }
 
+    /// Whether the sweep may be split over `count` agents: every step's rate is split as
+    /// the open model's, and the connections with it.
+    pub fn check_split(&self, count: u32) -> Result<(), SpecError> {
+        check_split(&self.template, count)
+    }
+
+    /// The sweep one agent runs as `share` of it: every step's arrivals interleaved with
+    /// the other shares' ([`Share`]), so each agent offers its part of the step's rate.
+    pub fn share(mut self, share: Share) -> Result<CapacityPlan, SpecError> {
+        self.template = self.template.share(share)?;
+        Ok(self)
+    }
+
+    /// The share of the sweep this agent runs (the whole, unless split).
+    pub fn share_of(&self) -> Share {
+        self.template.share
+    }
+
     /// The most requests the sweep may send (for the units it reserves): every grid step
-    /// and every bisection round at the top rate.
+    /// and every bisection round at the top rate (a share's part of them).
     pub fn expected_requests(&self) -> u64 {
         let step = self.step.as_secs_f64();
         let top = self.grid.last().copied().unwrap_or(0.0);
         let grid: f64 = self.grid.iter().map(|r| r * step).sum();
-        (grid + f64::from(self.bisect) * top * step).ceil() as u64
+        self.share_of()
+            .part((grid + f64::from(self.bisect) * top * step).ceil() as u64)
     }
 }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::histogram::decode;
-use crate::load::{Counts, LoadResult};
+use crate::load::{Counts, LoadResult, Share};
 use crate::quantile::Percentile;
 
 use super::*;
@@ -15,7 +15,8 @@ pub struct SweepPoint {
     /// 1-based, in the order the steps ran.
     pub step: u32,
     pub stage: Stage,
-    /// Requests per second the step's schedule asked for.
+    /// Requests per second the step's schedule asked for (the whole sweep's, also in a
+    /// share's point).
     pub offered: f64,
     /// Requests completed per second during the judged part of the step (whenever sent).
     pub achieved: f64,
@@ -42,8 +43,16 @@ impl SweepPoint {
     /// A step's load result, judged against the SLO. `achieved` is the requests completed
     /// per second during the judged part of the step, whenever they were sent: under
     /// overload the engine's own count (requests sent in the judged part, completed
-    /// whenever) would trail the offered rate only by how late they complete.
-    pub fn judge(step: u32, at: Step, result: &LoadResult, achieved: f64, slo: &Slo) -> SweepPoint {
+    /// whenever) would trail the offered rate only by how late they complete. `share`: the
+    /// part of the step this agent sent, whose rate `achieved` keeps up with.
+    pub fn judge(
+        step: u32,
+        at: Step,
+        result: &LoadResult,
+        achieved: f64,
+        slo: &Slo,
+        share: Share,
+    ) -> SweepPoint {
         let pick = |name: &str| {
             result
                 .latency
@@ -76,12 +85,19 @@ impl SweepPoint {
                 slo.error_rate * 100.0
             ));
         }
-        if achieved < KEEP_UP * at.rate {
+        // A share of a split sweep offers its part of the step's rate.
+        let offered_here = at.rate / f64::from(share.count());
+        if achieved < KEEP_UP * offered_here {
+            let whose = if share.is_whole() {
+                String::new()
+            } else {
+                format!(" (share {share} of {})", rate_text(at.rate))
+            };
             broke.push(format!(
-                "achieved {} under {:.0}% of {} offered",
+                "achieved {} under {:.0}% of {} offered{whose}",
                 rate_text(achieved),
                 KEEP_UP * 100.0,
-                rate_text(at.rate)
+                rate_text(offered_here)
             ));
         }
         SweepPoint {

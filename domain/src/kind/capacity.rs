@@ -7,6 +7,7 @@ use crate::capacity::{CapacityPlan, CapacitySpec};
 use crate::compare::{Comparison, compare_capacity_values};
 use crate::cost::RunCost;
 use crate::finding::{CAPACITY_SUBJECT, FindingKind, Found, RunFacts};
+use crate::load::Share;
 use crate::request::SpecError;
 
 pub struct Capacity;
@@ -36,6 +37,14 @@ impl Kind for Capacity {
             plan.run_length(),
             "the whole sweep (its steps, bisection rounds and cooldowns)",
         )
+    }
+
+    fn check_split(plan: &CapacityPlan, count: u32) -> Result<(), SpecError> {
+        plan.check_split(count)
+    }
+
+    fn share(plan: CapacityPlan, share: Share) -> Result<CapacityPlan, SpecError> {
+        plan.share(share)
     }
 
     fn findings(facts: &RunFacts, found: &mut Vec<Found>) {

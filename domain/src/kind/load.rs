@@ -6,7 +6,7 @@ use super::{Kind, RunKind, Traits};
 use crate::compare::{Comparison, compare_load, not_compared};
 use crate::cost::RunCost;
 use crate::finding::{Found, NamedCounts, RunFacts, operation_findings, spec_error_limit};
-use crate::load::{LoadPlan, LoadResult, LoadSpec};
+use crate::load::{LoadPlan, LoadResult, LoadSpec, Share, check_split};
 use crate::request::SpecError;
 
 pub struct Load;
@@ -44,6 +44,14 @@ impl Kind for Load {
             plan.run_length(),
             what,
         )
+    }
+
+    fn check_split(plan: &LoadPlan, count: u32) -> Result<(), SpecError> {
+        check_split(plan, count)
+    }
+
+    fn share(plan: LoadPlan, share: Share) -> Result<LoadPlan, SpecError> {
+        plan.share(share)
     }
 
     fn findings(facts: &RunFacts, found: &mut Vec<Found>) {

@@ -6,7 +6,7 @@ use super::{Kind, RunKind, Traits};
 use crate::compare::Comparison;
 use crate::cost::RunCost;
 use crate::finding::{Found, RunFacts};
-use crate::load::LoadPlan;
+use crate::load::{LoadPlan, Share, check_split};
 use crate::replay::ReplaySpec;
 use crate::request::SpecError;
 
@@ -48,6 +48,18 @@ impl Kind for Replay {
             plan.load.run_length(),
             "the log's span over spec.speed",
         )
+    }
+
+    fn check_split(plan: &ReplayPlan, count: u32) -> Result<(), SpecError> {
+        check_split(&plan.load, count)
+    }
+
+    /// Every `count`-th request of the log, from the share's index.
+    fn share(plan: ReplayPlan, share: Share) -> Result<ReplayPlan, SpecError> {
+        Ok(ReplayPlan {
+            load: plan.load.share(share)?,
+            speed: plan.speed,
+        })
     }
 
     fn findings(facts: &RunFacts, found: &mut Vec<Found>) {

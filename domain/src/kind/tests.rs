@@ -105,3 +105,50 @@ fn a_faults_probe_off_the_target_is_refused_only_when_a_target_is_given() {
         "steady-state-hypothesis.probes[0].provider.url"
     );
 }
+
+/// `"agents": N` at POST: load, replay and capacity split while every share keeps a
+/// connection; the other kinds run on one agent; a refusal names its field.
+#[test]
+fn a_run_splits_over_agents_only_where_its_kind_and_connections_allow() {
+    let load = json!({"operations": [{"path": "/"}], "model": "open", "rate": 30,
+        "duration": "1s", "connections": 4});
+    let replay = json!({"requests": [{"offset_ms": 0, "method": "GET", "path": "/"}]});
+    let capacity = json!({"operations": [{"path": "/"}], "rates": [10], "step": "2s",
+        "slo": {"p99": "100ms"}, "connections": 2});
+    let checks = json!({"checks": [{"name": "home", "path": "/"}]});
+    for (kind, spec, most) in [
+        (RunKind::Load, &load, 4),
+        (RunKind::Replay, &replay, 64),
+        (RunKind::Capacity, &capacity, 2),
+    ] {
+        for n in 1..=most {
+            assert_eq!(check_split(kind, spec, n), Ok(()), "{kind} over {n}");
+        }
+        let field = if most == 64 {
+            "agents"
+        } else {
+            "spec.connections"
+        };
+        assert_eq!(
+            check_split(kind, spec, most + 1)
+                .expect_err("one too many")
+                .field,
+            field
+        );
+    }
+    assert_eq!(check_split(RunKind::Checks, &checks, 1), Ok(()));
+    let err = check_split(RunKind::Checks, &checks, 2).expect_err("checks");
+    assert_eq!(err.field, "agents");
+    assert_eq!(
+        check_split(RunKind::Load, &load, 0)
+            .expect_err("none")
+            .field,
+        "agents"
+    );
+    assert_eq!(
+        check_split(RunKind::Load, &json!({}), 2)
+            .expect_err("no spec")
+            .field,
+        "spec"
+    );
+}

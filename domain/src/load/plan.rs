@@ -172,6 +172,7 @@ impl LoadSpec {
             thresholds,
             abort_on_fail: self.abort_on_fail,
             recorded: None,
+            share: Share::WHOLE,
         })
     }
 
@@ -242,10 +243,10 @@ pub fn read_thresholds(texts: &[String]) -> Result<Vec<Threshold>, SpecError> {
 
 impl LoadPlan {
     /// The most requests the run may send (for the units it reserves): the schedule's
-    /// total for the open model, none known for the closed one.
+    /// total for the open model (this share's part of it), none known for the closed one.
     pub fn expected_requests(&self) -> Option<u64> {
         if let Some(recorded) = &self.recorded {
-            return Some(recorded.len() as u64);
+            return Some(self.share.part(recorded.len() as u64));
         }
         match self.model {
             Model::Closed => None,
@@ -256,7 +257,7 @@ impl LoadPlan {
                     total += (from + to) / 2.0 * d.as_secs_f64();
                     from = *to;
                 }
-                Some(total.ceil() as u64)
+                Some(self.share.part(total.ceil() as u64))
             }
         }
     }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use hdrhistogram::Histogram;
 
+use crate::RunStatus;
 use crate::histogram::{HistogramError, encode};
 use crate::quantile::{Percentile, percentile};
 
@@ -44,13 +45,17 @@ impl Counts {
         }
     }
 
+    /// Adds another window's counts (saturating: merged frames are another process's
+    /// numbers).
     pub fn add(&mut self, other: &Counts) {
-        self.requests += other.requests;
+        self.requests = self.requests.saturating_add(other.requests);
         for (k, v) in &other.responses {
-            *self.responses.entry(k.clone()).or_default() += v;
+            let n = self.responses.entry(k.clone()).or_default();
+            *n = n.saturating_add(*v);
         }
         for (k, v) in &other.errors {
-            *self.errors.entry(k.clone()).or_default() += v;
+            let n = self.errors.entry(k.clone()).or_default();
+            *n = n.saturating_add(*v);
         }
     }
 }
@@ -307,6 +312,88 @@ impl LoadResult {
     }
 }
 
+impl LoadResult {
+    /// The notes every load result carries, from its own figures: whether the open
+    /// model's schedule was kept, and the warm-up that ran.
+    pub fn standard_notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.model == Model::Open {
+            if self.dropped > 0 || self.late > 0 {
+                notes.push(format!(
+                    "the schedule was not kept: {} of {} requests started more than {} ms late and {} were dropped (due a whole timeout before a connection was free); more connections, a target that keeps up or a less busy engine would keep it",
+                    self.late, self.intended, self.late_tolerance_ms, self.dropped,
+                ));
+            } else {
+                notes.push(format!(
+                    "the schedule was kept: {} of {} requests sent, none late by more than {} ms",
+                    self.sent, self.intended, self.late_tolerance_ms
+                ));
+            }
+        }
+        if self.warmup.requests > 0 {
+            notes.push(format!(
+                "warm-up of {} requests run and discarded",
+                self.warmup.requests
+            ));
+        }
+        notes
+    }
+
+    /// The run's status and its reason from the result: cancelled, unreachable (nothing
+    /// sent got an answer), aborted, a threshold failed, or passed.
+    pub fn verdict(&self, cancelled: bool) -> (RunStatus, Option<String>) {
+        let answered: u64 = self.counts.responses.values().sum();
+        if cancelled {
+            return (RunStatus::Cancelled, Some("cancelled".to_string()));
+        }
+        if self.counts.requests > 0 && answered == 0 {
+            let kinds: Vec<String> = self
+                .counts
+                .errors
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            return (
+                RunStatus::Error,
+                Some(format!(
+                    "target unreachable: no request got an answer ({})",
+                    kinds.join(", ")
+                )),
+            );
+        }
+        if let Some(aborted) = &self.aborted {
+            return (RunStatus::Failed, Some(aborted.clone()));
+        }
+        match self.thresholds.iter().find(|t| !t.passed) {
+            Some(t) => (
+                RunStatus::Failed,
+                Some(format!("threshold {} failed: {}", t.threshold, t.observed)),
+            ),
+            None => (RunStatus::Passed, None),
+        }
+    }
+}
+
+/// Every threshold judged on the measure; one the measure cannot judge (too few
+/// samples) does not pass.
+pub fn judge_all(
+    thresholds: &[Threshold],
+    latency: &Histogram<u64>,
+    counts: &Counts,
+) -> Vec<ThresholdResult> {
+    thresholds
+        .iter()
+        .map(|t| {
+            let (verdict, observed) = judge(t, latency, counts);
+            ThresholdResult {
+                threshold: t.expression.clone(),
+                passed: verdict.unwrap_or(false),
+                observed,
+            }
+        })
+        .collect()
+}
+
 /// The latency summary of a histogram: p50/p90/p99/p99.9 with their intervals.
 pub fn summarise_latency(histogram: &Histogram<u64>) -> Result<LatencySummary, HistogramError> {
     let percentiles = QUOTED
@@ -359,4 +446,24 @@ pub fn judge(
         },
     };
     (Some(threshold.op.holds(observed, threshold.limit)), shown)
+}
+
+/// The first of `thresholds` the measure crosses (judged `false`; one it cannot judge yet
+/// is not crossed), with what was observed: what `abort_on_fail` stops a run at.
+pub fn first_crossed<'a>(
+    thresholds: &'a [Threshold],
+    latency: &Histogram<u64>,
+    counts: &Counts,
+) -> Option<(&'a Threshold, String)> {
+    thresholds
+        .iter()
+        .find_map(|t| match judge(t, latency, counts) {
+            (Some(false), observed) => Some((t, observed)),
+            _ => None,
+        })
+}
+
+/// The result's `aborted`: `threshold p99 < 5ms crossed after 3 s (7.100 ms): aborted`.
+pub fn abort_reason(threshold: &Threshold, after_s: u64, observed: &str) -> String {
+    format!("threshold {threshold} crossed after {after_s} s ({observed}): aborted")
 }

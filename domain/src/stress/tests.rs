@@ -109,3 +109,26 @@ fn a_stress_frame_reads_as_one_line() {
         "stress    4s  agent cpu 100% of 0.5 cpus  host cpu 50%  lag 12 ms  load 0.50  sockets 12  mem 20 MiB"
     );
 }
+
+/// The agents of one split run: the whole saturated in every second any of them did,
+/// with each cause's worst agent's reason.
+#[test]
+fn the_verdicts_of_a_split_run_merge_into_the_whole() {
+    let mut a = Saturation::new(Basis::Measure);
+    a.stress(2, &sample(2, 90.0, 1.0, 0.0));
+    a.stress(3, &sample(3, 95.0, 1.0, 0.0));
+    let mut b = Saturation::new(Basis::Measure);
+    b.stress(3, &sample(3, 99.0, 1.0, 150.0));
+    b.sends(5, 100, 50);
+    let (a, b) = (a.verdict().expect("a"), b.verdict().expect("b"));
+    let whole = GeneratorSaturated::merge(&[a.clone(), b.clone()]).expect("saturated");
+    assert_eq!(whole.seconds, vec![2, 3, 5]);
+    assert_eq!(whole.count, 3);
+    let causes: Vec<(Cause, f64)> = whole.reasons.iter().map(|r| (r.cause, r.worst)).collect();
+    assert_eq!(
+        causes,
+        vec![(Cause::Cpu, 0.99), (Cause::Lag, 150.0), (Cause::Late, 0.5)]
+    );
+    assert_eq!(GeneratorSaturated::merge(std::slice::from_ref(&a)), Some(a));
+    assert_eq!(GeneratorSaturated::merge(&[]), None);
+}

@@ -2,13 +2,13 @@
 
 use iohr_domain::RunKind;
 use iohr_domain::capacity::{CapacityPlan, Slo, rate_text};
-use iohr_domain::load::{HttpVersion, LoadPlan};
+use iohr_domain::load::{HttpVersion, LoadPlan, Share};
 use iohr_domain::text::decimal;
 use serde::Serialize;
 
 use crate::dry_run::{
     Described, DryRun, OperationDry, PlanLines, duration_text, millis, ms_text, operation_lines,
-    transport_line,
+    share_field, share_line, transport_line,
 };
 use crate::kinds::RunContext;
 use crate::load;
@@ -27,6 +27,9 @@ pub struct CapacityDry {
     pub cooldown_ms: u64,
     pub slo: Slo,
     pub floor: Option<f64>,
+    /// A share of a run split over agents (`exec --share`): `"INDEX/COUNT"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<Share>,
     /// The most connections each step may use.
     pub connections: u32,
     pub timeout_ms: u64,
@@ -47,6 +50,7 @@ impl CapacityDry {
             cooldown_ms: millis(plan.cooldown),
             slo: plan.slo,
             floor: plan.floor,
+            share: share_field(plan.share_of()),
             connections: plan.connections(),
             timeout_ms: millis(step.timeout),
             http: step.http,
@@ -84,6 +88,7 @@ impl PlanLines for CapacityDry {
         if let Some(floor) = self.floor {
             lines.push(format!("floor: {} (the run fails below)", rate_text(floor)));
         }
+        lines.extend(self.share.map(share_line));
         lines.push(format!("connections: at most {}", self.connections));
         lines.push(transport_line(self.timeout_ms, self.http, 1));
         lines.push(format!("requests: at most {}", self.max_requests));

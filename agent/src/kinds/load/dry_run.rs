@@ -2,12 +2,12 @@
 
 use iohr_domain::RunKind;
 use iohr_domain::capacity::rate_text;
-use iohr_domain::load::{HttpVersion, LoadPlan, Model, WarmupPlan};
+use iohr_domain::load::{HttpVersion, LoadPlan, Model, Share, WarmupPlan};
 use serde::Serialize;
 
 use crate::dry_run::{
-    Described, DryRun, OperationDry, PlanLines, millis, ms_text, operation_lines, thresholds_line,
-    transport_line,
+    Described, DryRun, OperationDry, PlanLines, millis, ms_text, operation_lines, share_field,
+    share_line, thresholds_line, transport_line,
 };
 use crate::kinds::RunContext;
 use crate::load;
@@ -33,6 +33,9 @@ pub struct LoadDry {
     pub stages: Vec<StageDry>,
     /// Closed model: the connections; open model: the most it may use.
     pub connections: u32,
+    /// A share of a run split over agents (`exec --share`): `"INDEX/COUNT"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<Share>,
     /// The measure, warm-up aside.
     pub duration_ms: u64,
     pub warmup: WarmupPlan,
@@ -68,6 +71,7 @@ impl LoadDry {
                 Vec::new()
             },
             connections: plan.connections,
+            share: share_field(plan.share),
             duration_ms: millis(plan.duration),
             warmup: plan.warmup,
             timeout_ms: millis(plan.timeout),
@@ -108,6 +112,7 @@ impl PlanLines for LoadDry {
                 )
             }
         });
+        lines.extend(self.share.map(share_line));
         lines.push(match self.warmup {
             WarmupPlan::None => "warm-up: none".to_string(),
             WarmupPlan::Requests(n) => format!("warm-up: {n} requests, run first and discarded"),

@@ -1,13 +1,13 @@
 //! The dry run of a `replay` plan.
 
 use iohr_domain::RunKind;
-use iohr_domain::load::{HttpVersion, LoadPlan};
+use iohr_domain::load::{HttpVersion, LoadPlan, Share};
 use iohr_domain::text::decimal;
 use serde::Serialize;
 
 use crate::dry_run::{
     Described, DryRun, OperationDry, PlanLines, duration_text, millis, operation_lines,
-    thresholds_line, transport_line,
+    share_field, share_line, thresholds_line, transport_line,
 };
 use crate::kinds::RunContext;
 use crate::load;
@@ -19,6 +19,9 @@ pub struct ReplayDry {
     pub span_ms: f64,
     pub speed: f64,
     pub operations: Vec<OperationDry>,
+    /// A share of a run split over agents (`exec --share`): `"INDEX/COUNT"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<Share>,
     /// The most connections it may use.
     pub connections: u32,
     pub timeout_ms: u64,
@@ -36,18 +39,23 @@ impl ReplayDry {
             op.weight = None;
             op.requests = Some(0);
         }
-        for (_, i) in recorded {
+        let kept = recorded
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| plan.share.keeps(*k as u64));
+        for (_, (_, i)) in kept {
             if let Some(n) = operations.get_mut(*i).and_then(|op| op.requests.as_mut()) {
                 *n += 1;
             }
         }
         ReplayDry {
-            requests: recorded.len() as u64,
+            requests: plan.expected_requests().unwrap_or(0),
             span_ms: recorded
                 .last()
                 .map_or(0.0, |(offset, _)| offset.as_secs_f64() * 1000.0),
             speed,
             operations,
+            share: share_field(plan.share),
             connections: plan.connections,
             timeout_ms: millis(plan.timeout),
             http: plan.http,
@@ -65,6 +73,7 @@ impl PlanLines for ReplayDry {
             duration_text(self.span_ms),
             decimal(self.speed, 3)
         )];
+        lines.extend(self.share.map(share_line));
         lines.extend(operation_lines(&self.operations));
         lines.push(format!("connections: at most {}", self.connections));
         lines.push(transport_line(self.timeout_ms, self.http, 1));

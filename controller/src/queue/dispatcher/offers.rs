@@ -50,6 +50,9 @@ impl Dispatcher {
                 scenario_id: run.scenario_id.clone(),
                 scenario_version: run.scenario_version.clone(),
                 confirmed_by: run.confirmed_by.clone().unwrap_or_default(),
+                // Runs are not split yet: every lease is the whole run.
+                share_index: 0,
+                share_count: 0,
             })),
         })
     }
