@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Failover soak: a serving controller and a `serve --standby` on one PostgreSQL store,
-# real agents that know both addresses, checks runs posted at a steady rate, and the
-# serving controller SIGKILLed every --kill-every seconds and started again as the
-# standby (so the two swap roles). At the end, every run posted is read back:
+# Failover soak: a serving controller and a `serve --standby` on one PostgreSQL store
+# (or, with --replicas, two `serve --replica` serving at once), real agents that know
+# both addresses, checks runs posted at a steady rate, and a serving controller SIGKILLed
+# every --kill-every seconds and started again (as the standby; with --replicas, as a
+# replica again, the POSTs going to the other meanwhile and to both in turn otherwise).
+# At the end, every run posted is read back:
 #
 # - runs lost: posted (201) but not ended `passed` (goal 0);
 # - frames lost or duplicated: a run whose frames over SSE are not exactly 1..n, in order,
@@ -10,7 +12,7 @@
 # - the controllers' RSS every 10 s, and the POSTs refused while neither served.
 #
 #   bench/failover-soak.sh [--bin DIR] [--agents N] [--duration S] [--kill-every S]
-#                          [--rate RUNS_PER_S] [--postgres-admin URL] [--keep]
+#                          [--rate RUNS_PER_S] [--postgres-admin URL] [--replicas] [--keep]
 #
 # Needs the workspace's binaries in --bin (default target/release: iohr-controller,
 # iohr-agent, iohr-sample-target), PostgreSQL (a fresh database is made beside the admin
@@ -25,6 +27,7 @@ KILL_EVERY=120
 RATE=2
 PG_ADMIN=postgres://postgres@127.0.0.1:5432/test
 KEEP=0
+ROLE=--standby
 while [ $# -gt 0 ]; do
     case "$1" in
         --bin) BIN=$2; shift 2 ;;
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
         --rate) RATE=$2; shift 2 ;;
         --postgres-admin) PG_ADMIN=$2; shift 2 ;;
         --keep) KEEP=1; shift ;;
+        --replicas) ROLE=--replica; shift ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -88,9 +92,19 @@ serving() { # which controller answers on its API port, or nothing
         fi
     done
 }
-start_controller a
+# Every live controller, in turn (replicas); the one serving (standby).
+POSTS=0
+pick() {
+    local live=()
+    for c in a b; do
+        curl -sf -o /dev/null --max-time 2 "http://127.0.0.1:${API[$c]}/healthz" && live+=("$c")
+    done
+    [ ${#live[@]} = 0 ] && return
+    echo "${live[$((POSTS % ${#live[@]}))]}"
+}
+if [ "$ROLE" = --replica ]; then start_controller a --replica; else start_controller a; fi
 for _ in $(seq 1 100); do [ -n "$(serving)" ] && break; sleep 0.1; done
-start_controller b --standby
+start_controller b "$ROLE"
 
 CONTROLLERS="https://127.0.0.1:${LINK[a]},https://127.0.0.1:${LINK[b]}"
 for i in $(seq 1 "$AGENTS"); do
@@ -120,7 +134,8 @@ while [ $(($(date +%s) - START)) -lt "$DURATION" ]; do
         NEXT_RSS=$((NEXT_RSS + 10))
     fi
     if [ "$now" -ge "$NEXT_KILL" ]; then
-        c=$(serving)
+        # Replicas: a and b are killed in turn; a standby pair: the serving one.
+        if [ "$ROLE" = --replica ]; then c=$([ $((KILLS % 2)) = 0 ] && echo a || echo b); else c=$(serving); fi
         if [ -n "$c" ]; then
             kill -9 "${CTL_PID[$c]}"
             wait "${CTL_PID[$c]}" 2>/dev/null || true
@@ -130,12 +145,13 @@ while [ $(($(date +%s) - START)) -lt "$DURATION" ]; do
                 [ -n "$(serving)" ] && break
                 sleep 0.1
             done
-            start_controller "$c" --standby
+            start_controller "$c" "$ROLE"
             KILLS=$((KILLS + 1))
         fi
         NEXT_KILL=$((NEXT_KILL + KILL_EVERY))
     fi
-    c=$(serving)
+    c=$(pick)
+    POSTS=$((POSTS + 1))
     id=""
     if [ -n "$c" ]; then
         id=$(curl -sf --max-time 5 -X POST -H "Authorization: Bearer $TOKEN" \

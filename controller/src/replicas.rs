@@ -61,7 +61,14 @@ async fn listen(
         match notice.channel() {
             QUEUE_CHANNEL => dispatcher.queued_elsewhere(notice.payload()),
             CANCELS_CHANNEL => dispatcher.cancel_asked(notice.payload()),
-            ENDED_CHANNEL => dispatcher.lease_freed(notice.payload()),
+            ENDED_CHANNEL => {
+                // Its own endings a replica has counted already.
+                if let Some((replica, account)) = notice.payload().split_once(' ')
+                    && replica != store.replica().to_string()
+                {
+                    dispatcher.lease_freed(account);
+                }
+            }
             FRAMES_CHANNEL => {
                 if let Some(frames) = FramesNotice::parse(notice.payload()) {
                     relay(store, hub, &frames).await;

@@ -29,7 +29,8 @@ use super::{Backend, Claim, LeaseGuard, Result, RunRow, Store, StoreError, new_i
 pub const QUEUE_CHANNEL: &str = "iohr_queue";
 /// Frames stored: a [`FramesNotice`].
 pub const FRAMES_CHANNEL: &str = "iohr_frames";
-/// A run that held a lease ended: its account's id (it may have room again).
+/// A run that held a lease ended: "REPLICA ACCOUNT", the replica that stored the ending
+/// and the run's account (which may have room again).
 pub const ENDED_CHANNEL: &str = "iohr_ended";
 /// A cancel asked on one replica for a lease another tracks: the run's id.
 pub const CANCELS_CHANNEL: &str = "iohr_cancels";

@@ -591,8 +591,8 @@ impl Store {
         self.notify_frames(&mut *tx, run_id, (last + 1) as u64, through as u64)
             .await?;
         if run.lease_state.is_some() {
-            self.notify(&mut *tx, super::ENDED_CHANNEL, &run.account_id)
-                .await?;
+            let notice = format!("{} {}", self.replica, run.account_id);
+            self.notify(&mut *tx, super::ENDED_CHANNEL, &notice).await?;
         }
         tx.commit().await?;
         Ok(Some(frames))

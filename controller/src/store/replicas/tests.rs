@@ -276,5 +276,53 @@ async fn a_listener_hears_runs_queued_frames_stored_and_cancels_asked() {
         (heard.channel(), heard.payload()),
         (super::QUEUE_CHANNEL, run.id.as_str())
     );
-    let _ = agent;
+    // A lease, a frame, a cancel asked and an ending: each heard as its notice.
+    let offered = a
+        .offer_leases_as_replica(&account.id, &[(run.id.clone(), agent.clone())])
+        .await
+        .expect("offer");
+    let ReplicaOffer::Offered(guard) = &offered[0] else {
+        panic!("{offered:?}");
+    };
+    assert!(a.accept_lease(&run.id, guard).await.expect("accept"));
+    a.append_frames(&run.id, guard, &[(1, "check".into(), json!({}))])
+        .await
+        .expect("frames");
+    assert!(b.request_cancel(&run.id, "enough").await.expect("cancel"));
+    let ending = super::super::Ending {
+        status: iohr_domain::RunStatus::Cancelled,
+        reason: None,
+        result: None,
+        units_spent: None,
+    };
+    a.finish_run(&run.id, Some(guard), None, &ending)
+        .await
+        .expect("finish")
+        .expect("finished by its replica");
+    let mut heard = Vec::new();
+    while heard.len() < 4 {
+        let notice = tokio::time::timeout(std::time::Duration::from_secs(10), listener.recv())
+            .await
+            .expect("a notice within 10 s")
+            .expect("notice");
+        heard.push((notice.channel().to_string(), notice.payload().to_string()));
+    }
+    assert_eq!(
+        heard,
+        vec![
+            (
+                super::FRAMES_CHANNEL.to_string(),
+                format!("1 1 1 {}", run.id)
+            ),
+            (super::CANCELS_CHANNEL.to_string(), run.id.clone()),
+            (
+                super::FRAMES_CHANNEL.to_string(),
+                format!("1 2 2 {}", run.id)
+            ),
+            (
+                super::ENDED_CHANNEL.to_string(),
+                format!("1 {}", account.id)
+            ),
+        ]
+    );
 }
