@@ -456,9 +456,9 @@ fn the_compose_file_holds_together_and_its_commands_are_the_binaries() {
         }
     }
 
-    // What the deployment is meant to be: two controllers standing by for each other,
-    // an init that names both in the server certificate and hands out tokens, agents
-    // that enroll and dial both, and the sample target.
+    // What the deployment is meant to be: two controller replicas serving one store at
+    // once, an init that names both in the server certificate and hands out tokens,
+    // agents that enroll and dial both, and the sample target.
     let find = |binary: &str, sub: &[&str]| -> Vec<(String, Invocation)> {
         all.iter()
             .filter(|(_, i)| i.binary == binary && i.sub == sub)
@@ -467,11 +467,10 @@ fn the_compose_file_holds_together_and_its_commands_are_the_binaries() {
     };
     let serving = find("iohr-controller", &["serve"]);
     assert_eq!(serving.len(), 2, "two controllers: {serving:?}");
-    let standby = serving
-        .iter()
-        .filter(|(_, i)| i.flags.iter().any(|(f, _)| f == "--standby"))
-        .count();
-    assert!(standby >= 1, "one controller at least stands by");
+    for (service, inv) in &serving {
+        let replica = inv.flags.iter().any(|(f, _)| f == "--replica");
+        assert!(replica, "{service}: serve --replica");
+    }
     let init = find("iohr-controller", &["init"]);
     assert_eq!(init.len(), 1, "one init");
     let names: BTreeSet<&str> = flag(&init[0].1, "--server-name").into_iter().collect();
@@ -655,8 +654,8 @@ fn the_kubernetes_base_renders_validates_and_its_commands_are_the_binaries() {
         }
     }
 
-    // The controllers: on PostgreSQL, both standing by for each other, ready only when
-    // serving (a probe on the API), behind Services on the ports they listen on.
+    // The controllers: replicas on PostgreSQL, every pod serving and ready (a probe on the
+    // API), behind Services on the ports they listen on.
     let serve: Vec<&(Value, Invocation)> = all
         .iter()
         .filter(|(_, i)| i.binary == "iohr-controller" && i.sub == ["serve"])
@@ -664,8 +663,8 @@ fn the_kubernetes_base_renders_validates_and_its_commands_are_the_binaries() {
     assert_eq!(serve.len(), 1, "one controller container");
     let (container, inv) = serve[0];
     assert!(
-        inv.flags.iter().any(|(f, _)| f == "--standby"),
-        "the controllers stand by"
+        inv.flags.iter().any(|(f, _)| f == "--replica"),
+        "the controllers are replicas"
     );
     assert!(
         container["readinessProbe"]["httpGet"]["path"] == "/healthz",
@@ -680,6 +679,34 @@ fn the_kubernetes_base_renders_validates_and_its_commands_are_the_binaries() {
         "the store is PostgreSQL, from a Secret"
     );
     let link_port = port_of(flag(inv, "--agent-addr")[0]);
+
+    // Every replica is ready, so a rollout adds a ready one before an old one goes, and a
+    // disruption budget on the controllers' pods lets a drain evict one but not all.
+    let deployments = kind("Deployment");
+    assert_eq!(deployments.len(), 1, "the controllers' Deployment");
+    let spec = &deployments[0]["spec"];
+    let replicas = spec["replicas"].as_i64().unwrap();
+    assert!(replicas >= 2, "two replicas at least");
+    assert_eq!(spec["strategy"]["type"], "RollingUpdate", "rolling updates");
+    assert_eq!(
+        spec["strategy"]["rollingUpdate"]["maxUnavailable"], 0,
+        "a new replica is ready before an old one goes"
+    );
+    let budgets = kind("PodDisruptionBudget");
+    assert_eq!(budgets.len(), 1, "a disruption budget for the controllers");
+    let budget = &budgets[0]["spec"];
+    let labels = &spec["template"]["metadata"]["labels"];
+    for (key, value) in budget["selector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(
+            &labels[key], value,
+            "the budget selects the controllers' pods"
+        );
+    }
+    let min = budget["minAvailable"].as_i64().unwrap();
+    assert!(
+        (1..replicas).contains(&min),
+        "minAvailable {min} of {replicas}: one stays, one may be evicted"
+    );
 
     // The agents dial the agent link's Service, on its port, which leads to the port
     // the controller listens on.
