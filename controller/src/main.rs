@@ -693,7 +693,9 @@ async fn serve(
     tracing::info!(api = %running.api_addr, agent_link = %running.agent_addr, "controller serving");
     shutdown.cancelled().await;
     if let Ok(Outcome::ClaimLost) = running.done.await {
-        bail!("lost the store's claim; stopped so that a standby can take over");
+        bail!(
+            "lost the store's claim (or this replica's seat); stopped so that another controller can take over"
+        );
     }
     Ok(())
 }

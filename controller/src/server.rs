@@ -227,7 +227,10 @@ pub async fn start(
         )
     });
     let done = tokio::spawn(async move {
-        let (link, (), _, _) = tokio::join!(link, api, dispatcher_task, singletons);
+        let (link, (), _, singletons) = tokio::join!(link, api, dispatcher_task, singletons);
+        // Losing the store's claim (replicas) stops this controller as losing its own
+        // seat does: non-zero, so that a supervisor restarts it.
+        let claim_lost = singletons.unwrap_or(false);
         if let Some(relay) = relay {
             let _ = relay.await;
         }
@@ -237,7 +240,7 @@ pub async fn start(
         if let Some(metrics) = metrics {
             let _ = metrics.await;
         }
-        let lost = holding.await.unwrap_or(false);
+        let lost = holding.await.unwrap_or(false) || claim_lost;
         shared.store.close().await;
         if lost {
             Outcome::ClaimLost
@@ -255,12 +258,13 @@ pub async fn start(
 
 /// What runs once per store (the schedules' ticker, the outbox's consumers, retention):
 /// at once when serving alone; among replicas, on the one holding the store's claim,
-/// taken when the holder stops. Losing the claim stops the controller.
+/// taken when the holder stops. Losing the claim stops the controller: the task then
+/// ends with true.
 fn spawn_singletons(
     shared: &Shared,
     config: &ServeConfig,
     shutdown: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
+) -> tokio::task::JoinHandle<bool> {
     let shared = shared.clone();
     let events = config.events.clone();
     let retention = config.retention.clone();
@@ -268,11 +272,11 @@ fn spawn_singletons(
         let claim = if shared.store.is_replica() {
             match shared.store.claim_when_free(&shutdown, "replica").await {
                 Ok(Some(claim)) => Some(claim),
-                Ok(None) => return,
+                Ok(None) => return false,
                 Err(error) => {
                     tracing::error!(%error, "waiting for the store's claim failed; stopping");
                     shutdown.cancel();
-                    return;
+                    return true;
                 }
             }
         } else {
@@ -288,11 +292,14 @@ fn spawn_singletons(
         );
         let scheduler =
             crate::schedule::Scheduler::new(shared.clone(), clock).spawn(shutdown.clone());
+        let mut lost = false;
         if let Some(claim) = claim
             && claim.hold(shutdown.clone()).await
         {
+            lost = true;
             shutdown.cancel();
         }
         let _ = tokio::join!(scheduler, retention, futures_util::future::join_all(outbox));
+        lost
     })
 }
