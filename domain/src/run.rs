@@ -196,9 +196,45 @@ pub struct RunRecord {
     /// A production faults run's confirmation: what a person must confirm, and who did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<crate::faults::confirmation::Confirmation>,
+    /// A run split over agents (`"agents": N` at POST): N. Its result is its shares'
+    /// merged; its frames relay theirs, each with its `share`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<u32>,
+    /// A split run's shares, each a run of its own (`GET /v1/reliability/runs/{id}`
+    /// lists them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<ShareRun>,
+    /// One share of a split run: the run it is part of, which share, of how many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_of: Option<ShareOf>,
     pub created_at: String,
     pub started_at: Option<String>,
     pub ended_at: Option<String>,
+}
+
+/// A share of a split run, as the split run lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ShareRun {
+    /// From 0.
+    pub index: u32,
+    /// The share's own run id.
+    pub run: String,
+    pub status: RunStatus,
+    /// The agent running it, once one has taken it.
+    pub agent: Option<String>,
+}
+
+/// What a share is part of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ShareOf {
+    /// The split run's id.
+    pub run: String,
+    /// From 0.
+    pub index: u32,
+    /// The agents the run is split over.
+    pub count: u32,
 }
 
 #[cfg(test)]

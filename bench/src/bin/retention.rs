@@ -60,6 +60,7 @@ async fn seed(url: &str, frames: i64) -> anyhow::Result<(Store, NewRun)> {
         reason: None,
         confirmation: None,
         faults: None,
+        agents: 1,
     };
     sqlx::any::install_default_drivers();
     let pool = AnyPool::connect(url).await?;

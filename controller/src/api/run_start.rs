@@ -54,6 +54,13 @@ pub struct CreateRun {
     /// 1 h, at most 24 h).
     #[serde(default)]
     pub confirm_within: Option<String>,
+    /// Load and replay runs: the agents the run is split over, each sending its share of
+    /// the schedule (1 to 64, default 1). Placement, not part of the spec or its version:
+    /// the run waits until that many agents can take it at once, and its result is
+    /// theirs merged.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 64)]
+    pub agents: Option<u32>,
 }
 
 /// The longest name, change reference or cancel reason accepted.
@@ -128,6 +135,8 @@ pub struct Checked {
     pub confirm_within: Option<Duration>,
     /// The units the run may spend.
     pub units: u64,
+    /// The agents it is split over (1: not split).
+    pub agents: u32,
 }
 
 /// Checks a run's request against the account (its environments, agents, plan) and stores
@@ -238,6 +247,7 @@ pub async fn check(
     // A faults probe's url must name the run's own target.
     let cost = super::limits::spec_cost(kind, &scenario.spec, Some(&target))?;
     super::limits::check_length(kind, &cost, account)?;
+    let agents = check_agents(account, kind, &scenario.spec, &executor, body.agents)?;
     Ok(Checked {
         kind,
         scenario,
@@ -245,7 +255,47 @@ pub async fn check(
         executor,
         confirm_within,
         units: cost.units,
+        agents,
     })
+}
+
+/// `agents` checked: a load or replay run whose connections split over that many agents
+/// (`invalid_agents`), no more than the plan runs at once and not on one named agent
+/// (`agents_not_placeable`), since every share holds an agent of its own.
+fn check_agents(
+    account: &Account,
+    kind: RunKind,
+    spec: &serde_json::Value,
+    executor: &Executor,
+    agents: Option<u32>,
+) -> Result<u32, ApiError> {
+    let Some(agents) = agents.filter(|n| *n != 1) else {
+        return Ok(1);
+    };
+    if !matches!(kind, RunKind::Load | RunKind::Replay) {
+        return Err(ApiError::bad_request(
+            "invalid_agents",
+            format!("agents: a {kind} run runs on one agent; load and replay runs are split"),
+        ));
+    }
+    iohr_domain::kind::check_split(kind, spec, agents)
+        .map_err(|e| ApiError::bad_request("invalid_agents", e.to_string()))?;
+    if matches!(executor, Executor::Agent(_)) {
+        return Err(ApiError::bad_request(
+            "agents_not_placeable",
+            format!("agents: {agents} shares need {agents} agents; executor names one"),
+        ));
+    }
+    if i64::from(agents) > account.max_running {
+        return Err(ApiError::bad_request(
+            "agents_not_placeable",
+            format!(
+                "agents: {agents} shares run at once and the plan runs at most {} runs at a time",
+                account.max_running
+            ),
+        ));
+    }
+    Ok(agents)
 }
 
 /// The run a checked request makes now (`now`: Unix ms, the starter's clock).
@@ -264,6 +314,7 @@ pub fn prepare(
         executor,
         confirm_within,
         units,
+        agents,
     } = checked;
     // What a faults run applies, named on its audit line (providers completed only by
     // the agent's environment are not known here).
@@ -296,6 +347,7 @@ pub fn prepare(
         reason,
         confirmation,
         faults,
+        agents,
     }
 }
 
@@ -308,32 +360,35 @@ pub async fn submit(
     actor: &str,
     fire: Option<&Fire>,
 ) -> Result<RunRow, ApiError> {
-    // The dispatcher's place is taken before the commit (503 `busy` when its queue is
-    // full), so the send after it cannot fail and nothing is stored unannounced.
-    let slot = match &new.confirmation {
-        None => Some(shared.dispatcher.reserve()?),
-        Some(_) => None,
+    // The dispatcher's places (one per share of a split run) are taken before the
+    // commit (503 `busy` when its queue is full), so the sends after it cannot fail and
+    // nothing is stored unannounced.
+    let slots = match &new.confirmation {
+        None => (0..new.agents.max(1))
+            .map(|_| shared.dispatcher.reserve())
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(_) => Vec::new(),
     };
-    let run = match fire {
-        None => shared.store.insert_run(new, actor).await?,
-        Some(fire) => shared.store.insert_fired_run(new, actor, fire).await?,
-    };
-    match slot {
-        _ if run.status == RunStatus::Refused => {
-            // Over the month's unit budget: stored ended, with its reason.
-            tracing::info!(run = %run.id, account = %account.name, reason = ?run.reason, "run refused by the plan");
-        }
-        // No await between the commit and this: a client gone now cannot leave a stored
-        // run the dispatcher does not know.
-        Some(slot) => {
-            slot.run_queued(&run, account.max_running);
-            tracing::info!(run = %run.id, kind = %new.kind, account = %account.name, "run queued");
-        }
+    let (run, shares) = shared.store.insert_new_run(new, actor, fire).await?;
+    if run.status == RunStatus::Refused {
+        // Over the month's unit budget: stored ended, with its reason.
+        tracing::info!(run = %run.id, account = %account.name, reason = ?run.reason, "run refused by the plan");
+    } else if slots.is_empty() {
         // Queued only once a person confirms it (see `confirm`); the dispatcher ends it
         // `refused` if nobody does in time.
-        None => {
-            tracing::info!(run = %run.id, account = %account.name, "production faults run waits for a confirmation");
+        tracing::info!(run = %run.id, account = %account.name, "production faults run waits for a confirmation");
+    } else {
+        // No await between the commit and this: a client gone now cannot leave a stored
+        // run the dispatcher does not know. A split run is queued as its shares.
+        let queued = if shares.is_empty() {
+            std::slice::from_ref(&run)
+        } else {
+            shares.as_slice()
+        };
+        for (slot, queued) in slots.into_iter().zip(queued) {
+            slot.run_queued(queued, account.max_running);
         }
+        tracing::info!(run = %run.id, kind = %new.kind, agents = new.agents, account = %account.name, "run queued");
     }
     Ok(run)
 }

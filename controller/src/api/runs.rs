@@ -58,7 +58,10 @@ pub async fn create(
     );
     let new = run_start::prepare(&shared, account, &body, checked, started_by, now_ms());
     let run = run_start::submit(&shared, account, &new, &caller.actor(), None).await?;
-    Ok((StatusCode::CREATED, Json(run.to_record())))
+    Ok((
+        StatusCode::CREATED,
+        Json(shared.store.run_record(&run).await?),
+    ))
 }
 
 /// A run.
@@ -87,7 +90,7 @@ pub async fn get(
         .run_of_account(caller.account_id(), &id)
         .await?
         .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
-    Ok(Json(run.to_record()))
+    Ok(Json(shared.store.run_record(&run).await?))
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -241,19 +244,19 @@ pub async fn cancel(
             ..Default::default()
         };
         shared.store.audit(&account_id, &line).await?;
-        Ok::<_, ApiError>(run)
+        Ok::<_, ApiError>((run.status, shared.store.run_record(&run).await?))
     });
-    let run = outcome.await.map_err(|_| {
+    let (ended, record) = outcome.await.map_err(|_| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "shutting_down",
             "the controller is stopping",
         )
     })??;
-    let status = if run.status.is_finished() {
+    let status = if ended.is_finished() {
         StatusCode::OK
     } else {
         StatusCode::ACCEPTED
     };
-    Ok((status, Json(run.to_record())))
+    Ok((status, Json(record)))
 }

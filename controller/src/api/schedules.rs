@@ -229,6 +229,8 @@ pub async fn create(
         executor: body.executor,
         change: body.change,
         confirm_within: body.confirm_within,
+        // Schedules fire unsplit runs for now.
+        agents: None,
     };
     // The same checks as a POSTed run's; the queue's room is checked at each fire.
     let checked = run_start::check(&shared, account, &run, false).await?;

@@ -256,9 +256,10 @@ impl Session {
             Ok(AppendOutcome::Stored {
                 contiguous_through,
                 new,
+                relayed,
             }) => {
                 crate::metrics::frames_stored(new.len(), started.elapsed());
-                for frame in new {
+                for frame in new.into_iter().chain(relayed) {
                     self.shared.hub.publish(frame);
                 }
                 self.send(controller_message::Body::FrameAck(FrameAck {

@@ -6,8 +6,8 @@
 //! Here: the commands, the task's loop and its tick. Beside it, by job: `handle` (what
 //! the API and the link call), `registry` (connected agents), `placement` (placed runs
 //! become leases), `offers` (the offer and its answer), `endings` (leases ending, lost or
-//! past their deadline), `cancels`, `confirmations` (lapsed ones) and `waiting` (why a
-//! queued run waits).
+//! past their deadline), `cancels`, `confirmations` (lapsed ones), `splits` (a run over
+//! several agents) and `waiting` (why a queued run waits).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -31,6 +31,7 @@ mod offers;
 mod placement;
 mod registry;
 mod replicas;
+mod splits;
 mod waiting;
 
 pub use handle::{COMMAND_QUEUE, DispatcherHandle, QueueSlot, Refused, Stopped};
@@ -127,6 +128,7 @@ fn queued_from_row(run: &RunRow) -> QueuedRun {
         refused_by: BTreeSet::new(),
         lapsed_with: BTreeSet::new(),
         reason: run.reason.clone(),
+        share: run.share_of.clone(),
     }
 }
 
@@ -147,6 +149,8 @@ pub struct Dispatcher {
     /// A placement found its account being placed by another replica: try again soon
     /// rather than at the next tick.
     place_again: bool,
+    /// Cancels of split runs' shares still to carry out (see `splits.rs`).
+    cascade: Vec<(String, String)>,
     rx: mpsc::Receiver<Command>,
 }
 
@@ -183,6 +187,7 @@ impl Dispatcher {
             store_checked: epoch,
             reasons,
             place_again: false,
+            cascade: Vec::new(),
             rx,
         };
         let handle = DispatcherHandle {
@@ -265,6 +270,7 @@ impl Dispatcher {
             while let Ok(command) = self.rx.try_recv() {
                 self.handle(command).await;
             }
+            self.run_cascade().await;
             self.dispatch().await;
         }
         for session in self.sessions.values() {
@@ -316,7 +322,13 @@ impl Dispatcher {
                     .await;
                 let _ = reply.send(());
             }
-            Command::LeaseEnded { run_id, guard } => self.lease_ended(&run_id, &guard),
+            Command::LeaseEnded { run_id, guard } => {
+                let split = self.split_of(&run_id);
+                self.lease_ended(&run_id, &guard);
+                if let Some(parent) = split {
+                    self.settle_split(&parent).await;
+                }
+            }
             Command::Online { reply } => {
                 let _ = reply.send(self.online());
             }

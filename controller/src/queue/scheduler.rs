@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
+use iohr_domain::load::Share;
 use iohr_domain::{Executor, RunKind};
 
 /// Runs considered per account per turn: bounds a round when a queue's head is blocked.
@@ -39,6 +40,9 @@ pub struct QueuedRun {
     pub lapsed_with: BTreeSet<SessionId>,
     /// The run's `reason` as stored, so a refresh rewrites only what changes.
     pub reason: Option<String>,
+    /// A share of a split run: that run's id and which share. The shares queued of one
+    /// split run are placed together or not at all, each on an agent of its own.
+    pub share: Option<(String, Share)>,
 }
 
 #[derive(Debug, Clone)]
@@ -241,10 +245,11 @@ impl Scheduler {
             turns.sort();
             let mut placed = false;
             for (_, account) in turns {
-                if let Some(p) = self.place_one(&account) {
+                let placed_now = self.place_one(&account);
+                if !placed_now.is_empty() {
                     self.placements += 1;
                     self.last_served.insert(account, self.placements);
-                    placements.push(p);
+                    placements.extend(placed_now);
                     placed = true;
                 }
             }
@@ -254,49 +259,82 @@ impl Scheduler {
         }
     }
 
-    fn place_one(&mut self, account: &str) -> Option<Placement> {
+    /// The agent that should take `run` now, if one can, leaving out `taken`: agents that
+    /// let this run's offer lapse last, then the least busy; the session id makes the
+    /// choice deterministic.
+    fn best_agent(&self, run: &QueuedRun, taken: &HashSet<SessionId>) -> Option<SessionId> {
+        self.agents
+            .values()
+            .filter(|slot| !taken.contains(&slot.session) && slot.can_take(run))
+            .min_by_key(|slot| {
+                (
+                    run.lapsed_with.contains(&slot.session),
+                    slot.leases.len(),
+                    slot.session,
+                )
+            })
+            .map(|slot| slot.session)
+    }
+
+    /// The account's next placement: one run, or every queued share of one split run
+    /// (each on an agent of its own, all within the plan's room, or none of them).
+    fn place_one(&mut self, account: &str) -> Vec<Placement> {
         let limit = self.max_running(account);
         let remote = self.remote_active.get(account).copied().unwrap_or(0);
-        if self.active(account).saturating_add(remote) >= limit {
-            return None;
+        let room = limit.saturating_sub(self.active(account).saturating_add(remote));
+        if room == 0 {
+            return Vec::new();
         }
-        let queue = self.queues.get(account)?;
+        let Some(queue) = self.queues.get(account) else {
+            return Vec::new();
+        };
         // Runs alike (executor, environment, kind, no refusals) find the same agents:
         // once one found none, the others are not asked again in this turn.
         let mut no_agent: HashSet<(&Executor, &str, RunKind)> = HashSet::new();
-        let (at, session) = queue
-            .iter()
-            .take(LOOKAHEAD)
-            .enumerate()
-            .find_map(|(i, run)| {
+        let mut split_runs_seen: HashSet<&str> = HashSet::new();
+        let chosen: Option<Vec<(String, SessionId)>> =
+            queue.iter().take(LOOKAHEAD).find_map(|run| {
+                if let Some((parent, _)) = &run.share {
+                    if !split_runs_seen.insert(parent.as_str()) {
+                        return None;
+                    }
+                    let shares: Vec<&QueuedRun> = queue
+                        .iter()
+                        .filter(|r| r.share.as_ref().is_some_and(|(p, _)| p == parent))
+                        .collect();
+                    if shares.len() > room {
+                        return None;
+                    }
+                    let mut taken = HashSet::new();
+                    let mut picks = Vec::with_capacity(shares.len());
+                    for share in shares {
+                        let session = self.best_agent(share, &taken)?;
+                        taken.insert(session);
+                        picks.push((share.run_id.clone(), session));
+                    }
+                    return Some(picks);
+                }
                 let plain = run.refused_by.is_empty() && run.lapsed_with.is_empty();
                 let shape = (&run.executor, run.environment.as_str(), run.kind);
                 if plain && no_agent.contains(&shape) {
                     return None;
                 }
-                let best = self
-                    .agents
-                    .values()
-                    .filter(|slot| slot.can_take(run))
-                    // Agents that let this run's offer lapse last, then the least busy; the
-                    // session id makes the choice deterministic.
-                    .min_by_key(|slot| {
-                        (
-                            run.lapsed_with.contains(&slot.session),
-                            slot.leases.len(),
-                            slot.session,
-                        )
-                    })
-                    .map(|slot| (i, slot.session));
+                let best = self.best_agent(run, &HashSet::new());
                 if best.is_none() && plain {
                     no_agent.insert(shape);
                 }
-                best
-            })?;
-        let run = self.queues.get_mut(account)?.remove(at)?;
-        self.count_active(account);
-        self.attach_lease(session, &run.run_id, run.kind);
-        Some(Placement { run, session })
+                best.map(|session| vec![(run.run_id.clone(), session)])
+            });
+        let mut placements = Vec::new();
+        for (run_id, session) in chosen.unwrap_or_default() {
+            let Some(run) = self.remove_queued(account, &run_id) else {
+                continue;
+            };
+            self.count_active(account);
+            self.attach_lease(session, &run.run_id, run.kind);
+            placements.push(Placement { run, session });
+        }
+        placements
     }
 }
 

@@ -21,7 +21,8 @@ pub(super) enum Verdict {
 }
 
 /// The units an account has used in a calendar month: what its ended runs spent (those
-/// that ended in the month) and what its live runs reserve.
+/// that ended in the month) and what its live runs reserve. A split run's shares are
+/// counted in it, not on their own (it reserves the whole run's and spends their sum).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MonthUse {
     pub used: i64,
@@ -50,11 +51,12 @@ fn first_of(year: i64, month: i64) -> i64 {
 }
 
 const QUEUED: &str =
-    "SELECT COUNT(*) AS queued FROM runs WHERE account_id = $1 AND status = 'queued'";
+    "SELECT COUNT(*) AS queued FROM runs WHERE account_id = $1 AND status = 'queued'
+         AND parent_id IS NULL";
 
 const MONTH_USE: &str = "SELECT CAST(COALESCE(SUM(CASE WHEN status IN ('queued', 'running')
          THEN units_reserved ELSE units_spent END), 0) AS BIGINT) AS used
-     FROM runs WHERE account_id = $1
+     FROM runs WHERE account_id = $1 AND parent_id IS NULL
          AND (status IN ('queued', 'running') OR ended_at >= $2)";
 
 /// Checks a run reserving `reserved` units against its account's plan, inside `tx`.

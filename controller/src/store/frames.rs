@@ -34,6 +34,8 @@ pub enum AppendOutcome {
     Stored {
         contiguous_through: u64,
         new: Vec<StoredFrame>,
+        /// A share's frames relayed onto its split run's stream (see `shares.rs`).
+        relayed: Vec<StoredFrame>,
     },
     /// The lease is not the run's current accepted lease: nothing was stored.
     Stale,
@@ -67,7 +69,8 @@ impl Store {
     ) -> Result<AppendOutcome> {
         let mut tx = self.write_tx().await?;
         let row = sqlx::query(AssertSqlSafe(format!(
-            "SELECT status, lease_id, lease_epoch, lease_state, frames_through FROM runs WHERE id = $1{}",
+            "SELECT status, lease_id, lease_epoch, lease_state, frames_through, parent_id,
+                 share_index, share_count FROM runs WHERE id = $1{}",
             self.for_update(None)
         )))
         .bind(run_id)
@@ -87,7 +90,8 @@ impl Store {
         if !current {
             return Ok(AppendOutcome::Stale);
         }
-        let mut through = row.try_get::<i64, _>("frames_through")?.max(0) as u64;
+        let before = row.try_get::<i64, _>("frames_through")?.max(0) as u64;
+        let mut through = before;
         let now = now_ms();
         let mut new = Vec::new();
         for (number, kind, payload) in frames {
@@ -130,10 +134,25 @@ impl Store {
         ) {
             self.notify_frames(&mut *tx, run_id, first, last).await?;
         }
+        let relayed = match super::shares::share_of_row(&row)? {
+            Some((parent, share)) => {
+                super::shares::relay_frames(
+                    self,
+                    &mut tx,
+                    run_id,
+                    (&parent, share),
+                    before,
+                    through,
+                )
+                .await?
+            }
+            None => Vec::new(),
+        };
         tx.commit().await?;
         Ok(AppendOutcome::Stored {
             contiguous_through: through,
             new,
+            relayed,
         })
     }
 

@@ -24,6 +24,7 @@ mod retention;
 mod runs;
 mod scenarios;
 mod schedules;
+mod shares;
 #[cfg(test)]
 pub(crate) mod tests;
 mod webhooks;

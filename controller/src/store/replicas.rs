@@ -22,7 +22,7 @@ use std::collections::HashMap;
 
 use sqlx::{AssertSqlSafe, Row};
 
-use super::runs::{RUN_COLUMNS, run_from_row};
+use super::runs::{LEASABLE, RUN_COLUMNS, run_from_row};
 use super::{Backend, Claim, LeaseGuard, Result, RunRow, Store, StoreError, new_id};
 
 /// A run queued (new, or back from an offer): its id.
@@ -328,7 +328,7 @@ impl Store {
     pub async fn unleased_runs(&self, limit: u32) -> Result<Vec<RunRow>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id
-             WHERE r.status = 'queued' AND r.lease_state IS NULL
+             WHERE r.status = 'queued' AND r.lease_state IS NULL AND {LEASABLE}
              ORDER BY r.id LIMIT {limit}"
         )))
         .fetch_all(&self.pool)

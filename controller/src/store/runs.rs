@@ -3,7 +3,8 @@
 
 use iohr_domain::faults::confirmation::Confirmation;
 use iohr_domain::finding::{RunFacts, RunFinding, derive};
-use iohr_domain::run::ScenarioRef;
+use iohr_domain::load::Share;
+use iohr_domain::run::{ScenarioRef, ShareOf};
 use iohr_domain::{Executor, RunKind, RunRecord, RunStatus, StartedBy, Units};
 // Dynamic SQL here is assembled from constants only; every value is bound.
 use sqlx::{AssertSqlSafe, Row};
@@ -32,6 +33,8 @@ pub struct NewRun {
     pub confirmation: Option<(String, i64)>,
     /// The faults a faults run applies (`network, http`), for its audit line.
     pub faults: Option<String>,
+    /// The agents the run is split over (`"agents": N`); 1: the whole run on one agent.
+    pub agents: u32,
 }
 
 /// A production faults run's confirmation as stored.
@@ -77,6 +80,10 @@ pub struct RunRow {
     pub cancel_requested: Option<String>,
     pub frames_through: u64,
     pub confirmation: Option<ConfirmState>,
+    /// A split run (`"agents": N`, N > 1): N. Its shares are runs of their own.
+    pub agents: Option<u32>,
+    /// One share of a split run: that run's id, and which share of how many.
+    pub share_of: Option<(String, Share)>,
     pub created_at: i64,
     pub started_at: Option<i64>,
     pub ended_at: Option<i64>,
@@ -110,6 +117,14 @@ impl RunRow {
                 confirmed_by: c.confirmed_by.clone(),
                 confirmed_at: c.confirmed_at.map(format_ms),
             }),
+            agents: self.agents,
+            // Filled by the API, which reads them (`Store::shares_of`).
+            shares: Vec::new(),
+            share_of: self.share_of.as_ref().map(|(parent, share)| ShareOf {
+                run: parent.clone(),
+                index: share.index(),
+                count: share.count(),
+            }),
             created_at: format_ms(self.created_at),
             started_at: self.started_at.map(format_ms),
             ended_at: self.ended_at.map(format_ms),
@@ -140,6 +155,10 @@ pub struct RunFilter {
 
 pub(super) const RUN_COLUMNS: &str = "r.*, a.name AS agent_name";
 
+/// A run the queue places (of `runs r`): every run but a split run, whose shares are
+/// placed instead.
+pub(super) const LEASABLE: &str = "(r.parent_id IS NOT NULL OR COALESCE(r.share_count, 1) <= 1)";
+
 pub(super) fn run_from_row(row: &sqlx::any::AnyRow) -> Result<RunRow> {
     let corrupt =
         |what: &str, e: &dyn std::fmt::Display| StoreError::Corrupt(format!("{what}: {e}"));
@@ -160,6 +179,14 @@ pub(super) fn run_from_row(row: &sqlx::any::AnyRow) -> Result<RunRow> {
             confirmed_at: row.try_get("confirmed_at")?,
         }),
         None => None,
+    };
+    let share_of = super::shares::share_of_row(row)?;
+    let agents = match &share_of {
+        Some(_) => None,
+        None => row
+            .try_get::<Option<i64>, _>("share_count")?
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n > 1),
     };
     Ok(RunRow {
         id: row.try_get("id")?,
@@ -196,6 +223,8 @@ pub(super) fn run_from_row(row: &sqlx::any::AnyRow) -> Result<RunRow> {
         cancel_requested: row.try_get("cancel_requested")?,
         frames_through: row.try_get::<i64, _>("frames_through")?.max(0) as u64,
         confirmation,
+        agents,
+        share_of,
         created_at: row.try_get("created_at")?,
         started_at: row.try_get("started_at")?,
         ended_at: row.try_get("ended_at")?,
@@ -217,7 +246,7 @@ impl Store {
     /// nothing is stored ([`StoreError::TooManyQueued`]); past the month's unit budget it
     /// is stored ended `refused`, with its reason and `finished` frame.
     pub async fn insert_run(&self, run: &NewRun, actor: &str) -> Result<RunRow> {
-        self.insert_run_of(run, actor, None).await
+        Ok(self.insert_new_run(run, actor, None).await?.0)
     }
 
     /// [`Store::insert_run`] for a schedule's fire: the fire's row is claimed in the same
@@ -228,15 +257,18 @@ impl Store {
         actor: &str,
         fire: &super::schedules::Fire,
     ) -> Result<RunRow> {
-        self.insert_run_of(run, actor, Some(fire)).await
+        Ok(self.insert_new_run(run, actor, Some(fire)).await?.0)
     }
 
-    async fn insert_run_of(
+    /// [`Store::insert_run`] (with a schedule's fire, [`Store::insert_fired_run`]), with
+    /// the shares a split run (`agents` > 1) is stored with: what the dispatcher queues
+    /// in its place (see `shares.rs`).
+    pub async fn insert_new_run(
         &self,
         run: &NewRun,
         actor: &str,
         fire: Option<&super::schedules::Fire>,
-    ) -> Result<RunRow> {
+    ) -> Result<(RunRow, Vec<RunRow>)> {
         let id = new_id();
         let now = now_ms();
         let mut tx = self.write_tx().await?;
@@ -253,9 +285,10 @@ impl Store {
         sqlx::query(
             "INSERT INTO runs (id, account_id, kind, scenario_id, scenario_version, environment,
                  target, executor, started_by_type, started_by_id, change_ref, status, reason,
-                 units_reserved, created_at, confirm_hash, confirm_deadline, ended_at)
+                 units_reserved, created_at, confirm_hash, confirm_deadline, ended_at,
+                 share_count)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-                 $16, $17, $18)",
+                 $16, $17, $18, $19)",
         )
         .bind(&id)
         .bind(&run.account_id)
@@ -275,8 +308,15 @@ impl Store {
         .bind(run.confirmation.as_ref().map(|(hash, _)| hash.clone()))
         .bind(run.confirmation.as_ref().map(|(_, deadline)| *deadline))
         .bind(ended_at)
+        .bind((run.agents > 1).then_some(i64::from(run.agents)))
         .execute(&mut *tx)
         .await?;
+        let share_ids = match verdict {
+            Verdict::Queue if run.agents > 1 => {
+                super::shares::insert_shares(&mut tx, &id, run, now).await?
+            }
+            _ => Vec::new(),
+        };
         if let Verdict::Refuse(why) = &verdict {
             // Ended at once: its stream is one `finished` frame, as any ended run's.
             let frame = StoredFrame {
@@ -320,15 +360,33 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         let stored = run_from_row(&row)?;
+        let mut shares = Vec::with_capacity(share_ids.len());
+        for share in &share_ids {
+            let row = sqlx::query(AssertSqlSafe(format!(
+                "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.id = $1"
+            )))
+            .bind(share)
+            .fetch_one(&mut *tx)
+            .await?;
+            shares.push(run_from_row(&row)?);
+        }
+        // A split run is queued as its shares; it is never leased itself.
+        let queued: Vec<&str> = if shares.is_empty() {
+            vec![id.as_str()]
+        } else {
+            share_ids.iter().map(String::as_str).collect()
+        };
         if status == "queued" && run.confirmation.is_none() {
-            self.notify(&mut *tx, super::QUEUE_CHANNEL, &id).await?;
+            for queued in queued {
+                self.notify(&mut *tx, super::QUEUE_CHANNEL, queued).await?;
+            }
         }
         if stored.status.is_finished() {
             // Refused at the door: ended, so announced like any ending.
             super::events::insert_ending_events(&mut tx, &stored, stored.status, &[], now).await?;
         }
         tx.commit().await?;
-        Ok(stored)
+        Ok((stored, shares))
     }
 
     pub async fn run(&self, id: &str) -> Result<Option<RunRow>> {
@@ -354,7 +412,8 @@ impl Store {
     ) -> Result<(Vec<RunRow>, Option<String>)> {
         let mut page = Keyset::new(
             format!(
-                "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.account_id = $1"
+                "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id
+                 WHERE r.account_id = $1 AND r.parent_id IS NULL"
             ),
             account_id,
         );
@@ -374,11 +433,12 @@ impl Store {
         .await
     }
 
-    /// Queued and running runs, oldest first: what a restarted controller rebuilds from.
+    /// Queued and running runs that are leased (not a split run, whose shares are),
+    /// oldest first: what a restarted controller rebuilds from.
     pub async fn unfinished_runs(&self) -> Result<Vec<RunRow>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id
-             WHERE r.status IN ('queued', 'running') ORDER BY r.id"
+             WHERE r.status IN ('queued', 'running') AND {LEASABLE} ORDER BY r.id"
         )))
         .fetch_all(&self.pool)
         .await?;
@@ -411,20 +471,28 @@ impl Store {
 
     /// The agent accepted: the run is running.
     pub async fn accept_lease(&self, run_id: &str, guard: &LeaseGuard) -> Result<bool> {
-        let done = sqlx::query(
+        let now = now_ms();
+        let accepted = sqlx::query(
             "UPDATE runs SET status = 'running', lease_state = 'accepted', started_at = $1,
                  reason = NULL
              WHERE id = $2 AND lease_id = $3 AND lease_epoch = $4 AND lease_state = 'offered'
-                 AND status = 'queued' AND replica = $5",
+                 AND status = 'queued' AND replica = $5
+             RETURNING parent_id",
         )
-        .bind(now_ms())
+        .bind(now)
         .bind(run_id)
         .bind(&guard.lease_id)
         .bind(guard.epoch as i64)
         .bind(self.replica)
-        .execute(&self.pool)
+        .fetch_optional(&self.pool)
         .await?;
-        Ok(done.rows_affected() == 1)
+        let Some(row) = accepted else {
+            return Ok(false);
+        };
+        if let Some(parent) = row.try_get::<Option<String>, _>("parent_id")? {
+            self.start_parent(&parent, now).await?;
+        }
+        Ok(true)
     }
 
     /// An offer refused or not answered in time: the run is queued again, unleased.
@@ -474,7 +542,22 @@ impl Store {
         Ok(self
             .finish(run_id, guard, frames_through, ending, true)
             .await?
-            .and_then(|mut frames| frames.pop()))
+            .and_then(|frames| {
+                frames
+                    .into_iter()
+                    .find(|f| f.run_id == run_id && f.kind == "finished")
+            }))
+    }
+
+    /// [`Store::finish_run`] returning every frame the ending wrote: the run's
+    /// `finished`, and its split run's last frames when it was that run's last share.
+    pub async fn end_by_controller(
+        &self,
+        run_id: &str,
+        guard: Option<&LeaseGuard>,
+        ending: &Ending,
+    ) -> Result<Option<Vec<StoredFrame>>> {
+        self.finish(run_id, guard, None, ending, true).await
     }
 
     /// [`Store::finish_run`], returning every frame the ending wrote: one `finding` frame
@@ -529,6 +612,28 @@ impl Store {
                 run.frames_through
             )));
         }
+        let mut frames = self.write_ending(&mut tx, &run, ending).await?;
+        if let Some((parent, _)) = &run.share_of {
+            frames.extend(super::shares::settle_parent(self, &mut tx, parent).await?);
+        }
+        if run.lease_state.is_some() {
+            let notice = format!("{} {}", self.replica, run.account_id);
+            self.notify(&mut *tx, super::ENDED_CHANNEL, &notice).await?;
+        }
+        tx.commit().await?;
+        Ok(Some(frames))
+    }
+
+    /// Writes a run's ending in `tx` (the run read and locked, not ended): its status,
+    /// findings, events and last frames (`finding` frames, then `finished`). A share of
+    /// a split run has no findings or events of its own: its parent's ending has them.
+    pub(super) async fn write_ending(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        run: &RunRow,
+        ending: &Ending,
+    ) -> Result<Vec<StoredFrame>> {
+        let run_id = run.id.as_str();
         let now = now_ms();
         let result_text = ending.result.as_ref().map(|v| v.to_string());
         // Without a reason of its own, an ending keeps the stored one (a cancel's reason,
@@ -545,14 +650,19 @@ impl Store {
         .bind(ending.units_spent)
         .bind(now)
         .bind(run_id)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
-        let found = self.findings_of_ending(&mut tx, &run, ending, now).await?;
-        super::events::insert_ending_events(&mut tx, &run, ending.status, &found, now).await?;
+        let found = if run.share_of.is_none() {
+            let found = self.findings_of_ending(tx, run, ending, now).await?;
+            super::events::insert_ending_events(tx, run, ending.status, &found, now).await?;
+            found
+        } else {
+            Vec::new()
+        };
         let last: i64 =
             sqlx::query("SELECT COALESCE(MAX(number), 0) AS last FROM frames WHERE run_id = $1")
                 .bind(run_id)
-                .fetch_one(&mut *tx)
+                .fetch_one(&mut **tx)
                 .await?
                 .try_get("last")?;
         let frames: Vec<StoredFrame> = found
@@ -575,7 +685,7 @@ impl Store {
             })
             .collect();
         for frame in &frames {
-            if !super::frames::insert_frame(&mut tx, frame).await? {
+            if !super::frames::insert_frame(tx, frame).await? {
                 return Err(StoreError::Conflict(format!(
                     "frame {} of run {run_id} exists",
                     frame.number
@@ -586,16 +696,11 @@ impl Store {
         sqlx::query("UPDATE runs SET frames_through = $1 WHERE id = $2")
             .bind(through)
             .bind(run_id)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
-        self.notify_frames(&mut *tx, run_id, (last + 1) as u64, through as u64)
+        self.notify_frames(&mut **tx, run_id, (last + 1) as u64, through as u64)
             .await?;
-        if run.lease_state.is_some() {
-            let notice = format!("{} {}", self.replica, run.account_id);
-            self.notify(&mut *tx, super::ENDED_CHANNEL, &notice).await?;
-        }
-        tx.commit().await?;
-        Ok(Some(frames))
+        Ok(frames)
     }
 
     /// Derives and records the findings of a run ending `passed` or `failed` with a

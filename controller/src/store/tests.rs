@@ -84,6 +84,7 @@ pub(crate) fn checks_run(account_id: &str, scenario: &Scenario) -> NewRun {
         reason: None,
         confirmation: None,
         faults: None,
+        agents: 1,
     }
 }
 
@@ -103,6 +104,7 @@ pub(crate) fn run_like(row: &RunRow) -> NewRun {
         reason: None,
         confirmation: None,
         faults: None,
+        agents: 1,
     }
 }
 
@@ -205,6 +207,7 @@ async fn a_lease_fences_frames_and_completion() {
         let AppendOutcome::Stored {
             contiguous_through,
             new,
+            ..
         } = store
             .append_frames(&run.id, &lease, &[frame(1), frame(3)])
             .await
@@ -216,6 +219,7 @@ async fn a_lease_fences_frames_and_completion() {
         let AppendOutcome::Stored {
             contiguous_through,
             new,
+            ..
         } = store
             .append_frames(&run.id, &lease, &[frame(1), frame(2), frame(3)])
             .await

@@ -24,6 +24,16 @@ impl Dispatcher {
     }
 
     pub(super) async fn cancel(&mut self, run_id: &str, reason: &str) {
+        let stored = if self.leases.contains_key(run_id) {
+            None
+        } else {
+            self.store.run(run_id).await.ok().flatten()
+        };
+        if let Some(run) = stored.as_ref().filter(|r| r.agents.is_some()) {
+            // A split run is never leased: its shares are, and end it as they end.
+            self.cancel_split(run, reason).await;
+            return;
+        }
         if !self.leases.contains_key(run_id) && self.store.is_replica() {
             // Another replica may track its lease: that one tells the agent.
             match self.store.request_cancel(run_id, reason).await {
@@ -35,12 +45,7 @@ impl Dispatcher {
                 }
             }
         }
-        let queued_account = self
-            .store
-            .run(run_id)
-            .await
-            .ok()
-            .flatten()
+        let queued_account = stored
             .map(|r| r.account_id)
             .filter(|account| self.scheduler.is_queued(account, run_id));
         if let Some(account) = queued_account {

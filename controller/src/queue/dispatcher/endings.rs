@@ -57,10 +57,16 @@ impl Dispatcher {
             result: None,
             units_spent: None,
         };
-        match self.store.finish_run(run_id, guard, None, &ending).await {
-            Ok(Some(frame)) => {
+        let split = self.split_of(run_id);
+        match self.store.end_by_controller(run_id, guard, &ending).await {
+            Ok(Some(frames)) => {
                 tracing::info!(run = %run_id, status = %status, reason, "run ended by the controller");
-                self.hub.publish(frame);
+                for frame in frames {
+                    self.hub.publish(frame);
+                }
+                if let Some(parent) = split {
+                    self.settle_split(&parent).await;
+                }
                 Some(true)
             }
             Ok(None) => Some(false),

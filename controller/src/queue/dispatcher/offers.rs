@@ -50,9 +50,9 @@ impl Dispatcher {
                 scenario_id: run.scenario_id.clone(),
                 scenario_version: run.scenario_version.clone(),
                 confirmed_by: run.confirmed_by.clone().unwrap_or_default(),
-                // Runs are not split yet: every lease is the whole run.
-                share_index: 0,
-                share_count: 0,
+                // 0 of 0: the whole run (a controller that never splits sends that).
+                share_index: run.share.as_ref().map_or(0, |(_, s)| s.index()),
+                share_count: run.share.as_ref().map_or(0, |(_, s)| s.count()),
             })),
         })
     }

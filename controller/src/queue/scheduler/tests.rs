@@ -14,6 +14,7 @@ fn run(id: &str, account: &str, kind: RunKind) -> QueuedRun {
         refused_by: BTreeSet::new(),
         lapsed_with: BTreeSet::new(),
         reason: None,
+        share: None,
     }
 }
 
@@ -189,4 +190,51 @@ fn a_long_blocked_stretch_does_not_hide_a_run_that_can_go() {
     let placed = s.next_placements();
     assert_eq!(placed.len(), 1);
     assert_eq!(placed[0].run.run_id, "r9999");
+}
+
+fn share(id: &str, parent: &str, index: u32, count: u32) -> QueuedRun {
+    QueuedRun {
+        share: Some((parent.to_string(), Share::new(index, count).expect("share"))),
+        ..run(id, "a", RunKind::Load)
+    }
+}
+
+/// A split run's shares go together, each on an agent of its own, or wait together: two
+/// free agents never start two shares of a three-agent run, and the plan's room must
+/// hold them all; a plain run behind them is placed meanwhile.
+#[test]
+fn a_split_runs_shares_are_placed_together_or_not_at_all() {
+    let mut s = Scheduler::default();
+    s.set_max_running("a", 4);
+    s.add_agent(agent(1, "a", 4));
+    s.add_agent(agent(2, "a", 4));
+    for i in 0..3 {
+        s.enqueue(share(&format!("s{i}"), "p", i, 3));
+    }
+    s.enqueue(run("c", "a", RunKind::Checks));
+    let placed: Vec<_> = s
+        .next_placements()
+        .into_iter()
+        .map(|p| p.run.run_id)
+        .collect();
+    assert_eq!(placed, ["c"], "two agents for three shares: none of them");
+
+    s.add_agent(agent(3, "a", 4));
+    let placed = s.next_placements();
+    let mut sessions: Vec<_> = placed.iter().map(|p| p.session).collect();
+    sessions.sort_unstable();
+    assert_eq!(sessions, [1, 2, 3], "each share on its own agent");
+    assert_eq!(s.active("a"), 4);
+
+    // Room for one more run: a two-agent run waits, whole.
+    let mut s2 = Scheduler::default();
+    s2.set_max_running("a", 1);
+    s2.add_agent(agent(1, "a", 4));
+    s2.add_agent(agent(2, "a", 4));
+    s2.enqueue(share("t0", "q", 0, 2));
+    s2.enqueue(share("t1", "q", 1, 2));
+    assert!(
+        s2.next_placements().is_empty(),
+        "the plan holds one, not two"
+    );
 }

@@ -1,0 +1,313 @@
+//! Split runs (`"agents": N` at POST). The run people see (the parent) is stored with
+//! its N shares, each a run row of its own that the queue places, leases and ends as any
+//! other; the parent itself is never leased. Here, in the transactions that change a
+//! share: its frames relayed onto the parent's stream, the parent started with its first
+//! share and ended, the shares' results merged, with its last.
+//!
+//! Locks: a share's row, then its parent's (PostgreSQL `FOR UPDATE`), in that order
+//! everywhere, so two shares ending at once wait for each other at the parent and the
+//! second sees the first one's ending: the parent ends exactly once.
+
+use iohr_domain::load::{LoadResult, Share, merge_results};
+use iohr_domain::{RunKind, RunStatus};
+use sqlx::{Any, AssertSqlSafe, Row, Transaction};
+
+use super::frames::{StoredFrame, insert_frame};
+use super::runs::{Ending, NewRun, RUN_COLUMNS, RunRow, run_from_row};
+use super::{Result, Store, StoreError, new_id};
+
+/// The split run a run is a share of, from its row's `parent_id`, `share_index` and
+/// `share_count`.
+pub(super) fn share_of_row(row: &sqlx::any::AnyRow) -> Result<Option<(String, Share)>> {
+    let parent: Option<String> = row.try_get("parent_id")?;
+    let index: Option<i64> = row.try_get("share_index")?;
+    let count: Option<i64> = row.try_get("share_count")?;
+    match (parent, index, count) {
+        (Some(parent), Some(index), Some(count)) => {
+            let share = u32::try_from(index)
+                .ok()
+                .zip(u32::try_from(count).ok())
+                .and_then(|(i, n)| Share::new(i, n).ok())
+                .ok_or_else(|| StoreError::Corrupt(format!("share {index} of {count}")))?;
+            Ok(Some((parent, share)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Stores the `count` shares of the parent `parent` (stored already, `queued`), with
+/// what the parent has but its units: the parent reserves the whole run's.
+pub(super) async fn insert_shares(
+    tx: &mut Transaction<'static, Any>,
+    parent: &str,
+    run: &NewRun,
+    now: i64,
+) -> Result<Vec<String>> {
+    let mut ids = Vec::new();
+    for share in Share::all(run.agents).map_err(|e| StoreError::Conflict(e.to_string()))? {
+        let id = new_id();
+        sqlx::query(
+            "INSERT INTO runs (id, account_id, kind, scenario_id, scenario_version, environment,
+                 target, executor, started_by_type, started_by_id, change_ref, status, reason,
+                 units_reserved, created_at, parent_id, share_index, share_count)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'queued', $12, 0, $13,
+                 $14, $15, $16)",
+        )
+        .bind(&id)
+        .bind(&run.account_id)
+        .bind(run.kind.as_str())
+        .bind(&run.scenario_id)
+        .bind(&run.scenario_version)
+        .bind(&run.environment)
+        .bind(&run.target)
+        .bind(run.executor.to_string())
+        .bind(&run.started_by.kind)
+        .bind(&run.started_by.id)
+        .bind(&run.started_by.change)
+        .bind(&run.reason)
+        .bind(now)
+        .bind(parent)
+        .bind(i64::from(share.index()))
+        .bind(i64::from(share.count()))
+        .execute(&mut **tx)
+        .await?;
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+/// The parent's row, locked for the rest of the transaction.
+async fn lock_parent(
+    store: &Store,
+    tx: &mut Transaction<'static, Any>,
+    parent: &str,
+) -> Result<RunRow> {
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.id = $1{}",
+        store.for_update(Some("r"))
+    )))
+    .bind(parent)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.as_ref()
+        .map(run_from_row)
+        .transpose()?
+        .ok_or_else(|| StoreError::NotFound(format!("run {parent}")))
+}
+
+/// Relays a share's frames `after + 1 ..= through` (now stored without a gap) onto its
+/// parent's stream, numbered after the parent's, each payload naming its `share`.
+/// Returns the parent's new frames, for its live viewers.
+pub(super) async fn relay_frames(
+    store: &Store,
+    tx: &mut Transaction<'static, Any>,
+    share_run: &str,
+    (parent, share): (&str, Share),
+    after: u64,
+    through: u64,
+) -> Result<Vec<StoredFrame>> {
+    if through <= after {
+        return Ok(Vec::new());
+    }
+    let run = lock_parent(store, tx, parent).await?;
+    if run.status.is_finished() {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query(
+        "SELECT kind, payload, at FROM frames WHERE run_id = $1 AND number > $2
+             AND number <= $3 ORDER BY number",
+    )
+    .bind(share_run)
+    .bind(after as i64)
+    .bind(through as i64)
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut next = run.frames_through;
+    let mut relayed = Vec::with_capacity(rows.len());
+    for row in rows {
+        let payload: String = row.try_get("payload")?;
+        let payload: serde_json::Value = serde_json::from_str(&payload)
+            .map_err(|e| StoreError::Corrupt(format!("frame payload: {e}")))?;
+        next += 1;
+        let frame = StoredFrame {
+            run_id: parent.to_string(),
+            number: next,
+            kind: row.try_get("kind")?,
+            payload: with_share(payload, share),
+            at: row.try_get("at")?,
+        };
+        insert_frame(tx, &frame).await?;
+        relayed.push(frame);
+    }
+    sqlx::query("UPDATE runs SET frames_through = $1 WHERE id = $2")
+        .bind(next as i64)
+        .bind(parent)
+        .execute(&mut **tx)
+        .await?;
+    store
+        .notify_frames(&mut **tx, parent, run.frames_through + 1, next)
+        .await?;
+    Ok(relayed)
+}
+
+/// A share's frame as its parent relays it: the payload with `share` (its index) added.
+fn with_share(payload: serde_json::Value, share: Share) -> serde_json::Value {
+    match payload {
+        serde_json::Value::Object(mut object) => {
+            object.insert("share".to_string(), share.index().into());
+            serde_json::Value::Object(object)
+        }
+        other => serde_json::json!({"share": share.index(), "value": other}),
+    }
+}
+
+/// A share ended (in `tx`): when it was the parent's last, the parent ends too, its
+/// result the shares' merged. Returns the parent's frames that ending wrote.
+pub(super) async fn settle_parent(
+    store: &Store,
+    tx: &mut Transaction<'static, Any>,
+    parent: &str,
+) -> Result<Vec<StoredFrame>> {
+    let run = lock_parent(store, tx, parent).await?;
+    if run.status.is_finished() {
+        return Ok(Vec::new());
+    }
+    let shares = shares_in(tx, parent).await?;
+    if shares.iter().any(|s| !s.status.is_finished()) {
+        return Ok(Vec::new());
+    }
+    let ending = parent_ending(run.kind, &shares, run.reason.as_deref());
+    tracing::info!(run = %parent, status = %ending.status, shares = shares.len(), "split run ended");
+    store.write_ending(tx, &run, &ending).await
+}
+
+async fn shares_in(tx: &mut Transaction<'static, Any>, parent: &str) -> Result<Vec<RunRow>> {
+    let rows = sqlx::query(AssertSqlSafe(format!(
+        "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id
+         WHERE r.parent_id = $1 ORDER BY r.share_index"
+    )))
+    .bind(parent)
+    .fetch_all(&mut **tx)
+    .await?;
+    rows.iter().map(run_from_row).collect()
+}
+
+fn share_name(share: &RunRow) -> String {
+    let index = share.share_of.as_ref().map_or(0, |(_, s)| s.index());
+    match &share.agent_name {
+        Some(agent) => format!("share {index} (agent {agent})"),
+        None => format!("share {index}"),
+    }
+}
+
+/// How a split run ends once every share has: `error` when any share did (what the
+/// others measured kept, merged), `cancelled` when any was, else the verdict of the
+/// merged result, judged again as a whole (thresholds, reachability).
+pub(super) fn parent_ending(kind: RunKind, shares: &[RunRow], reason: Option<&str>) -> Ending {
+    let units_spent = Some(shares.iter().map(|s| s.units_spent.max(0)).sum());
+    let results: Vec<serde_json::Value> = shares.iter().filter_map(|s| s.result.clone()).collect();
+    let merged = match kind {
+        RunKind::Load | RunKind::Replay if !results.is_empty() => Some(merge_results(&results)),
+        _ => None,
+    };
+    let (result, merge_error) = match merged {
+        Some(Ok(value)) => (Some(value), None),
+        Some(Err(error)) => (None, Some(error.to_string())),
+        None => (None, None),
+    };
+    let failed_share = shares
+        .iter()
+        .find(|s| matches!(s.status, RunStatus::Error | RunStatus::Refused));
+    let (status, reason) = if let Some(share) = failed_share {
+        let why = share
+            .reason
+            .clone()
+            .unwrap_or_else(|| share.status.to_string());
+        (
+            RunStatus::Error,
+            Some(format!(
+                "{} ended {}: {why}",
+                share_name(share),
+                share.status
+            )),
+        )
+    } else if let Some(share) = shares.iter().find(|s| s.status == RunStatus::Cancelled) {
+        let why = reason
+            .map(str::to_string)
+            .or_else(|| share.reason.clone())
+            .unwrap_or_else(|| "cancelled".to_string());
+        (RunStatus::Cancelled, Some(why))
+    } else if let Some(error) = merge_error {
+        (
+            RunStatus::Error,
+            Some(format!("the shares' results could not be merged: {error}")),
+        )
+    } else {
+        match result
+            .as_ref()
+            .and_then(|v| serde_json::from_value::<LoadResult>(v.clone()).ok())
+        {
+            Some(merged) => merged.verdict(false),
+            None => (
+                RunStatus::Error,
+                Some("no share returned a result".to_string()),
+            ),
+        }
+    };
+    Ending {
+        status,
+        reason,
+        result,
+        units_spent,
+    }
+}
+
+impl Store {
+    /// A run as the API shows it, a split run with its shares.
+    pub async fn run_record(&self, run: &RunRow) -> Result<iohr_domain::RunRecord> {
+        let mut record = run.to_record();
+        if run.agents.is_some() {
+            record.shares = self
+                .shares_of(&run.id)
+                .await?
+                .into_iter()
+                .map(|share| iohr_domain::run::ShareRun {
+                    index: share.share_of.as_ref().map_or(0, |(_, s)| s.index()),
+                    run: share.id,
+                    status: share.status,
+                    agent: share.agent_name,
+                })
+                .collect();
+        }
+        Ok(record)
+    }
+
+    /// A split run's shares, in order (none for any other run).
+    pub async fn shares_of(&self, parent: &str) -> Result<Vec<RunRow>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id
+             WHERE r.parent_id = $1 ORDER BY r.share_index"
+        )))
+        .bind(parent)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    /// A share was accepted: its parent is running from then on (the first share's
+    /// acceptance starts it; the others find it running).
+    pub(super) async fn start_parent(&self, parent: &str, at: i64) -> Result<()> {
+        sqlx::query(
+            "UPDATE runs SET status = 'running', started_at = $1, reason = NULL
+             WHERE id = $2 AND status = 'queued'",
+        )
+        .bind(at)
+        .bind(parent)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,233 @@
+//! One load run over three agents (`"agents": 3`): three real agents each send a third of
+//! the schedule, and the run people see is their whole. Its histogram is the three
+//! shares' added (not averaged percentiles), its achieved rate the asked rate within 1%,
+//! its stream the shares' frames relayed without a gap, each naming its share. A cancel
+//! of the split run stops every share; a bad `agents` is refused with nothing stored.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use iohr_domain::histogram::decode;
+use iohr_tests::process::AgentOptions;
+use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target, on_both_stores};
+use serde_json::{Value, json};
+
+const LIMIT: Duration = Duration::from_secs(90);
+const RATE: f64 = 300.0;
+
+struct Fleet {
+    install: Installation,
+    controller: Controller,
+    api: Api,
+    agents: Vec<Agent>,
+}
+
+async fn fleet(backend: Backend, agents: usize) -> Fleet {
+    let install = Installation::new(backend).await;
+    install.ctl2(
+        "account",
+        &["set-plan", "--name", "default", "--max-running", "4"],
+    );
+    let controller = Controller::start(&install, 300, None).await;
+    let api = Api::new(&controller.api_url(), &install.full_token());
+    let mut enrolled = Vec::new();
+    for i in 0..agents {
+        let name = format!("edge-{i}");
+        enrolled.push(
+            Agent::enrol(
+                &install,
+                &api,
+                &name,
+                &controller.link_url(),
+                AgentOptions::default(),
+            )
+            .await,
+        );
+    }
+    Fleet {
+        install,
+        controller,
+        api,
+        agents: enrolled,
+    }
+}
+
+fn load(target: &Target, duration: &str, agents: u32) -> Value {
+    json!({"kind": "load", "environment": "staging", "target": target.url(), "agents": agents,
+        "spec": {"operations": [{"path": "/"}], "model": "open", "rate": RATE,
+                 "duration": duration, "warmup": "1s", "connections": 12,
+                 "thresholds": ["p99 < 2s"]}})
+}
+
+async fn three_agents_measure_one_run_whose_histogram_is_their_sum(backend: Backend) {
+    let fleet = fleet(backend, 3).await;
+    let target = Target::start().await;
+    let created = fleet.api.create_run(&load(&target, "4s", 3)).await;
+    let id = created["id"].as_str().expect("id").to_string();
+    assert_eq!(created["agents"], 3, "{created}");
+    let done = fleet
+        .api
+        .wait_status(&id, &["passed", "failed", "error", "cancelled"], LIMIT)
+        .await;
+    assert_eq!(done["status"], "passed", "{done}");
+    let (status, run) = fleet.api.get(&format!("/v1/reliability/runs/{id}")).await;
+    assert_eq!(status, 200, "{run}");
+    let shares = run["shares"].as_array().expect("shares").clone();
+    assert_eq!(shares.len(), 3, "{run}");
+    let agents: BTreeSet<String> = shares
+        .iter()
+        .map(|s| s["agent"].as_str().expect("agent").to_string())
+        .collect();
+    assert_eq!(agents.len(), 3, "each share on an agent of its own: {run}");
+
+    // The merged histogram is the three shares' added, count for count.
+    let mut sum = None;
+    let mut requests = 0;
+    for (index, share) in shares.iter().enumerate() {
+        assert_eq!(share["index"], index);
+        assert_eq!(share["status"], "passed", "{share}");
+        let (_, record) = fleet
+            .api
+            .get(&format!(
+                "/v1/reliability/runs/{}",
+                share["run"].as_str().unwrap()
+            ))
+            .await;
+        assert_eq!(record["share_of"]["run"], id.as_str(), "{record}");
+        assert_eq!(record["share_of"]["count"], 3);
+        requests += record["result"]["requests"].as_u64().expect("requests");
+        let histogram = decode(record["result"]["latency"]["histogram"].as_str().unwrap())
+            .expect("share histogram");
+        match &mut sum {
+            None => sum = Some(histogram),
+            Some(sum) => sum.add(&histogram).expect("add"),
+        }
+    }
+    let sum = sum.expect("three shares");
+    let result = &run["result"];
+    let merged =
+        decode(result["latency"]["histogram"].as_str().expect("histogram")).expect("merged");
+    assert_eq!(merged.len(), sum.len(), "every share's latencies, once");
+    for q in [0.5, 0.9, 0.99, 0.999, 1.0] {
+        assert_eq!(
+            merged.value_at_quantile(q),
+            sum.value_at_quantile(q),
+            "quantile {q}"
+        );
+    }
+    assert_eq!(result["requests"].as_u64(), Some(requests), "{result}");
+
+    // The shares interleave into the asked schedule: the whole's rate within 1%.
+    let achieved = result["achieved_rate"].as_f64().expect("achieved_rate");
+    let intended = result["intended_rate"].as_f64().expect("intended_rate");
+    assert!(
+        (intended - RATE).abs() / RATE < 0.01,
+        "intended {intended}/s: {result}"
+    );
+    assert!(
+        (achieved - RATE).abs() / RATE < 0.01,
+        "achieved {achieved}/s of {RATE}/s: {result}"
+    );
+    // The measure's 4 s at 300/s, every arrival sent once by exactly one share.
+    assert_eq!(
+        result["intended"].as_u64(),
+        Some((RATE as u64) * 4),
+        "{result}"
+    );
+    assert_eq!(result["sent"].as_u64(), Some((RATE as u64) * 4), "{result}");
+
+    // One stream: the shares' frames relayed, numbered without a gap, each with its share.
+    let events = fleet.api.events(&id, None).await.collect(LIMIT).await;
+    let numbers: Vec<u64> = events.iter().filter_map(|e| e.id).collect();
+    assert_eq!(numbers, (1..=numbers.len() as u64).collect::<Vec<_>>());
+    let started: BTreeSet<u64> = events
+        .iter()
+        .filter(|e| e.event == "started")
+        .map(|e| e.data["data"]["share"].as_u64().expect("share"))
+        .collect();
+    assert_eq!(
+        started,
+        BTreeSet::from([0, 1, 2]),
+        "each share's start, relayed"
+    );
+    assert!(events.iter().filter(|e| e.event == "load").count() >= 3 * 4);
+    assert_eq!(events.last().map(|e| e.event.as_str()), Some("finished"));
+
+    // The list shows the run people asked for, not its shares.
+    let (_, list) = fleet.api.get("/v1/reliability/runs?kind=load").await;
+    let listed: Vec<&str> = list["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert_eq!(listed, [id.as_str()], "{list}");
+    target.stop().await;
+    drop(fleet.agents);
+    drop(fleet.controller);
+    drop(fleet.install);
+}
+
+async fn a_cancelled_split_run_stops_every_share(backend: Backend) {
+    let fleet = fleet(backend, 2).await;
+    let target = Target::start().await;
+    let created = fleet.api.create_run(&load(&target, "60s", 2)).await;
+    let id = created["id"].as_str().expect("id").to_string();
+    fleet.api.wait_status(&id, &["running"], LIMIT).await;
+    let (status, answer) = fleet
+        .api
+        .post(
+            &format!("/v1/reliability/runs/{id}/cancel"),
+            &json!({"reason": "enough"}),
+        )
+        .await;
+    assert!(status == 200 || status == 202, "{status} {answer}");
+    let done = fleet
+        .api
+        .wait_status(&id, &["passed", "failed", "error", "cancelled"], LIMIT)
+        .await;
+    assert_eq!(done["status"], "cancelled", "{done}");
+    assert_eq!(done["reason"], "enough", "{done}");
+    let (_, run) = fleet.api.get(&format!("/v1/reliability/runs/{id}")).await;
+    for share in run["shares"].as_array().expect("shares") {
+        assert_eq!(share["status"], "cancelled", "{run}");
+    }
+    target.stop().await;
+    drop(fleet.agents);
+}
+
+async fn a_run_that_cannot_split_is_refused_and_nothing_is_stored(backend: Backend) {
+    let fleet = fleet(backend, 1).await;
+    let target = Target::start().await;
+    let checks = json!({"kind": "checks", "environment": "staging", "target": target.url(),
+        "agents": 2, "spec": {"checks": [{"name": "home", "path": "/"}]}});
+    let mut named = load(&target, "2s", 2);
+    named["executor"] = json!("agent:edge-0");
+    let refused = [
+        (checks, "invalid_agents"),
+        // 12 connections over 13 agents: a share without a connection.
+        (load(&target, "2s", 13), "invalid_agents"),
+        (load(&target, "2s", 0), "invalid_agents"),
+        (load(&target, "2s", 65), "invalid_agents"),
+        // The plan runs 4 at a time.
+        (load(&target, "2s", 5), "agents_not_placeable"),
+        (named, "agents_not_placeable"),
+    ];
+    for (body, code) in refused {
+        let (status, answer) = fleet.api.post("/v1/reliability/runs", &body).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+    }
+    let (_, list) = fleet.api.get("/v1/reliability/runs").await;
+    assert_eq!(list["runs"].as_array().map(Vec::len), Some(0), "{list}");
+    let _ = &fleet.install;
+    target.stop().await;
+}
+
+on_both_stores!(
+    three_agents_measure_one_run_whose_histogram_is_their_sum,
+    a_cancelled_split_run_stops_every_share,
+    a_run_that_cannot_split_is_refused_and_nothing_is_stored
+);
