@@ -232,9 +232,12 @@ pub(super) fn parent_ending(kind: RunKind, shares: &[RunRow], reason: Option<&st
             )),
         )
     } else if let Some(share) = shares.iter().find(|s| s.status == RunStatus::Cancelled) {
-        let why = reason
-            .map(str::to_string)
-            .or_else(|| share.reason.clone())
+        // The share's reason is the canceller's (a cancel of the split run is one of each
+        // share); the split run's own may still say why it waited.
+        let why = share
+            .reason
+            .clone()
+            .or_else(|| reason.map(str::to_string))
             .unwrap_or_else(|| "cancelled".to_string());
         (RunStatus::Cancelled, Some(why))
     } else if let Some(error) = merge_error {
