@@ -172,7 +172,7 @@ pub(super) async fn settle_parent(
     if run.status.is_finished() {
         return Ok(Vec::new());
     }
-    let shares = shares_in(tx, parent).await?;
+    let shares = shares_in(&mut **tx, parent).await?;
     if shares.iter().any(|s| !s.status.is_finished()) {
         return Ok(Vec::new());
     }
@@ -181,13 +181,18 @@ pub(super) async fn settle_parent(
     store.write_ending(tx, &run, &ending).await
 }
 
-async fn shares_in(tx: &mut Transaction<'static, Any>, parent: &str) -> Result<Vec<RunRow>> {
+/// A split run's shares, in order, read with `executor` (the pool, or the transaction
+/// that ends one).
+async fn shares_in<'e, E>(executor: E, parent: &str) -> Result<Vec<RunRow>>
+where
+    E: sqlx::Executor<'e, Database = Any>,
+{
     let rows = sqlx::query(AssertSqlSafe(format!(
         "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id
          WHERE r.parent_id = $1 ORDER BY r.share_index"
     )))
     .bind(parent)
-    .fetch_all(&mut **tx)
+    .fetch_all(executor)
     .await?;
     rows.iter().map(run_from_row).collect()
 }
@@ -232,12 +237,11 @@ pub(super) fn parent_ending(kind: RunKind, shares: &[RunRow], reason: Option<&st
             )),
         )
     } else if let Some(share) = shares.iter().find(|s| s.status == RunStatus::Cancelled) {
-        // The share's reason is the canceller's (a cancel of the split run is one of each
-        // share); the split run's own may still say why it waited.
-        let why = share
-            .reason
-            .clone()
-            .or_else(|| reason.map(str::to_string))
+        // A cancel of the split run wrote the canceller's reason on it; a share's own may
+        // be the cascade's ("share 1 ended cancelled: ...").
+        let why = reason
+            .map(str::to_string)
+            .or_else(|| share.reason.clone())
             .unwrap_or_else(|| "cancelled".to_string());
         (RunStatus::Cancelled, Some(why))
     } else if let Some(error) = merge_error {
@@ -287,14 +291,7 @@ impl Store {
 
     /// A split run's shares, in order (none for any other run).
     pub async fn shares_of(&self, parent: &str) -> Result<Vec<RunRow>> {
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id
-             WHERE r.parent_id = $1 ORDER BY r.share_index"
-        )))
-        .bind(parent)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(run_from_row).collect()
+        shares_in(&self.pool, parent).await
     }
 
     /// A share was accepted: its parent is running from then on (the first share's
