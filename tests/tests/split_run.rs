@@ -198,6 +198,52 @@ async fn a_cancelled_split_run_stops_every_share(backend: Backend) {
     drop(fleet.agents);
 }
 
+/// An agent killed mid-run: its share ends `error` (agent lost), the other share is
+/// cancelled, and the split run ends `error`, naming the share and its agent, with what
+/// both shares measured merged.
+async fn a_lost_agent_ends_the_split_run_with_what_the_shares_measured(backend: Backend) {
+    let mut fleet = fleet(backend, 2).await;
+    let target = Target::start().await;
+    let created = fleet.api.create_run(&load(&target, "60s", 2)).await;
+    let id = created["id"].as_str().expect("id").to_string();
+    // Both shares have measured a second before one agent goes.
+    let mut stream = fleet.api.events(&id, None).await;
+    let mut measured = BTreeSet::new();
+    while measured.len() < 2 {
+        let event = stream.next(LIMIT).await.expect("a frame");
+        if event.event == "load" && event.data["data"]["phase"] == "measure" {
+            measured.insert(event.data["data"]["share"].as_u64().expect("share"));
+        }
+    }
+    let doomed = fleet.agents.pop().expect("agent");
+    let doomed_name = doomed.name.clone();
+    doomed.kill().await;
+    let done = fleet
+        .api
+        .wait_status(&id, &["passed", "failed", "error", "cancelled"], LIMIT)
+        .await;
+    assert_eq!(done["status"], "error", "{done}");
+    let reason = done["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains(&format!("(agent {doomed_name}) ended error"))
+            && reason.contains("agent lost"),
+        "{reason}"
+    );
+    let (_, run) = fleet.api.get(&format!("/v1/reliability/runs/{id}")).await;
+    let statuses: BTreeSet<&str> = run["shares"]
+        .as_array()
+        .expect("shares")
+        .iter()
+        .filter_map(|s| s["status"].as_str())
+        .collect();
+    assert_eq!(statuses, BTreeSet::from(["cancelled", "error"]), "{run}");
+    assert!(
+        run["result"]["requests"].as_u64().unwrap_or(0) > 0,
+        "what the shares measured is kept: {run}"
+    );
+    target.stop().await;
+}
+
 async fn a_run_that_cannot_split_is_refused_and_nothing_is_stored(backend: Backend) {
     let fleet = fleet(backend, 1).await;
     let target = Target::start().await;
@@ -229,5 +275,6 @@ async fn a_run_that_cannot_split_is_refused_and_nothing_is_stored(backend: Backe
 on_both_stores!(
     three_agents_measure_one_run_whose_histogram_is_their_sum,
     a_cancelled_split_run_stops_every_share,
+    a_lost_agent_ends_the_split_run_with_what_the_shares_measured,
     a_run_that_cannot_split_is_refused_and_nothing_is_stored
 );
