@@ -2,9 +2,12 @@
 //! and leaves its completion there when it ends.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use iohr_domain::RunKind;
 use serde_json::json;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::kinds::faults::FaultsConfig;
 use crate::kinds::registry::{self, Leased};
@@ -54,6 +57,29 @@ pub struct Accepted {
     /// The stored scenario the spec is a version of.
     pub scenario_id: String,
     pub scenario_version: String,
+    /// When a share of a split run starts, with the other shares (see [`start_at`]).
+    pub start_at: Option<Instant>,
+}
+
+/// The longest an offer may make its run wait to start: a controller asking for more is
+/// not believed, so no offer can park an agent's run.
+pub const MAX_START_AFTER: Duration = Duration::from_secs(10);
+
+/// When the run of an offer received at `received` starts: `start_after_ms` later
+/// (bounded by [`MAX_START_AFTER`]), or at once for 0.
+pub fn start_at(received: Instant, start_after_ms: u32) -> Option<Instant> {
+    (start_after_ms > 0)
+        .then(|| received + Duration::from_millis(u64::from(start_after_ms)).min(MAX_START_AFTER))
+}
+
+/// Waits for a run's start; a cancel ends the wait early.
+async fn wait_for_start(start_at: Option<Instant>, cancel: &CancellationToken) {
+    if let Some(at) = start_at {
+        tokio::select! {
+            _ = tokio::time::sleep_until(at) => {}
+            _ = cancel.cancelled() => {}
+        }
+    }
 }
 
 /// Starts an accepted lease's run in the background. The executor runs in a task of its
@@ -76,13 +102,16 @@ pub fn start(
         environment,
         scenario_id,
         scenario_version,
+        start_at,
     } = accepted;
     let cancel = leases.insert(&lease_id, epoch, &run_id, kind);
-    leases.push_frame(
-        &lease_id,
-        "started",
-        json!({"agent": agent, "kind": kind, "target": target}).to_string(),
-    );
+    let mut started = json!({"agent": agent, "kind": kind, "target": target});
+    if let Some(at) = start_at {
+        // How long this share waits for the others: the run's clock starts after it.
+        let wait = at.saturating_duration_since(Instant::now()).as_millis();
+        started["start_after_ms"] = u64::try_from(wait).unwrap_or(u64::MAX).into();
+    }
+    leases.push_frame(&lease_id, "started", started.to_string());
     // Made before anything can fail, so the run ends whatever happens from here.
     let ending = Ending::new(leases, &lease_id, &run_id, cancel.clone());
     // The executor's frames go straight into the table: every one is there before the
@@ -95,6 +124,9 @@ pub fn start(
         let executor = tokio::spawn(async move {
             #[cfg(debug_assertions)]
             test_hook::maybe_panic(&ctx.cancel).await;
+            // A cancelled wait runs the plan all the same: cancelled at once, it ends
+            // `cancelled` with its (empty) measure, as any cancelled run.
+            wait_for_start(start_at, &ctx.cancel).await;
             let mut outcome = run_plan(plan, &ctx).await;
             let lease = Leased {
                 target: &target,
@@ -109,3 +141,6 @@ pub fn start(
         ending.finish(joined);
     });
 }
+
+#[cfg(test)]
+mod tests;

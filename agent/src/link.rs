@@ -373,6 +373,7 @@ impl Session<'_> {
         match body {
             controller_message::Body::Welcome(_) | controller_message::Body::Heartbeat(_) => {}
             controller_message::Body::Offer(offer) => {
+                let start_at = execute::start_at(tokio::time::Instant::now(), offer.start_after_ms);
                 let answer = self.consider(&offer);
                 let (accepted, retry_later, reason) = match &answer {
                     Ok(_) => (true, false, String::new()),
@@ -406,6 +407,7 @@ impl Session<'_> {
                             environment: offer.environment,
                             scenario_id: offer.scenario_id,
                             scenario_version: offer.scenario_version,
+                            start_at,
                         },
                     );
                 }

@@ -3,6 +3,10 @@
 
 use std::time::Duration;
 
+/// Long enough for the offers of one round to reach their agents, short enough not to be
+/// noticed at a run's start.
+const SPLIT_START: Duration = Duration::from_millis(500);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
     /// How often each side sends a heartbeat on the agent link.
@@ -20,6 +24,10 @@ pub struct Timing {
     pub reconnect_max: Duration,
     /// An offer not accepted within this long returns to the queue.
     pub offer_timeout: Duration,
+    /// The shares of a split run placed in one round start this long after the round:
+    /// each offer says how long its agent waits from receiving it, so the shares start
+    /// together although the offers go out one after another.
+    pub split_start: Duration,
 }
 
 impl Default for Timing {
@@ -31,6 +39,7 @@ impl Default for Timing {
             lease_grace: Duration::from_secs(15),
             reconnect_max: Duration::from_secs(15),
             offer_timeout: Duration::from_secs(5),
+            split_start: SPLIT_START,
         }
     }
 }
@@ -45,6 +54,7 @@ impl Timing {
             lease_grace: heartbeat * 3,
             reconnect_max: heartbeat * 3,
             offer_timeout: Duration::from_secs(5),
+            split_start: SPLIT_START,
         }
     }
 

@@ -152,6 +152,12 @@ async fn three_agents_measure_one_run_whose_histogram_is_their_sum(backend: Back
         BTreeSet::from([0, 1, 2]),
         "each share's start, relayed"
     );
+    // Offered in one round, the shares wait for one instant before their clocks start:
+    // each started frame says how long its share waited (at most the controller's 500 ms).
+    for event in events.iter().filter(|e| e.event == "started") {
+        let wait = event.data["data"]["start_after_ms"].as_u64();
+        assert!(wait.is_some_and(|ms| ms <= 500), "{:?}", event.data);
+    }
     assert!(events.iter().filter(|e| e.event == "load").count() >= 3 * 4);
     assert_eq!(events.last().map(|e| e.event.as_str()), Some("finished"));
 

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use tokio::time::Instant;
+
 use iohr_proto::link::{CancelLease, ControllerMessage, LeaseOffer, controller_message};
 
 use super::{Dispatcher, LeaseState};
@@ -15,10 +17,12 @@ const SPEC_CACHE: usize = 4096;
 impl Dispatcher {
     /// The offer of a placed run. Specs are read once per scenario version and kept:
     /// versions never change, and reading one per offer would cost a store round trip.
+    /// A share starts at `split_start`, its round's instant, told as a wait from now.
     pub(super) async fn offer_message(
         &mut self,
         run: &QueuedRun,
         guard: &LeaseGuard,
+        split_start: Instant,
     ) -> Option<ControllerMessage> {
         let key = (run.account_id.clone(), run.scenario_version.clone());
         let spec_json = match self.specs.get(&key) {
@@ -53,6 +57,15 @@ impl Dispatcher {
                 // 0 of 0: the whole run (a controller that never splits sends that).
                 share_index: run.share.as_ref().map_or(0, |(_, s)| s.index()),
                 share_count: run.share.as_ref().map_or(0, |(_, s)| s.count()),
+                start_after_ms: match run.share {
+                    Some(_) => u32::try_from(
+                        split_start
+                            .saturating_duration_since(Instant::now())
+                            .as_millis(),
+                    )
+                    .unwrap_or(u32::MAX),
+                    None => 0,
+                },
             })),
         })
     }

@@ -35,6 +35,8 @@ impl Offer {
 impl Dispatcher {
     pub(super) async fn dispatch(&mut self) {
         self.place_again = false;
+        // One instant for every share placed in this round (they are placed together).
+        let split_start = Instant::now() + self.timing.split_start;
         let mut placed = Vec::new();
         for Placement { run, session } in self.scheduler.next_placements() {
             match self.sessions.get(&session).map(|s| s.agent_id.clone()) {
@@ -66,7 +68,7 @@ impl Dispatcher {
                     continue;
                 }
             };
-            let spec = self.offer_message(&run, &guard).await;
+            let spec = self.offer_message(&run, &guard, split_start).await;
             let sent = match (spec, self.sessions.get(&session)) {
                 (Some(offer), Some(s)) => s.tx.try_send(offer).is_ok(),
                 _ => false,

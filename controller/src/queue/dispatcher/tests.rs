@@ -464,3 +464,62 @@ async fn the_plans_concurrency_holds_runs_back_until_one_ends() {
     assert_eq!(run_ids(&edge1.offers()), [second.as_str()]);
     assert!(edge2.offers().is_empty());
 }
+
+/// Split runs: the shares placed in one round are offered with one start instant, told
+/// as the wait from the offer (the controller is the only clock); a whole run starts at
+/// once.
+#[tokio::test(start_paused = true)]
+async fn the_shares_of_a_split_run_are_offered_one_start_instant() {
+    let mut bench = Bench::new(10).await;
+    let mut edges = Vec::new();
+    for name in ["edge-1", "edge-2", "edge-3"] {
+        edges.push(bench.agent(name, &[RunKind::Load], 1).await);
+    }
+    let slots: Vec<_> = (0..3)
+        .map(|_| bench.handle.reserve().expect("a place"))
+        .collect();
+    let (_, shares) = bench
+        .store
+        .insert_new_run(
+            &NewRun {
+                kind: RunKind::Load,
+                agents: 3,
+                ..crate::store::tests::run_like(&bench.template)
+            },
+            "token:t1",
+            None,
+        )
+        .await
+        .expect("run");
+    assert_eq!(shares.len(), 3);
+    for (slot, share) in slots.into_iter().zip(&shares) {
+        slot.run_queued(share, bench.account.max_running);
+    }
+    bench.round().await;
+    let offers: Vec<LeaseOffer> = edges.iter_mut().flat_map(|e| e.offers()).collect();
+    assert_eq!(offers.len(), 3, "every share offered in one round");
+    let waits: Vec<u32> = offers.iter().map(|o| o.start_after_ms).collect();
+    let split_start = Timing::default().split_start.as_millis() as u32;
+    assert_eq!(
+        waits,
+        vec![split_start; 3],
+        "one instant, the clock held still"
+    );
+    let mut indexes: Vec<u32> = offers.iter().map(|o| o.share_index).collect();
+    indexes.sort_unstable();
+    assert_eq!(indexes, vec![0, 1, 2]);
+
+    let whole = bench.queue(RunKind::Load, Executor::Any).await;
+    for offer in &offers {
+        bench.complete(offer).await;
+    }
+    bench.round().await;
+    let offers: Vec<LeaseOffer> = edges.iter_mut().flat_map(|e| e.offers()).collect();
+    let [offer] = offers.as_slice() else {
+        panic!("the whole run offered once, got {offers:?}");
+    };
+    assert_eq!(
+        (offer.run_id.as_str(), offer.start_after_ms),
+        (whole.as_str(), 0)
+    );
+}
