@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::compare::Comparison;
 use crate::cost::RunCost;
 use crate::finding::{Found, RunFacts};
-use crate::load::Share;
+use crate::load::{Share, Threshold};
 use crate::request::SpecError;
 use crate::run::UnknownWord;
 
@@ -74,6 +74,12 @@ pub trait Kind {
     /// The plan one agent runs as `share` of a split run ([`Share`]).
     fn share(plan: Self::Plan, share: Share) -> Result<Self::Plan, SpecError> {
         one_agent(Self::KIND, share.count()).map(|()| plan)
+    }
+    /// The thresholds that stop a run as soon as its measure so far crosses one
+    /// (`abort_on_fail`): in a split run, what the controller judges on the merged seconds
+    /// (a share runs with `abort_on_fail` off).
+    fn abort_thresholds(_plan: &Self::Plan) -> Vec<Threshold> {
+        Vec::new()
     }
 
     /// Reads and plans a spec in one step.
@@ -143,6 +149,19 @@ pub fn check_split(kind: RunKind, spec: &Value, agents: u32) -> Result<(), SpecE
         }
     }
     visit(kind, SplitOf(spec, agents))
+}
+
+/// The thresholds that stop a run of `kind` early ([`Kind::abort_thresholds`]): none
+/// for a spec that does not read.
+pub fn abort_thresholds(kind: RunKind, spec: &Value) -> Vec<Threshold> {
+    struct AbortOf<'a>(&'a Value);
+    impl KindVisitor for AbortOf<'_> {
+        type Output = Vec<Threshold>;
+        fn visit<K: Kind>(self) -> Self::Output {
+            K::read(self.0).map_or_else(|_| Vec::new(), |(_, plan)| K::abort_thresholds(&plan))
+        }
+    }
+    visit(kind, AbortOf(spec))
 }
 
 /// The findings of a finished run's result, as its kind derives them.

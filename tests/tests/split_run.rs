@@ -250,6 +250,43 @@ async fn a_lost_agent_ends_the_split_run_with_what_the_shares_measured(backend: 
     target.stop().await;
 }
 
+/// `abort_on_fail` judged on the whole: a 2-agent run whose every answer takes 30 ms
+/// crosses `p99 < 5ms` on its merged seconds, its shares are cancelled for it, and it
+/// ends `failed` with why, long before its 60 s, its result the shares' merged.
+async fn a_split_run_aborts_on_its_merged_seconds(backend: Backend) {
+    let fleet = fleet(backend, 2).await;
+    let target = Target::start().await;
+    let body = json!({"kind": "load", "environment": "staging", "target": target.url(),
+        "agents": 2,
+        "spec": {"operations": [{"path": "/slow?ms=30"}], "model": "open", "rate": 100,
+                 "duration": "60s", "connections": 12, "thresholds": ["p99 < 5ms"],
+                 "abort_on_fail": true}});
+    let created = fleet.api.create_run(&body).await;
+    let id = created["id"].as_str().expect("id").to_string();
+    let done = fleet
+        .api
+        .wait_status(&id, &["passed", "failed", "error", "cancelled"], LIMIT)
+        .await;
+    assert_eq!(done["status"], "failed", "{done}");
+    let reason = done["reason"].as_str().expect("reason");
+    assert!(
+        reason.starts_with("threshold p99 < 5ms crossed after ") && reason.ends_with("aborted"),
+        "{reason}"
+    );
+    let (_, run) = fleet.api.get(&format!("/v1/reliability/runs/{id}")).await;
+    assert_eq!(run["result"]["aborted"], reason, "{run}");
+    let measured = run["result"]["measured_seconds"]
+        .as_f64()
+        .expect("measured_seconds");
+    assert!(measured < 30.0, "stopped early, not at 60 s: {measured}");
+    assert!(run["result"]["requests"].as_u64().unwrap_or(0) > 0, "{run}");
+    for share in run["shares"].as_array().expect("shares") {
+        assert_eq!(share["status"], "cancelled", "{run}");
+    }
+    target.stop().await;
+    drop(fleet.agents);
+}
+
 async fn a_run_that_cannot_split_is_refused_and_nothing_is_stored(backend: Backend) {
     let fleet = fleet(backend, 1).await;
     let target = Target::start().await;
@@ -282,5 +319,6 @@ on_both_stores!(
     three_agents_measure_one_run_whose_histogram_is_their_sum,
     a_cancelled_split_run_stops_every_share,
     a_lost_agent_ends_the_split_run_with_what_the_shares_measured,
+    a_split_run_aborts_on_its_merged_seconds,
     a_run_that_cannot_split_is_refused_and_nothing_is_stored
 );

@@ -61,6 +61,7 @@ async fn seed(url: &str, frames: i64) -> anyhow::Result<(Store, NewRun)> {
         confirmation: None,
         faults: None,
         agents: 1,
+        abort_on: Vec::new(),
     };
     sqlx::any::install_default_drivers();
     let pool = AnyPool::connect(url).await?;

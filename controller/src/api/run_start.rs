@@ -327,6 +327,12 @@ pub fn prepare(
         let hash = confirmation_hash(&scenario.version, &target, &body.environment);
         (hash, now + within.as_millis() as i64)
     });
+    // A split run's shares run with `abort_on_fail` off: the store judges it on the whole.
+    let abort_on = if agents > 1 {
+        iohr_domain::kind::abort_thresholds(kind, &scenario.spec)
+    } else {
+        Vec::new()
+    };
     let reason = match &confirmation {
         Some((hash, deadline)) => Some(format!(
             "waiting for a person's confirmation of {hash} until {} (POST /v1/reliability/runs/ID/confirm)",
@@ -348,6 +354,7 @@ pub fn prepare(
         confirmation,
         faults,
         agents,
+        abort_on,
     }
 }
 

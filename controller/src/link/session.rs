@@ -257,10 +257,21 @@ impl Session {
                 contiguous_through,
                 new,
                 relayed,
+                split_aborted,
             }) => {
                 crate::metrics::frames_stored(new.len(), started.elapsed());
                 for frame in new.into_iter().chain(relayed) {
                     self.shared.hub.publish(frame);
+                }
+                if let Some((split_run, why)) = split_aborted {
+                    // The whole crossed a threshold: its shares stop, wherever they run.
+                    // Not awaited here, so this agent's frames keep flowing meanwhile.
+                    let dispatcher = self.shared.dispatcher.clone();
+                    tokio::spawn(async move {
+                        if let Err(error) = dispatcher.cancel(&split_run, &why).await {
+                            tracing::error!(run = %split_run, ?error, "stopping a split run that crossed a threshold failed");
+                        }
+                    });
                 }
                 self.send(controller_message::Body::FrameAck(FrameAck {
                     lease_id: guard.lease_id,

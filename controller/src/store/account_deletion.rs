@@ -22,6 +22,14 @@ pub const ACCOUNT_TABLES: &[(&str, &str)] = &[
         "run_id IN (SELECT id FROM runs WHERE account_id = $1)",
     ),
     (
+        "split_measures",
+        "run_id IN (SELECT id FROM runs WHERE account_id = $1)",
+    ),
+    (
+        "split_seconds",
+        "run_id IN (SELECT id FROM runs WHERE account_id = $1)",
+    ),
+    (
         "agent_certs",
         "agent_id IN (SELECT id FROM agents WHERE account_id = $1)",
     ),

@@ -36,6 +36,9 @@ pub enum AppendOutcome {
         new: Vec<StoredFrame>,
         /// A share's frames relayed onto its split run's stream (see `shares.rs`).
         relayed: Vec<StoredFrame>,
+        /// The split run and why it stops: these frames' seconds made its merged
+        /// measure cross an `abort_on_fail` threshold (see `aborts.rs`).
+        split_aborted: Option<(String, String)>,
     },
     /// The lease is not the run's current accepted lease: nothing was stored.
     Stale,
@@ -134,9 +137,9 @@ impl Store {
         ) {
             self.notify_frames(&mut *tx, run_id, first, last).await?;
         }
-        let relayed = match super::shares::share_of_row(&row)? {
+        let (relayed, split_aborted) = match super::shares::share_of_row(&row)? {
             Some((parent, share)) => {
-                super::shares::relay_frames(
+                let relayed = super::shares::relay_frames(
                     self,
                     &mut tx,
                     run_id,
@@ -144,15 +147,17 @@ impl Store {
                     before,
                     through,
                 )
-                .await?
+                .await?;
+                (relayed.frames, relayed.aborted.map(|why| (parent, why)))
             }
-            None => Vec::new(),
+            None => (Vec::new(), None),
         };
         tx.commit().await?;
         Ok(AppendOutcome::Stored {
             contiguous_through: through,
             new,
             relayed,
+            split_aborted,
         })
     }
 

@@ -4,6 +4,7 @@
 //! sqlx's `Any` driver with one portable schema (`migrations/`), so every query here runs
 //! unchanged on both and every store test runs against both.
 
+mod aborts;
 mod account_deletion;
 mod accounts;
 mod admission;

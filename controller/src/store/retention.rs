@@ -90,7 +90,7 @@ impl Store {
             }
             let mut tx = self.write_tx().await?;
             for id in &ids {
-                for table in ["frames", "run_findings"] {
+                for table in ["frames", "run_findings", "split_measures", "split_seconds"] {
                     sqlx::query(AssertSqlSafe(format!(
                         "DELETE FROM {table} WHERE run_id = $1"
                     )))

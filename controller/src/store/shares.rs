@@ -95,9 +95,19 @@ async fn lock_parent(
         .ok_or_else(|| StoreError::NotFound(format!("run {parent}")))
 }
 
+/// What relaying a share's frames did to its split run.
+#[derive(Debug, Default)]
+pub(super) struct Relayed {
+    /// The split run's new frames, for its live viewers.
+    pub frames: Vec<StoredFrame>,
+    /// Why the split run stops, when these frames' seconds made its merged measure cross
+    /// an `abort_on_fail` threshold (`aborts.rs`).
+    pub aborted: Option<String>,
+}
+
 /// Relays a share's frames `after + 1 ..= through` (now stored without a gap) onto its
-/// parent's stream, numbered after the parent's, each payload naming its `share`.
-/// Returns the parent's new frames, for its live viewers.
+/// parent's stream, numbered after the parent's, each payload naming its `share`, and
+/// judges the parent's `abort_on_fail` on the seconds every share has sent.
 pub(super) async fn relay_frames(
     store: &Store,
     tx: &mut Transaction<'static, Any>,
@@ -105,13 +115,13 @@ pub(super) async fn relay_frames(
     (parent, share): (&str, Share),
     after: u64,
     through: u64,
-) -> Result<Vec<StoredFrame>> {
+) -> Result<Relayed> {
     if through <= after {
-        return Ok(Vec::new());
+        return Ok(Relayed::default());
     }
     let run = lock_parent(store, tx, parent).await?;
     if run.status.is_finished() {
-        return Ok(Vec::new());
+        return Ok(Relayed::default());
     }
     let rows = sqlx::query(
         "SELECT kind, payload, at FROM frames WHERE run_id = $1 AND number > $2
@@ -124,15 +134,20 @@ pub(super) async fn relay_frames(
     .await?;
     let mut next = run.frames_through;
     let mut relayed = Vec::with_capacity(rows.len());
+    let mut measured = Vec::new();
     for row in rows {
         let payload: String = row.try_get("payload")?;
         let payload: serde_json::Value = serde_json::from_str(&payload)
             .map_err(|e| StoreError::Corrupt(format!("frame payload: {e}")))?;
+        let kind: String = row.try_get("kind")?;
+        if kind == "load" {
+            measured.push((kind.clone(), payload.clone()));
+        }
         next += 1;
         let frame = StoredFrame {
             run_id: parent.to_string(),
             number: next,
-            kind: row.try_get("kind")?,
+            kind,
             payload: with_share(payload, share),
             at: row.try_get("at")?,
         };
@@ -147,7 +162,11 @@ pub(super) async fn relay_frames(
     store
         .notify_frames(&mut **tx, parent, run.frames_through + 1, next)
         .await?;
-    Ok(relayed)
+    let aborted = super::aborts::judge(tx, parent, share, &measured).await?;
+    Ok(Relayed {
+        frames: relayed,
+        aborted,
+    })
 }
 
 /// A share's frame as its parent relays it: the payload with `share` (its index) added.
@@ -176,7 +195,8 @@ pub(super) async fn settle_parent(
     if shares.iter().any(|s| !s.status.is_finished()) {
         return Ok(Vec::new());
     }
-    let ending = parent_ending(run.kind, &shares, run.reason.as_deref());
+    let aborted = super::aborts::take(tx, parent).await?;
+    let ending = parent_ending(run.kind, &shares, run.reason.as_deref(), aborted.as_deref());
     tracing::info!(run = %parent, status = %ending.status, shares = shares.len(), "split run ended");
     store.write_ending(tx, &run, &ending).await
 }
@@ -206,20 +226,30 @@ fn share_name(share: &RunRow) -> String {
 }
 
 /// How a split run ends once every share has: `error` when any share did (what the
-/// others measured kept, merged), `cancelled` when any was, else the verdict of the
-/// merged result, judged again as a whole (thresholds, reachability).
-pub(super) fn parent_ending(kind: RunKind, shares: &[RunRow], reason: Option<&str>) -> Ending {
+/// others measured kept, merged), `failed` when its merged seconds crossed an
+/// `abort_on_fail` threshold (`aborted`: why; the shares were cancelled for it),
+/// `cancelled` when any share was, else the verdict of the merged result, judged again
+/// as a whole (thresholds, reachability).
+pub(super) fn parent_ending(
+    kind: RunKind,
+    shares: &[RunRow],
+    reason: Option<&str>,
+    aborted: Option<&str>,
+) -> Ending {
     let units_spent = Some(shares.iter().map(|s| s.units_spent.max(0)).sum());
     let results: Vec<serde_json::Value> = shares.iter().filter_map(|s| s.result.clone()).collect();
     let merged = match kind {
         RunKind::Load | RunKind::Replay if !results.is_empty() => Some(merge_results(&results)),
         _ => None,
     };
-    let (result, merge_error) = match merged {
+    let (mut result, merge_error) = match merged {
         Some(Ok(value)) => (Some(value), None),
         Some(Err(error)) => (None, Some(error.to_string())),
         None => (None, None),
     };
+    if let (Some(why), Some(serde_json::Value::Object(object))) = (aborted, result.as_mut()) {
+        object.insert("aborted".to_string(), why.into());
+    }
     let failed_share = shares
         .iter()
         .find(|s| matches!(s.status, RunStatus::Error | RunStatus::Refused));
@@ -236,6 +266,8 @@ pub(super) fn parent_ending(kind: RunKind, shares: &[RunRow], reason: Option<&st
                 share.status
             )),
         )
+    } else if let Some(why) = aborted {
+        (RunStatus::Failed, Some(why.to_string()))
     } else if let Some(share) = shares.iter().find(|s| s.status == RunStatus::Cancelled) {
         // A cancel of the split run wrote the canceller's reason on it; a share's own may
         // be the cascade's ("share 1 ended cancelled: ...").

@@ -85,6 +85,7 @@ pub(crate) fn checks_run(account_id: &str, scenario: &Scenario) -> NewRun {
         confirmation: None,
         faults: None,
         agents: 1,
+        abort_on: Vec::new(),
     }
 }
 
@@ -105,6 +106,7 @@ pub(crate) fn run_like(row: &RunRow) -> NewRun {
         confirmation: None,
         faults: None,
         agents: 1,
+        abort_on: Vec::new(),
     }
 }
 

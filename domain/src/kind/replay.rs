@@ -6,7 +6,7 @@ use super::{Kind, RunKind, Traits};
 use crate::compare::Comparison;
 use crate::cost::RunCost;
 use crate::finding::{Found, RunFacts};
-use crate::load::{LoadPlan, Share, check_split};
+use crate::load::{LoadPlan, Share, Threshold, check_split};
 use crate::replay::ReplaySpec;
 use crate::request::SpecError;
 
@@ -60,6 +60,10 @@ impl Kind for Replay {
             load: plan.load.share(share)?,
             speed: plan.speed,
         })
+    }
+
+    fn abort_thresholds(plan: &ReplayPlan) -> Vec<Threshold> {
+        plan.load.abort_thresholds()
     }
 
     fn findings(facts: &RunFacts, found: &mut Vec<Found>) {

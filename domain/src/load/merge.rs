@@ -330,6 +330,35 @@ impl MergedMeasure {
     pub fn crossed<'a>(&self, thresholds: &'a [Threshold]) -> Option<(&'a Threshold, String)> {
         first_crossed(thresholds, &self.latency, &self.counts)
     }
+
+    /// As a store keeps it between seconds that come in different transactions: the
+    /// histogram encoded as frames carry it, and the counts.
+    pub fn to_text(&self) -> Result<String, MergeError> {
+        let stored = StoredMeasure {
+            latency: encode(&self.latency)?,
+            counts: self.counts.clone(),
+        };
+        serde_json::to_string(&stored).map_err(|e| MergeError::NotLoad(e.to_string()))
+    }
+
+    pub fn from_text(text: &str) -> Result<MergedMeasure, MergeError> {
+        let stored: StoredMeasure =
+            serde_json::from_str(text).map_err(|e| MergeError::NotLoad(e.to_string()))?;
+        let mut latency = latency_histogram()?;
+        latency
+            .add(decode(&stored.latency)?)
+            .map_err(|e| MergeError::Add(format!("{e:?}")))?;
+        Ok(MergedMeasure {
+            latency,
+            counts: stored.counts,
+        })
+    }
+}
+
+#[derive(serde::Serialize, Deserialize)]
+struct StoredMeasure {
+    latency: String,
+    counts: Counts,
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use std::str::FromStr;
 
 use crate::request::{SpecError, spec_error};
 
-use super::{LoadPlan, Model, WarmupPlan};
+use super::{LoadPlan, Model, Threshold, WarmupPlan};
 
 /// The most agents one run is split over.
 pub const MAX_SHARES: u32 = 64;
@@ -154,6 +154,15 @@ pub fn check_split(plan: &LoadPlan, count: u32) -> Result<(), SpecError> {
 }
 
 impl LoadPlan {
+    /// The thresholds that stop the run early: all of them with `abort_on_fail`, else none.
+    pub fn abort_thresholds(&self) -> Vec<Threshold> {
+        if self.abort_on_fail {
+            self.thresholds.clone()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// This plan as `share` of it runs: its connections (and a closed model's counted
     /// warm-up) split, its arrivals left for the engine to split by [`Share::nth`].
     /// `abort_on_fail` is off in a share of several: the thresholds that stop the run

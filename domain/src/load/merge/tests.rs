@@ -316,6 +316,13 @@ fn stored_results_merge_with_the_worst_generator_verdict_and_live_seconds_abort_
     warmup.phase = "warmup".into();
     measure.add(&warmup).expect("a warm-up second is left out");
     assert!(measure.crossed(&rules).is_none());
+    // Kept as text between transactions, it judges as before.
+    let text = measure.to_text().expect("text");
+    let mut measure = MergedMeasure::from_text(&text).expect("read");
+    assert_eq!(measure.to_text().expect("text"), text, "nothing lost");
+    assert!(text.contains(r#""requests":600"#), "{text}");
+    assert!(measure.crossed(&rules).is_none());
+    assert!(MergedMeasure::from_text("{}").is_err());
     measure
         .add(&LoadSecond::merge(&[second_of(&slow), second_of(&slow)]).expect("merge"))
         .expect("add");
