@@ -216,7 +216,7 @@ mod tests {
         let cli = parse(
             "iohr reliability run --kind checks --environment staging --target http://127.0.0.1:9 \
              --spec spec.json --executor agent:edge-1 --change core#212 --scenario-name smoke \
-             --confirm-within 30m --wait --timeout 30 --json --server http://127.0.0.1:8080 --token t",
+             --confirm-within 30m --agents 3 --wait --timeout 30 --json --server http://127.0.0.1:8080 --token t",
         )
         .expect("valid");
         assert!(cli.json);
@@ -230,6 +230,7 @@ mod tests {
         assert_eq!(args.timeout, 30);
         assert_eq!(args.scenario_name.as_deref(), Some("smoke"));
         assert_eq!(args.confirm_within.as_deref(), Some("30m"));
+        assert_eq!(args.agents, Some(3));
     }
 
     #[test]

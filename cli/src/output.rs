@@ -168,7 +168,30 @@ pub fn record(run: &RunRecord) -> String {
         };
         t.row(["confirmation".to_string(), state]);
     }
+    if let Some(agents) = run.agents {
+        t.row(["agents".to_string(), agents.to_string()]);
+    }
+    if let Some(of) = &run.share_of {
+        t.row([
+            "share of".to_string(),
+            format!("{} (share {} of {})", of.run, of.index, of.count),
+        ]);
+    }
     let mut out = t.render();
+    if !run.shares.is_empty() {
+        // One line per share: where it ran and how it ended.
+        let mut t = Table::plain().indent(2);
+        for share in &run.shares {
+            t.row([
+                format!("share {}", share.index),
+                share.agent.clone().unwrap_or_else(|| "-".to_string()),
+                share.status.to_string(),
+                share.run.clone(),
+            ]);
+        }
+        out.push_str("shares\n");
+        out.push_str(&t.render());
+    }
     if !run.findings.is_empty() {
         let mut t = Table::plain().indent(2);
         for f in &run.findings {
@@ -392,6 +415,51 @@ mod tests {
             "started_at": null, "ended_at": null
         }))
         .expect("record")
+    }
+
+    /// A split run names its agent count and one line per share; a share names its run.
+    #[test]
+    fn a_split_run_lists_its_shares() {
+        let mut split = run(None);
+        split.agents = Some(2);
+        split.shares = serde_json::from_value(json!([
+            {"index": 0, "run": "r1-0", "status": "passed", "agent": "edge-1"},
+            {"index": 1, "run": "r1-1", "status": "queued", "agent": null}
+        ]))
+        .expect("shares");
+        let text = record(&split);
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().eq(["agents", "2"])),
+            "{text}"
+        );
+        let shares: Vec<Vec<&str>> = text
+            .lines()
+            .skip_while(|l| *l != "shares")
+            .skip(1)
+            .take(2)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            shares,
+            [
+                ["share", "0", "edge-1", "passed", "r1-0"],
+                ["share", "1", "-", "queued", "r1-1"]
+            ],
+            "{text}"
+        );
+        let mut share = run(None);
+        share.share_of =
+            serde_json::from_value(json!({"run": "r1", "index": 1, "count": 2})).expect("share of");
+        assert!(
+            record(&share).contains("r1 (share 1 of 2)"),
+            "{}",
+            record(&share)
+        );
+        assert!(
+            !record(&run(None)).contains("shares"),
+            "a whole run has none"
+        );
     }
 
     #[test]

@@ -44,6 +44,9 @@ pub struct RunArgs {
     /// Where it runs: any, cloud or agent:NAME.
     #[arg(long, value_name = "EXECUTOR")]
     pub executor: Option<Executor>,
+    /// A load or replay run split over N agents, each sending its share (1 to 64).
+    #[arg(long, value_name = "N")]
+    pub agents: Option<u32>,
     /// The change the run is for, e.g. core#212.
     #[arg(long, value_name = "CHANGE")]
     pub change: Option<String>,
@@ -187,6 +190,9 @@ pub fn request_body(args: &RunArgs) -> Result<Value> {
     }
     if let Some(executor) = &args.executor {
         body.insert("executor".into(), json!(executor));
+    }
+    if let Some(agents) = args.agents {
+        body.insert("agents".into(), json!(agents));
     }
     if let Some(change) = &args.change {
         body.insert("change".into(), json!(change));

@@ -76,6 +76,9 @@ pub struct CreateArgs {
     /// Where it runs: any, cloud or agent:NAME.
     #[arg(long, value_name = "EXECUTOR")]
     pub executor: Option<Executor>,
+    /// Each fire's run split over N agents (load and replay).
+    #[arg(long, value_name = "N")]
+    pub agents: Option<u32>,
     /// The change its runs are for, e.g. core#212.
     #[arg(long, value_name = "CHANGE")]
     pub change: Option<String>,
@@ -95,6 +98,7 @@ impl CreateArgs {
             scenario: self.scenario,
             version: self.version,
             executor: self.executor,
+            agents: self.agents,
             change: self.change,
             scenario_name: None,
             confirm_within: self.confirm_within,
@@ -211,6 +215,9 @@ fn record(value: &Value) -> String {
     t.row(["environment".to_string(), text(value, "environment")]);
     t.row(["target".to_string(), text(value, "target")]);
     t.row(["executor".to_string(), text(value, "executor")]);
+    if let Some(agents) = value.get("agents").and_then(Value::as_u64) {
+        t.row(["agents".to_string(), agents.to_string()]);
+    }
     t.row(["created by".to_string(), text(value, "created_by")]);
     t.row(["last run".to_string(), text(value, "last_run")]);
     t.row([

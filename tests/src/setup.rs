@@ -228,21 +228,26 @@ pub struct CliOutput {
     pub stderr: String,
 }
 
+/// `iohr ARGS` against `controller` with `token`.
+pub fn iohr(controller: &crate::Controller, token: &str, args: &[&str]) -> CliOutput {
+    let output = std::process::Command::new(crate::process::bin("iohr"))
+        .args(["--server", &controller.api_url()])
+        .args(["--token", token])
+        .args(args)
+        .output()
+        .expect("run iohr");
+    CliOutput {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).to_string(),
+        stderr: String::from_utf8_lossy(&output.stderr).to_string(),
+    }
+}
+
 impl OneAgent {
     /// `iohr ARGS` against this controller with `token` (the full token when `None`).
     pub fn iohr(&self, token: Option<&str>, args: &[&str]) -> CliOutput {
         let token = token.map_or_else(|| self.install.full_token(), str::to_string);
-        let output = std::process::Command::new(crate::process::bin("iohr"))
-            .args(["--server", &self.controller.api_url()])
-            .args(["--token", &token])
-            .args(args)
-            .output()
-            .expect("run iohr");
-        CliOutput {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).to_string(),
-            stderr: String::from_utf8_lossy(&output.stderr).to_string(),
-        }
+        iohr(&self.controller, &token, args)
     }
 
     pub async fn start(backend: Backend, options: crate::process::AgentOptions<'_>) -> OneAgent {

@@ -28,7 +28,15 @@ async fn fleet(backend: Backend, agents: usize) -> Fleet {
     let install = Installation::new(backend).await;
     install.ctl2(
         "account",
-        &["set-plan", "--name", "default", "--max-running", "4"],
+        &[
+            "set-plan",
+            "--name",
+            "default",
+            "--max-running",
+            "4",
+            "--schedule-floor",
+            "load=1s",
+        ],
     );
     let controller = Controller::start(&install, 300, None).await;
     let api = Api::new(&controller.api_url(), &install.full_token());
@@ -287,6 +295,111 @@ async fn a_split_run_aborts_on_its_merged_seconds(backend: Backend) {
     drop(fleet.agents);
 }
 
+/// A schedule with `"agents": 2` fires split runs; a schedule whose runs cannot split is
+/// refused as such a POSTed run is, with nothing stored.
+async fn a_schedule_fires_split_runs(backend: Backend) {
+    let fleet = fleet(backend, 2).await;
+    let target = Target::start().await;
+    let path = "/v1/reliability/schedules";
+    let schedule = |agents: u32| {
+        let mut run = load(&target, "2s", agents);
+        run["name"] = json!("split");
+        run["cron"] = json!("*/2 * * * * *");
+        run
+    };
+    for agents in [0, 65] {
+        let (status, answer) = fleet.api.post(path, &schedule(agents)).await;
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["error"]["code"], "invalid_agents", "{answer}");
+    }
+    let (_, listed) = fleet.api.get(path).await;
+    assert_eq!(listed["schedules"], json!([]), "nothing half-stored");
+
+    let (status, made) = fleet.api.post(path, &schedule(2)).await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(made["agents"], 2, "{made}");
+    let id = made["id"].as_str().unwrap().to_string();
+    let run = iohr_tests::wait_for("a split run the schedule fired", LIMIT, || async {
+        let (_, runs) = fleet.api.get("/v1/reliability/runs?kind=load").await;
+        runs["runs"]
+            .as_array()?
+            .iter()
+            .find(|r| r["started_by"] == json!({"type": "schedule", "id": id}))
+            .cloned()
+    })
+    .await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let (status, _) = fleet
+        .api
+        .call(hyper::Method::DELETE, &format!("{path}/{id}"), None)
+        .await;
+    assert_eq!(status, 204);
+    let done = fleet
+        .api
+        .wait_status(&run_id, &["passed", "failed", "error", "cancelled"], LIMIT)
+        .await;
+    assert_eq!(done["status"], "passed", "{done}");
+    assert_eq!(done["agents"], 2, "{done}");
+    let (_, record) = fleet
+        .api
+        .get(&format!("/v1/reliability/runs/{run_id}"))
+        .await;
+    let shares = record["shares"].as_array().expect("shares");
+    assert_eq!(shares.len(), 2, "{record}");
+    for share in shares {
+        let (_, share) = fleet
+            .api
+            .get(&format!(
+                "/v1/reliability/runs/{}",
+                share["run"].as_str().unwrap()
+            ))
+            .await;
+        assert_eq!(share["status"], "passed", "{:?}", share["reason"]);
+    }
+
+    // The CLI asks for a split run with --agents and shows its shares.
+    let spec = fleet.install.path("split.json");
+    std::fs::write(&spec, load(&target, "2s", 2)["spec"].to_string()).expect("spec");
+    let cli = |args: &[&str]| {
+        let out = iohr_tests::setup::iohr(&fleet.controller, &fleet.install.full_token(), args);
+        (Some(out.code), out.stdout)
+    };
+    let spec = spec.to_str().expect("path");
+    let (code, out) = cli(&[
+        "--json",
+        "reliability",
+        "run",
+        "--kind",
+        "load",
+        "--environment",
+        "staging",
+        "--target",
+        &target.url(),
+        "--spec",
+        spec,
+        "--agents",
+        "2",
+        "--wait",
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    let ran: Value = serde_json::from_str(out.lines().last().unwrap_or("")).expect("json");
+    let ran_id = ran["id"].as_str().expect("id");
+    let (code, shown) = cli(&["reliability", "runs", "show", ran_id]);
+    assert_eq!(code, Some(0), "{shown}");
+    let lines: Vec<Vec<&str>> = shown
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(lines.iter().any(|l| l[..] == ["agents", "2"]), "{shown}");
+    let shares = lines
+        .iter()
+        .filter(|l| l.first() == Some(&"share") && l.get(3) == Some(&"passed"))
+        .count();
+    assert_eq!(shares, 2, "{shown}");
+    target.stop().await;
+    drop(fleet.agents);
+}
+
 async fn a_run_that_cannot_split_is_refused_and_nothing_is_stored(backend: Backend) {
     let fleet = fleet(backend, 1).await;
     let target = Target::start().await;
@@ -320,5 +433,6 @@ on_both_stores!(
     a_cancelled_split_run_stops_every_share,
     a_lost_agent_ends_the_split_run_with_what_the_shares_measured,
     a_split_run_aborts_on_its_merged_seconds,
+    a_schedule_fires_split_runs,
     a_run_that_cannot_split_is_refused_and_nothing_is_stored
 );

@@ -136,3 +136,38 @@ async fn three_shares_side_by_side_send_the_asked_rate_and_merge_exactly() {
         "the merged seconds are exactly the merged result"
     );
 }
+
+/// A share does not judge the run's thresholds on its part of the samples: with a p99
+/// it has too few samples for, it passes and says why (the controller judges the
+/// shares' merged result); the same plan run whole fails on that threshold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_share_leaves_the_thresholds_to_the_whole() {
+    let target = serve_ok().await;
+    let spec = serde_json::json!({"operations": [{"path": "/"}], "model": "open", "rate": 100,
+        "duration": "1s", "connections": 4, "thresholds": ["p99 < 2s"]});
+    let plan = LoadSpec::from_json(&spec)
+        .and_then(|s| s.plan())
+        .expect("plan");
+    let whole = run(
+        plan.clone(),
+        &RunContext::<()>::new(target.clone(), FrameSender::channel().0),
+    )
+    .await;
+    assert_eq!(whole.status, RunStatus::Failed, "100 samples judge no p99");
+    let share = plan
+        .share(Share::new(0, 2).expect("share"))
+        .expect("a share");
+    let (result, _) = run_share(share, target).await;
+    assert!(
+        !result.thresholds[0].passed,
+        "what its part observed is kept"
+    );
+    assert!(
+        result
+            .notes
+            .iter()
+            .any(|n| n.contains("judged on the whole run")),
+        "{:?}",
+        result.notes
+    );
+}

@@ -49,6 +49,10 @@ pub struct CreateSchedule {
     pub change: Option<String>,
     #[serde(default)]
     pub confirm_within: Option<String>,
+    /// Each fire's run split over this many agents, as a POSTed run's `agents`.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 64)]
+    pub agents: Option<u32>,
 }
 
 /// What a PATCH may change: the name, the expression, enabled or paused.
@@ -87,6 +91,9 @@ pub struct ScheduleRecord {
     pub change: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirm_within: Option<String>,
+    /// Each fire's run split over this many agents (absent: whole runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<u32>,
     pub created_by: String,
     pub created_at: String,
     /// Fires skipped because the previous run was unfinished.
@@ -122,6 +129,7 @@ fn record(row: &ScheduleRow, now: i64) -> ScheduleRecord {
         executor: row.executor.clone(),
         change: row.change.clone(),
         confirm_within: row.confirm_within.clone(),
+        agents: row.agents,
         created_by: row.created_by.clone(),
         created_at: format_utc(row.created_at),
         skipped: row.skipped,
@@ -229,8 +237,7 @@ pub async fn create(
         executor: body.executor,
         change: body.change,
         confirm_within: body.confirm_within,
-        // Schedules fire unsplit runs for now.
-        agents: None,
+        agents: body.agents,
     };
     // The same checks as a POSTed run's; the queue's room is checked at each fire.
     let checked = run_start::check(&shared, account, &run, false).await?;
@@ -245,6 +252,7 @@ pub async fn create(
         executor: checked.executor.to_string(),
         change: run.change,
         confirm_within: run.confirm_within,
+        agents: (checked.agents > 1).then_some(checked.agents),
         cron: expression.as_str().to_string(),
         enabled: body.enabled.unwrap_or(true),
         created_by: caller.actor(),

@@ -194,6 +194,6 @@ pub fn request_of(schedule: &ScheduleRow) -> CreateRun {
         executor: Some(schedule.executor.clone()),
         change: schedule.change.clone(),
         confirm_within: schedule.confirm_within.clone(),
-        agents: None,
+        agents: schedule.agents,
     }
 }

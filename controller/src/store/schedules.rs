@@ -22,6 +22,8 @@ pub struct NewSchedule {
     pub executor: String,
     pub change: Option<String>,
     pub confirm_within: Option<String>,
+    /// Its runs split over this many agents (`None`: whole runs).
+    pub agents: Option<u32>,
     pub cron: String,
     pub enabled: bool,
     pub created_by: String,
@@ -40,6 +42,7 @@ pub struct ScheduleRow {
     pub executor: String,
     pub change: Option<String>,
     pub confirm_within: Option<String>,
+    pub agents: Option<u32>,
     pub cron: String,
     pub enabled: bool,
     pub created_by: String,
@@ -89,6 +92,9 @@ fn schedule_from_row(row: &sqlx::any::AnyRow) -> Result<ScheduleRow> {
         executor: row.try_get("executor")?,
         change: row.try_get("change_ref")?,
         confirm_within: row.try_get("confirm_within")?,
+        agents: row
+            .try_get::<Option<i64>, _>("agents")?
+            .and_then(|n| u32::try_from(n).ok()),
         cron: row.try_get("cron")?,
         enabled: row.try_get::<i64, _>("enabled")? != 0,
         created_by: row.try_get("created_by")?,
@@ -168,8 +174,9 @@ impl Store {
         sqlx::query(
             "INSERT INTO schedules (id, account_id, name, kind, scenario_id, scenario_version,
                  environment, target, executor, change_ref, confirm_within, cron, enabled,
-                 created_by, created_at, updated_at, fired_through)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $15)",
+                 created_by, created_at, updated_at, fired_through, agents)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $15,
+                 $16)",
         )
         .bind(&id)
         .bind(&new.account_id)
@@ -186,6 +193,7 @@ impl Store {
         .bind(i64::from(new.enabled))
         .bind(&new.created_by)
         .bind(now)
+        .bind(new.agents.map(i64::from))
         .execute(&mut *tx)
         .await?;
         let line = AuditLine {
