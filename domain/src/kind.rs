@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::compare::Comparison;
 use crate::cost::RunCost;
 use crate::finding::{Found, RunFacts};
-use crate::load::{Share, Threshold};
+use crate::load::{AgentLoss, Share, Threshold};
 use crate::request::SpecError;
 use crate::run::UnknownWord;
 
@@ -80,6 +80,10 @@ pub trait Kind {
     /// (a share runs with `abort_on_fail` off).
     fn abort_thresholds(_plan: &Self::Plan) -> Vec<Threshold> {
         Vec::new()
+    }
+    /// What losing one share's agent does to a split run (`on_agent_lost`).
+    fn on_agent_lost(_spec: &Self::Spec) -> AgentLoss {
+        AgentLoss::Error
     }
 
     /// Reads and plans a spec in one step.
@@ -162,6 +166,19 @@ pub fn abort_thresholds(kind: RunKind, spec: &Value) -> Vec<Threshold> {
         }
     }
     visit(kind, AbortOf(spec))
+}
+
+/// What losing one share's agent does to a split run of `kind` ([`Kind::on_agent_lost`]):
+/// `error` for a spec that does not read.
+pub fn on_agent_lost(kind: RunKind, spec: &Value) -> AgentLoss {
+    struct LossOf<'a>(&'a Value);
+    impl KindVisitor for LossOf<'_> {
+        type Output = AgentLoss;
+        fn visit<K: Kind>(self) -> Self::Output {
+            K::spec(self.0).map_or(AgentLoss::Error, |spec| K::on_agent_lost(&spec))
+        }
+    }
+    visit(kind, LossOf(spec))
 }
 
 /// The findings of a finished run's result, as its kind derives them.

@@ -81,6 +81,20 @@ pub struct LoadSpec {
     /// far, once it has the samples a threshold needs).
     #[serde(default)]
     pub abort_on_fail: bool,
+    /// In a run split over agents: what losing a share's agent does to the run.
+    #[serde(default)]
+    pub on_agent_lost: AgentLoss,
+}
+
+/// What a split run does when one of its shares' agents is lost (`on_agent_lost`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentLoss {
+    /// The run ends `error`, with what every share measured merged.
+    #[default]
+    Error,
+    /// The other shares run on, and the run is judged on what they measured.
+    Continue,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -57,6 +57,9 @@ pub struct ReplaySpec {
     pub thresholds: Vec<String>,
     #[serde(default)]
     pub abort_on_fail: bool,
+    /// In a run split over agents: what losing a share's agent does to the run.
+    #[serde(default)]
+    pub on_agent_lost: crate::load::AgentLoss,
 }
 
 fn default_speed() -> f64 {

@@ -400,6 +400,67 @@ async fn a_schedule_fires_split_runs(backend: Backend) {
     drop(fleet.agents);
 }
 
+/// `on_agent_lost: continue`: an agent killed mid-run ends its share `error` (agent lost)
+/// and the other share runs its whole course; the split run is judged on what they
+/// measured (`passed` here), with a note naming the lost share.
+async fn a_lost_agent_leaves_the_rest_running_when_the_spec_allows_it(backend: Backend) {
+    let mut fleet = fleet(backend, 2).await;
+    let target = Target::start().await;
+    let mut body = load(&target, "8s", 2);
+    body["spec"]["on_agent_lost"] = json!("continue");
+    let created = fleet.api.create_run(&body).await;
+    let id = created["id"].as_str().expect("id").to_string();
+    let mut stream = fleet.api.events(&id, None).await;
+    let mut measured = BTreeSet::new();
+    while measured.len() < 2 {
+        let event = stream.next(LIMIT).await.expect("a frame");
+        if event.event == "load" && event.data["data"]["phase"] == "measure" {
+            measured.insert(event.data["data"]["share"].as_u64().expect("share"));
+        }
+    }
+    let doomed = fleet.agents.pop().expect("agent");
+    let doomed_name = doomed.name.clone();
+    doomed.kill().await;
+    let done = fleet
+        .api
+        .wait_status(&id, &["passed", "failed", "error", "cancelled"], LIMIT)
+        .await;
+    assert_eq!(done["status"], "passed", "{done}");
+    let (_, run) = fleet.api.get(&format!("/v1/reliability/runs/{id}")).await;
+    let mut statuses = Vec::new();
+    for share in run["shares"].as_array().expect("shares") {
+        let (_, record) = fleet
+            .api
+            .get(&format!(
+                "/v1/reliability/runs/{}",
+                share["run"].as_str().unwrap()
+            ))
+            .await;
+        statuses.push((
+            record["agent"].as_str().unwrap_or("").to_string(),
+            record["status"].as_str().unwrap_or("").to_string(),
+            record["result"]["measured_seconds"].as_f64(),
+        ));
+    }
+    statuses.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        statuses,
+        [
+            ("edge-0".to_string(), "passed".to_string(), Some(8.0)),
+            (doomed_name.clone(), "error".to_string(), None)
+        ],
+        "the survivor ran its whole course: {run}"
+    );
+    let notes = run["result"]["notes"].as_array().expect("notes");
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .is_some_and(|n| n.contains(&format!("(agent {doomed_name}) was lost")))),
+        "{notes:?}"
+    );
+    target.stop().await;
+}
+
 async fn a_run_that_cannot_split_is_refused_and_nothing_is_stored(backend: Backend) {
     let fleet = fleet(backend, 1).await;
     let target = Target::start().await;
@@ -407,6 +468,8 @@ async fn a_run_that_cannot_split_is_refused_and_nothing_is_stored(backend: Backe
         "agents": 2, "spec": {"checks": [{"name": "home", "path": "/"}]}});
     let mut named = load(&target, "2s", 2);
     named["executor"] = json!("agent:edge-0");
+    let mut unknown_loss = load(&target, "2s", 2);
+    unknown_loss["spec"]["on_agent_lost"] = json!("sometimes");
     let refused = [
         (checks, "invalid_agents"),
         // 12 connections over 13 agents: a share without a connection.
@@ -416,6 +479,7 @@ async fn a_run_that_cannot_split_is_refused_and_nothing_is_stored(backend: Backe
         // The plan runs 4 at a time.
         (load(&target, "2s", 5), "agents_not_placeable"),
         (named, "agents_not_placeable"),
+        (unknown_loss, "invalid_spec"),
     ];
     for (body, code) in refused {
         let (status, answer) = fleet.api.post("/v1/reliability/runs", &body).await;
@@ -433,6 +497,7 @@ on_both_stores!(
     a_cancelled_split_run_stops_every_share,
     a_lost_agent_ends_the_split_run_with_what_the_shares_measured,
     a_split_run_aborts_on_its_merged_seconds,
+    a_lost_agent_leaves_the_rest_running_when_the_spec_allows_it,
     a_schedule_fires_split_runs,
     a_run_that_cannot_split_is_refused_and_nothing_is_stored
 );

@@ -85,6 +85,14 @@ pub(super) async fn judge(
         .execute(&mut **tx)
         .await?;
     }
+    // A share whose agent was lost sends no more seconds: with `on_agent_lost: continue`
+    // the others' make a second whole (what the lost one sent before still counts).
+    let lost: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM runs WHERE parent_id = $1 AND status = 'error'")
+            .bind(parent)
+            .fetch_one(&mut **tx)
+            .await?;
+    let expected = (i64::from(share.count()) - lost).max(1) as usize;
     let mut aborted = None;
     // Each loop merges one second every share has sent; a second still missing one
     // share's part stops it until that share's frames come.
@@ -96,7 +104,7 @@ pub(super) async fn judge(
                 .bind(next)
                 .fetch_all(&mut **tx)
                 .await?;
-        if parts.len() < share.count() as usize {
+        if parts.len() < expected {
             break;
         }
         for part in &parts {

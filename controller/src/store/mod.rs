@@ -58,6 +58,7 @@ pub use retention::{Periods, Swept};
 pub use runs::{ConfirmState, Ending, LeaseGuard, NewRun, RunFilter, RunRow};
 pub use scenarios::{Scenario, ScenarioName, ScenarioVersion, Stored};
 pub use schedules::{Fire, MAX_SCHEDULES, NewSchedule, ScheduleChange, ScheduleRow};
+pub use shares::lost_agent;
 pub use webhooks::{
     AttemptOutcome, DeliveryRow, DueDelivery, MAX_WEBHOOKS_PER_ACCOUNT, NewWebhook, WebhookRow,
 };

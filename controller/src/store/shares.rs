@@ -8,7 +8,7 @@
 //! everywhere, so two shares ending at once wait for each other at the parent and the
 //! second sees the first one's ending: the parent ends exactly once.
 
-use iohr_domain::load::{LoadResult, Share, merge_results};
+use iohr_domain::load::{AgentLoss, LoadResult, Share, merge_results};
 use iohr_domain::{RunKind, RunStatus};
 use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 
@@ -196,7 +196,13 @@ pub(super) async fn settle_parent(
         return Ok(Vec::new());
     }
     let aborted = super::aborts::take(tx, parent).await?;
-    let ending = parent_ending(run.kind, &shares, run.reason.as_deref(), aborted.as_deref());
+    let loss = on_agent_lost_in(&mut **tx, &run).await?;
+    let ending = parent_ending(
+        run.kind,
+        &shares,
+        (run.reason.as_deref(), aborted.as_deref()),
+        loss,
+    );
     tracing::info!(run = %parent, status = %ending.status, shares = shares.len(), "split run ended");
     store.write_ending(tx, &run, &ending).await
 }
@@ -217,6 +223,36 @@ where
     rows.iter().map(run_from_row).collect()
 }
 
+/// Whether a share ended because its agent was lost (the dispatcher's `agent lost`
+/// endings), as opposed to an error of its own.
+pub fn lost_agent(share: &RunRow) -> bool {
+    share.status == RunStatus::Error
+        && share
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("agent lost"))
+}
+
+/// What losing a share's agent does to the split run `run` is a share of (or is): its
+/// spec's `on_agent_lost`, read with `executor`.
+async fn on_agent_lost_in<'e, E>(executor: E, run: &RunRow) -> Result<AgentLoss>
+where
+    E: sqlx::Executor<'e, Database = Any>,
+{
+    let spec: Option<String> =
+        sqlx::query_scalar("SELECT spec FROM scenarios WHERE account_id = $1 AND version = $2")
+            .bind(&run.account_id)
+            .bind(&run.scenario_version)
+            .fetch_optional(executor)
+            .await?;
+    let spec: serde_json::Value = match spec {
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| StoreError::Corrupt(format!("scenario spec: {e}")))?,
+        None => return Ok(AgentLoss::Error),
+    };
+    Ok(iohr_domain::kind::on_agent_lost(run.kind, &spec))
+}
+
 fn share_name(share: &RunRow) -> String {
     let index = share.share_of.as_ref().map_or(0, |(_, s)| s.index());
     match &share.agent_name {
@@ -226,15 +262,17 @@ fn share_name(share: &RunRow) -> String {
 }
 
 /// How a split run ends once every share has: `error` when any share did (what the
-/// others measured kept, merged), `failed` when its merged seconds crossed an
-/// `abort_on_fail` threshold (`aborted`: why; the shares were cancelled for it),
-/// `cancelled` when any share was, else the verdict of the merged result, judged again
-/// as a whole (thresholds, reachability).
+/// others measured kept, merged; a share whose agent was lost does not count with
+/// `on_agent_lost: continue` while another share ran on), `failed` when its merged
+/// seconds crossed an `abort_on_fail` threshold (`aborted`: why; the shares were
+/// cancelled for it), `cancelled` when any share was (`reason`: the split run's own),
+/// else the verdict of the merged result, judged again as a whole (thresholds,
+/// reachability).
 pub(super) fn parent_ending(
     kind: RunKind,
     shares: &[RunRow],
-    reason: Option<&str>,
-    aborted: Option<&str>,
+    (reason, aborted): (Option<&str>, Option<&str>),
+    loss: AgentLoss,
 ) -> Ending {
     let units_spent = Some(shares.iter().map(|s| s.units_spent.max(0)).sum());
     let results: Vec<serde_json::Value> = shares.iter().filter_map(|s| s.result.clone()).collect();
@@ -250,9 +288,29 @@ pub(super) fn parent_ending(
     if let (Some(why), Some(serde_json::Value::Object(object))) = (aborted, result.as_mut()) {
         object.insert("aborted".to_string(), why.into());
     }
-    let failed_share = shares
-        .iter()
-        .find(|s| matches!(s.status, RunStatus::Error | RunStatus::Refused));
+    let lost: Vec<&RunRow> = shares.iter().filter(|s| lost_agent(s)).collect();
+    let ran_on = loss == AgentLoss::Continue && lost.len() < shares.len();
+    if ran_on
+        && let Some(notes) = result
+            .as_mut()
+            .and_then(|r| r.get_mut("notes"))
+            .and_then(serde_json::Value::as_array_mut)
+    {
+        for share in &lost {
+            notes.push(
+                format!(
+                    "{} was lost: the run went on without it (on_agent_lost: continue), its \
+                     figures those of the {} other shares",
+                    share_name(share),
+                    shares.len() - lost.len()
+                )
+                .into(),
+            );
+        }
+    }
+    let failed_share = shares.iter().find(|s| {
+        matches!(s.status, RunStatus::Error | RunStatus::Refused) && !(ran_on && lost_agent(s))
+    });
     let (status, reason) = if let Some(share) = failed_share {
         let why = share
             .reason
@@ -322,6 +380,11 @@ impl Store {
     }
 
     /// A split run's shares, in order (none for any other run).
+    /// What losing a share's agent does to the split run of `run` (a share or the run).
+    pub async fn on_agent_lost(&self, run: &RunRow) -> Result<AgentLoss> {
+        on_agent_lost_in(&self.pool, run).await
+    }
+
     pub async fn shares_of(&self, parent: &str) -> Result<Vec<RunRow>> {
         shares_in(&self.pool, parent).await
     }

@@ -85,6 +85,7 @@ impl CapacitySpec {
             streams: None,
             thresholds: Vec::new(),
             abort_on_fail: false,
+            on_agent_lost: crate::load::AgentLoss::Error,
         };
         let template = load.plan()?;
         Ok(CapacityPlan {

@@ -6,7 +6,7 @@ use super::{Kind, RunKind, Traits};
 use crate::compare::{Comparison, compare_load, not_compared};
 use crate::cost::RunCost;
 use crate::finding::{Found, NamedCounts, RunFacts, operation_findings, spec_error_limit};
-use crate::load::{LoadPlan, LoadResult, LoadSpec, Share, Threshold, check_split};
+use crate::load::{AgentLoss, LoadPlan, LoadResult, LoadSpec, Share, Threshold, check_split};
 use crate::request::SpecError;
 
 pub struct Load;
@@ -56,6 +56,10 @@ impl Kind for Load {
 
     fn abort_thresholds(plan: &LoadPlan) -> Vec<Threshold> {
         plan.abort_thresholds()
+    }
+
+    fn on_agent_lost(spec: &LoadSpec) -> AgentLoss {
+        spec.on_agent_lost
     }
 
     fn findings(facts: &RunFacts, found: &mut Vec<Found>) {

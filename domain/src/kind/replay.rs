@@ -6,7 +6,7 @@ use super::{Kind, RunKind, Traits};
 use crate::compare::Comparison;
 use crate::cost::RunCost;
 use crate::finding::{Found, RunFacts};
-use crate::load::{LoadPlan, Share, Threshold, check_split};
+use crate::load::{AgentLoss, LoadPlan, Share, Threshold, check_split};
 use crate::replay::ReplaySpec;
 use crate::request::SpecError;
 
@@ -64,6 +64,10 @@ impl Kind for Replay {
 
     fn abort_thresholds(plan: &ReplayPlan) -> Vec<Threshold> {
         plan.load.abort_thresholds()
+    }
+
+    fn on_agent_lost(spec: &ReplaySpec) -> AgentLoss {
+        spec.on_agent_lost
     }
 
     fn findings(facts: &RunFacts, found: &mut Vec<Found>) {

@@ -7,7 +7,9 @@
 use iohr_domain::RunStatus;
 
 use super::Dispatcher;
-use crate::store::RunRow;
+use iohr_domain::load::AgentLoss;
+
+use crate::store::{RunRow, lost_agent};
 
 impl Dispatcher {
     /// The split run `run_id` is a share of, as tracked here (its lease or its place in
@@ -25,7 +27,8 @@ impl Dispatcher {
     }
 
     /// A share of `parent` ended: when one ended `error` or `cancelled`, the shares still
-    /// live are cancelled, with why.
+    /// live are cancelled, with why; but not when only agents were lost and the spec says
+    /// `on_agent_lost: continue`.
     pub(super) async fn settle_split(&mut self, parent: &str) {
         let shares = match self.store.shares_of(parent).await {
             Ok(shares) => shares,
@@ -34,12 +37,26 @@ impl Dispatcher {
                 return;
             }
         };
-        let Some(ended) = shares
+        let stopped: Vec<&RunRow> = shares
             .iter()
-            .find(|s| matches!(s.status, RunStatus::Error | RunStatus::Cancelled))
-        else {
+            .filter(|s| matches!(s.status, RunStatus::Error | RunStatus::Cancelled))
+            .collect();
+        let Some(ended) = stopped.first() else {
             return;
         };
+        // With `on_agent_lost: continue`, the others run on without a lost agent's share.
+        if stopped.iter().all(|s| lost_agent(s)) {
+            match self.store.on_agent_lost(ended).await {
+                Ok(AgentLoss::Continue) => {
+                    tracing::info!(run = %parent, share = %ended.id, "a split run's share lost its agent; the others run on");
+                    return;
+                }
+                Ok(AgentLoss::Error) => {}
+                Err(error) => {
+                    tracing::error!(run = %parent, %error, "reading a split run's spec failed; its shares stop");
+                }
+            }
+        }
         let index = ended.share_of.as_ref().map_or(0, |(_, s)| s.index());
         let why = ended.reason.as_deref().unwrap_or("no reason given");
         let reason = format!("share {index} ended {}: {why}", ended.status);

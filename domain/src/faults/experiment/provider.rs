@@ -275,6 +275,7 @@ impl LoadProbe {
             streams: None,
             thresholds: Vec::new(),
             abort_on_fail: false,
+            on_agent_lost: crate::load::AgentLoss::Error,
         }
     }
 
