@@ -101,6 +101,22 @@ async fn three_replicas_share_runs_frames_viewers_and_cancels() {
             break;
         }
     }
+    // GET /agents on C, which holds no agent link: both agents online, the long run's
+    // lease shown on the agent running it.
+    let (status, listed) = api_c.get("/v1/reliability/agents").await;
+    assert_eq!(status, 200, "{listed}");
+    let agents = listed["agents"].as_array().expect("agents");
+    assert!(agents.iter().all(|a| a["online"] == true), "{listed}");
+    let holders: Vec<&Value> = agents
+        .iter()
+        .filter(|a| {
+            a["running"].as_array().is_some_and(|r| {
+                r.iter()
+                    .any(|l| l["run_id"] == id.as_str() && l["state"] == "running")
+            })
+        })
+        .collect();
+    assert_eq!(holders.len(), 1, "one agent holds the run: {listed}");
     let asked = std::time::Instant::now();
     let (status, cancelled) = api_c
         .post(

@@ -68,6 +68,17 @@ pub async fn list(
         .into_iter()
         .map(|a| (a.agent_id.clone(), a))
         .collect();
+    // As a replica, an agent connected to another live replica is online too, with its
+    // leases as the store holds them.
+    let (live_replicas, stored) = if shared.store.is_replica() {
+        (
+            shared.store.live_replicas().await?,
+            shared.store.agent_leases(caller.account_id()).await?,
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let here = shared.store.replica();
     let agents: Vec<AgentView> = shared
         .store
         .agents(caller.account_id())
@@ -75,8 +86,12 @@ pub async fn list(
         .into_iter()
         .map(|row| {
             let live = online.get(&row.id);
+            let elsewhere = live.is_none()
+                && row
+                    .connected_replica
+                    .is_some_and(|r| r != here && live_replicas.contains(&r));
             AgentView {
-                online: live.is_some(),
+                online: live.is_some() || elsewhere,
                 running: live
                     .map(|a| {
                         a.running
@@ -89,7 +104,22 @@ pub async fn list(
                             })
                             .collect()
                     })
-                    .unwrap_or_default(),
+                    .unwrap_or_else(|| {
+                        stored
+                            .iter()
+                            .filter(|l| elsewhere && l.agent_id == row.id)
+                            .map(|l| LeaseView {
+                                run_id: l.run_id.clone(),
+                                lease_id: l.lease_id.clone(),
+                                kind: l.kind.clone(),
+                                state: if l.state == "accepted" {
+                                    "running"
+                                } else {
+                                    "offered"
+                                },
+                            })
+                            .collect()
+                    }),
                 id: row.id,
                 name: row.name,
                 // A connected agent was seen as recently as its last message.

@@ -58,6 +58,18 @@ pub struct AgentRow {
     pub account_id: String,
     pub last_seen_at: Option<i64>,
     pub declaration: Declaration,
+    /// The replica its stream is on, as that replica last said (see migration 0018).
+    pub connected_replica: Option<i64>,
+}
+
+/// A lease as stored: its run, agent and state (`offered`, `accepted`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredLease {
+    pub run_id: String,
+    pub agent_id: String,
+    pub lease_id: String,
+    pub state: String,
+    pub kind: String,
 }
 
 impl Store {
@@ -184,7 +196,7 @@ impl Store {
     pub async fn record_hello(&self, agent_id: &str, hello: &Declaration) -> Result<()> {
         sqlx::query(
             "UPDATE agents SET version = $1, kinds = $2, environments = $3, labels = $4,
-                 max_concurrent_jobs = $5, last_seen_at = $6
+                 max_concurrent_jobs = $5, last_seen_at = $6, connected_replica = $8
              WHERE id = $7",
         )
         .bind(&hello.version)
@@ -194,19 +206,51 @@ impl Store {
         .bind(i64::from(hello.max_concurrent_jobs))
         .bind(now_ms())
         .bind(agent_id)
+        .bind(self.is_replica().then(|| self.replica()))
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    /// Records when an agent was last heard (its stream ended then).
+    /// Records when an agent was last heard (its stream ended then); as a replica, that
+    /// its stream is no longer here, unless another replica has it by now.
     pub async fn touch_agent(&self, agent_id: &str, at_ms: i64) -> Result<()> {
-        sqlx::query("UPDATE agents SET last_seen_at = $1 WHERE id = $2")
-            .bind(at_ms)
-            .bind(agent_id)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "UPDATE agents SET last_seen_at = $1, connected_replica = CASE
+                 WHEN connected_replica = $3 THEN NULL ELSE connected_replica END
+             WHERE id = $2",
+        )
+        .bind(at_ms)
+        .bind(agent_id)
+        .bind(self.replica())
+        .execute(&self.pool)
+        .await?;
         Ok(())
+    }
+
+    /// The leases (offered or running) of an account's agents, as the store holds them:
+    /// what `GET /agents` shows of agents connected to another replica.
+    pub async fn agent_leases(&self, account_id: &str) -> Result<Vec<StoredLease>> {
+        let rows = sqlx::query(
+            "SELECT id, agent_id, lease_id, lease_state, kind FROM runs
+             WHERE account_id = $1 AND agent_id IS NOT NULL AND lease_id IS NOT NULL
+                 AND lease_state IS NOT NULL AND status IN ('queued', 'running')
+             ORDER BY id",
+        )
+        .bind(account_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(StoredLease {
+                    run_id: row.try_get("id")?,
+                    agent_id: row.try_get("agent_id")?,
+                    lease_id: row.try_get("lease_id")?,
+                    state: row.try_get("lease_state")?,
+                    kind: row.try_get("kind")?,
+                })
+            })
+            .collect()
     }
 
     /// Which of these agents have been removed, or are gone with their account.
@@ -369,6 +413,7 @@ fn agent_from_row(row: &sqlx::any::AnyRow) -> Result<AgentRow> {
         name: row.try_get("name")?,
         account_id: row.try_get("account_id")?,
         last_seen_at: row.try_get("last_seen_at")?,
+        connected_replica: row.try_get("connected_replica")?,
         declaration: Declaration {
             version: row
                 .try_get::<Option<String>, _>("version")?

@@ -42,7 +42,7 @@ pub use accounts::{
     PlanChange, Scope, TokenInfo, TokenListing,
 };
 pub use admission::{MonthUse, month_bounds};
-pub use agents::{AgentIdentity, AgentRow, AgentScope, Declaration};
+pub use agents::{AgentIdentity, AgentRow, AgentScope, Declaration, StoredLease};
 pub use audit::{AuditFilter, AuditLine};
 pub use claim::Claim;
 pub use confirmations::ConfirmRefusal;
