@@ -202,6 +202,15 @@ impl AgentIdentity {
     }
 }
 
+impl AgentIdentity {
+    /// The mTLS client configuration this agent dials with.
+    pub fn tls(&self) -> ClientTlsConfig {
+        ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&self.ca))
+            .identity(Identity::from_pem(&self.cert, &self.key))
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct AgentBehaviour {
     pub max_concurrent_jobs: u32,
@@ -217,9 +226,7 @@ pub async fn connect(
     behaviour: AgentBehaviour,
     tracker: Arc<Tracker>,
 ) -> anyhow::Result<JoinHandle<()>> {
-    let tls = ClientTlsConfig::new()
-        .ca_certificate(Certificate::from_pem(&identity.ca))
-        .identity(Identity::from_pem(&identity.cert, &identity.key));
+    let tls = identity.tls();
     // One endpoint per agent: each agent its own TCP and TLS connection, as in production.
     let channel = Channel::from_shared(controller_url)
         .context("agent link URL")?

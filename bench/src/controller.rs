@@ -197,13 +197,26 @@ impl Environment {
 
     /// Starts `serve` with more flags (`--replica`), its log in `NAME.log`.
     pub async fn serve_as(&self, name: &str, extra: &[&str]) -> anyhow::Result<Controller> {
+        self.serve_at(name, "127.0.0.1:0", "127.0.0.1:0", extra)
+            .await
+    }
+
+    /// Starts `serve` on the given API and agent link addresses (a replica started again
+    /// where it was), its log in `NAME.log`.
+    pub async fn serve_at(
+        &self,
+        name: &str,
+        api_addr: &str,
+        agent_addr: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Controller> {
         let log_path = self.data_dir.join(format!("{name}.log"));
         let log = std::fs::File::create(&log_path)
             .with_context(|| format!("creating {}", log_path.display()))?;
         let mut child = Command::new(&self.bin)
             .arg("serve")
             .args(self.store_args())
-            .args(["--api-addr", "127.0.0.1:0", "--agent-addr", "127.0.0.1:0"])
+            .args(["--api-addr", api_addr, "--agent-addr", agent_addr])
             .args(&self.serve_args)
             .args(extra)
             .stdin(Stdio::null())
@@ -288,6 +301,18 @@ impl Controller {
         }
         self.child.kill().await.context("killing the controller")?;
         Ok(())
+    }
+
+    /// SIGKILL, then reaps it: a crash, with no chance to close anything.
+    #[allow(dead_code)] // iohr-bench-soak
+    pub async fn kill(mut self) -> anyhow::Result<()> {
+        self.child.kill().await.context("killing the controller")
+    }
+
+    /// The process id, while it runs.
+    #[allow(dead_code)] // iohr-bench-soak
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// The controller's resident memory from /proc, in MiB, when it can be read.
