@@ -11,8 +11,14 @@
 # interleave the two. Prints asked against achieved rate, late and dropped sends and the
 # corrected p99 of each.
 #
-#   bench/split-load.sh --agent-bin PATH --merge-bin PATH [--shares N] [--cpu PERCENT]
-#                       [--duration D] [--connections C] [--rounds R] RATE...
+# With --controller-bin, a third row per rate: the same spec POSTed with `"agents": N` to
+# a controller (SQLite, on core 0 without a quota) whose N agents (`iohr-agent run`) each
+# run in their own quota, as a user runs it: placement, the shares' common start, the
+# relayed frames and the controller's merge included.
+#
+#   bench/split-load.sh --agent-bin PATH --merge-bin PATH [--controller-bin PATH]
+#                       [--shares N] [--cpu PERCENT] [--duration D] [--connections C]
+#                       [--rounds R] RATE...
 #
 # Needs root (the cgroups), nginx, taskset and jq (Debian: apt-get install nginx-light
 # util-linux jq). Loopback only; every run is bounded by
@@ -26,6 +32,7 @@ CONNECTIONS=60
 ROUNDS=2
 AGENT_BIN=
 MERGE_BIN=
+CONTROLLER_BIN=
 RATES=()
 
 die() {
@@ -37,6 +44,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --agent-bin) AGENT_BIN=${2:?}; shift 2 ;;
         --merge-bin) MERGE_BIN=${2:?}; shift 2 ;;
+        --controller-bin) CONTROLLER_BIN=${2:?}; shift 2 ;;
         --shares) SHARES=${2:?}; shift 2 ;;
         --cpu) CPU=${2:?}; shift 2 ;;
         --duration) DURATION=${2:?}; shift 2 ;;
@@ -48,6 +56,8 @@ while [ $# -gt 0 ]; do
 done
 [ -x "$AGENT_BIN" ] || die "--agent-bin: an iohr-agent binary is needed"
 [ -x "$MERGE_BIN" ] || die "--merge-bin: an iohr-bench-merge binary is needed"
+[ -z "$CONTROLLER_BIN" ] || [ -x "$CONTROLLER_BIN" ] || die "--controller-bin: not an executable"
+[ -z "$CONTROLLER_BIN" ] || command -v curl >/dev/null || die "--controller-bin needs curl"
 [ "${#RATES[@]}" -gt 0 ] || die "give at least one rate"
 for rate in "${RATES[@]}"; do
     [[ $rate =~ ^[1-9][0-9]*$ ]] || die "a rate is a positive integer, not '$rate'"
@@ -58,9 +68,16 @@ NGINX_BIN=$(command -v nginx) || die "nginx is needed (apt-get install nginx-lig
 WORK=$(mktemp -d /tmp/iohr-split-load.XXXXXX)
 NGINX_PID=
 GROUPS_MADE=()
+FLEET_PIDS=()
 cleanup() {
     [ -z "$NGINX_PID" ] || kill "$NGINX_PID" 2>/dev/null || true
+    for pid in "${FLEET_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    wait 2>/dev/null || true
     for group in "${GROUPS_MADE[@]}"; do
+        # The agents of --controller-bin run in their groups until they are stopped.
+        xargs -r kill <"$group/cgroup.procs" 2>/dev/null || true
         # A killed process leaves its cgroup a moment after it has gone.
         for _ in $(seq 1 50); do
             [ -n "$(cat "$group/cgroup.procs" 2>/dev/null)" ] || break
@@ -126,6 +143,57 @@ in_group() {
     taskset -c 0 sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$group" "$@"
 }
 
+# The controller and its agents, when asked for: agent i in the quota of share i.
+if [ -n "$CONTROLLER_BIN" ]; then
+    DATA=$WORK/controller
+    ctl() { "$CONTROLLER_BIN" "$@" --data-dir "$DATA"; }
+    ctl init >/dev/null
+    ctl account set-plan --name default --max-running "$SHARES" >/dev/null
+    TOKEN=$(ctl token create --account default --scope reliability:run \
+        --scope reliability:read | tail -n 1)
+    free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+    API_PORT=$(free_port)
+    LINK_PORT=$(free_port)
+    taskset -c 0 "$CONTROLLER_BIN" serve --data-dir "$DATA" --api-addr "127.0.0.1:$API_PORT" \
+        --agent-addr "127.0.0.1:$LINK_PORT" >"$WORK/controller.out" 2>"$WORK/controller.log" &
+    FLEET_PIDS+=($!)
+    API="http://127.0.0.1:$API_PORT/v1/reliability"
+    for i in $(seq 0 $((SHARES - 1))); do
+        ctl agent-cert --account default --agent "split-$i" --out "$WORK/agent-$i" >/dev/null
+        in_group "${GROUPS_MADE[$((i + 1))]}" "$AGENT_BIN" run \
+            --controller "https://127.0.0.1:$LINK_PORT" --identity "$WORK/agent-$i" \
+            --environment staging --state-dir "$WORK/state-$i" 2>"$WORK/agent-$i.log" &
+        FLEET_PIDS+=($!)
+    done
+    online=0
+    for _ in $(seq 1 300); do
+        online=$(curl -sf -H "Authorization: Bearer $TOKEN" "$API/agents" 2>/dev/null |
+            jq '[.agents[] | select(.online)] | length' 2>/dev/null || echo 0)
+        [ "$online" = "$SHARES" ] && break
+        sleep 0.1
+    done
+    [ "$online" = "$SHARES" ] || die "only $online of $SHARES agents came online: $(tail -n 5 "$WORK/controller.log")"
+fi
+
+# POSTs the spec with "agents": N and waits (bounded) for its ending; the result in $1.
+via_controller() {
+    local out=$1 id status
+    id=$(jq -c --arg t "$URL" --argjson n "$SHARES" \
+        '{kind: "load", environment: "staging", target: $t, agents: $n, spec: .}' \
+        "$WORK/spec.json" | curl -sf -H "Authorization: Bearer $TOKEN" \
+        -H 'Content-Type: application/json' --data-binary @- "$API/runs" | jq -r '.id')
+    [ -n "$id" ] && [ "$id" != null ] || die "the controller refused the run"
+    for _ in $(seq 1 1200); do
+        status=$(curl -sf -H "Authorization: Bearer $TOKEN" "$API/runs/$id" | tee "$WORK/run.json" |
+            jq -r '.status')
+        case $status in passed | failed | error | cancelled) break ;; esac
+        sleep 0.1
+    done
+    jq '.result' "$WORK/run.json" >"$out"
+    [ "$(jq -r '.result.achieved_rate // empty' "$WORK/run.json")" != "" ] ||
+        die "run $id ended $status with no result: $(jq -c '.reason' "$WORK/run.json")"
+}
+
 row() {
     local label=$1 rate=$2 file=$3
     jq -r --arg name "$label" --arg rate "$rate" '[$name, $rate,
@@ -164,5 +232,9 @@ for round in $(seq 1 "$ROUNDS"); do
         done
         "$MERGE_BIN" "${shares[@]}" >"$WORK/merged.result"
         row "round $round, $SHARES agents merged" "$rate" "$WORK/merged.result"
+        if [ -n "$CONTROLLER_BIN" ]; then
+            via_controller "$WORK/controller.result"
+            row "round $round, $SHARES agents via the controller" "$rate" "$WORK/controller.result"
+        fi
     done
 done
