@@ -119,7 +119,8 @@ pub fn start(
     let ctx = RunContext::new(target.clone(), leases.frame_sender(&lease_id))
         .with_options(options.clone())
         .with_cancel(cancel)
-        .with_faults(faults);
+        .with_faults(faults)
+        .with_verdicts(leases.verdicts(&lease_id));
     tokio::spawn(async move {
         let executor = tokio::spawn(async move {
             #[cfg(debug_assertions)]

@@ -13,9 +13,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use iohr_domain::RunKind;
-use iohr_proto::link::{Completion, Frame, RunningLease};
+use iohr_proto::link::{Completion, Frame, RunningLease, StepAsk};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+use crate::verdicts::{StepVerdict, StepVerdicts};
 
 pub mod budget;
 mod frames;
@@ -34,6 +36,8 @@ pub struct Lease {
     pub cancel: CancellationToken,
     /// Stopped by the agent itself after losing the controller (not by a cancel).
     pub fenced: bool,
+    /// The controller's verdicts on the steps of a split sweep (unused by other runs).
+    pub verdicts: StepVerdicts,
     next_number: u64,
     acked: u64,
     unacked: VecDeque<Held>,
@@ -165,6 +169,7 @@ impl Leases {
                 kind,
                 cancel: cancel.clone(),
                 fenced: false,
+                verdicts: StepVerdicts::default(),
                 next_number: 1,
                 acked: 0,
                 unacked: VecDeque::new(),
@@ -175,6 +180,35 @@ impl Leases {
             },
         );
         cancel
+    }
+
+    /// The verdicts a lease's run waits on ([`crate::verdicts`]).
+    pub fn verdicts(&self, lease_id: &str) -> Option<StepVerdicts> {
+        self.lock().get(lease_id).map(|l| l.verdicts.clone())
+    }
+
+    /// The steps whose verdicts runs wait for now, as the link asks them.
+    pub fn asking(&self) -> Vec<StepAsk> {
+        self.lock()
+            .values()
+            .filter_map(|l| {
+                l.verdicts.asking().map(|step| StepAsk {
+                    lease_id: l.lease_id.clone(),
+                    epoch: l.epoch,
+                    run_id: l.run_id.clone(),
+                    step,
+                })
+            })
+            .collect()
+    }
+
+    /// A verdict from the controller for the lease `lease_id` at `epoch`: dropped for
+    /// another epoch, a lease no longer held or a step not asked.
+    pub fn answer(&self, lease_id: &str, epoch: u64, verdict: StepVerdict) -> bool {
+        self.lock()
+            .get(lease_id)
+            .filter(|l| l.epoch == epoch)
+            .is_some_and(|l| l.verdicts.answer(verdict))
     }
 
     /// Numbers and queues a frame of a lease's run at once, charged to the bound without

@@ -22,3 +22,4 @@ pub mod metrics;
 pub mod renew;
 pub mod run_context;
 pub mod stress;
+pub mod verdicts;

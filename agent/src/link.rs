@@ -240,6 +240,10 @@ struct Session<'a> {
 /// Frames per batch message.
 const BATCH: usize = 256;
 
+/// How often a share waiting for a step's verdict asks again ([`crate::verdicts`]): the
+/// verdict exists once the last share's step is stored, on whichever replica.
+const STEP_ASK_EVERY: Duration = Duration::from_millis(100);
+
 impl Session<'_> {
     fn heard(&self) {
         self.last_heard
@@ -322,6 +326,7 @@ impl Session<'_> {
         ));
         let mut beat = tokio::time::interval(heartbeat);
         let mut watchdog = tokio::time::interval(heartbeat.min(Duration::from_millis(250)));
+        let mut asks = tokio::time::interval(STEP_ASK_EVERY);
         let mut sequence = 0;
         loop {
             self.flush(&tx).await;
@@ -331,6 +336,11 @@ impl Session<'_> {
                 _ = beat.tick() => {
                     sequence += 1;
                     send(&tx, agent_message::Body::Heartbeat(Heartbeat { sequence })).await;
+                }
+                _ = asks.tick() => {
+                    for ask in self.leases.asking() {
+                        send(&tx, agent_message::Body::StepAsk(ask)).await;
+                    }
                 }
                 _ = watchdog.tick() => {
                     let silent = Duration::from_millis((self.started.elapsed().as_millis() as u64).saturating_sub(self.last_heard.load(Ordering::Relaxed)));
@@ -424,6 +434,20 @@ impl Session<'_> {
                     // Nothing of this lease will ever be stored: stop sending it.
                     self.leases.revoke(&cancel.lease_id);
                 }
+            }
+            controller_message::Body::StepVerdict(verdict) => {
+                let kept = self.leases.answer(
+                    &verdict.lease_id,
+                    verdict.epoch,
+                    crate::verdicts::StepVerdict {
+                        step: verdict.step,
+                        meets_slo: verdict.meets_slo,
+                        reason: verdict.reason,
+                        start_after: Duration::from_millis(u64::from(verdict.start_after_ms))
+                            .min(execute::MAX_START_AFTER),
+                    },
+                );
+                tracing::debug!(run = %verdict.run_id, step = verdict.step, kept, "step verdict");
             }
             controller_message::Body::CompletionAck(ack) => {
                 if ack.accepted {

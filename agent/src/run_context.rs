@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::frames::FrameSender;
 use crate::stress::Meter;
+use crate::verdicts::StepVerdicts;
 
 /// How a run ended on the agent.
 #[derive(Debug, Clone)]
@@ -92,6 +93,9 @@ pub struct RunContext<F = ()> {
     /// measure and late sends; `None` in a part of a run (a capacity step, a fault's load
     /// probe), whose measure is not the run's.
     pub stress: Option<Meter>,
+    /// Where a share of a split sweep gets the controller's verdict on each step
+    /// ([`crate::verdicts`]); `None` without a controller (`exec`) and in a part of a run.
+    pub verdicts: Option<StepVerdicts>,
 }
 
 impl<F> Clone for RunContext<F> {
@@ -104,6 +108,7 @@ impl<F> Clone for RunContext<F> {
             env: self.env.clone(),
             faults: self.faults.clone(),
             stress: self.stress.clone(),
+            verdicts: self.verdicts.clone(),
         }
     }
 }
@@ -130,6 +135,7 @@ impl<F> RunContext<F> {
             env: EnvVars::process(),
             faults: None,
             stress: None,
+            verdicts: None,
         }
     }
 
@@ -153,6 +159,11 @@ impl<F> RunContext<F> {
         self
     }
 
+    pub fn with_verdicts(mut self, verdicts: Option<StepVerdicts>) -> RunContext<F> {
+        self.verdicts = verdicts;
+        self
+    }
+
     pub fn with_faults(mut self, faults: Option<Arc<F>>) -> RunContext<F> {
         self.faults = faults;
         self
@@ -169,6 +180,7 @@ impl<F> RunContext<F> {
             env: self.env.clone(),
             faults: None,
             stress: None,
+            verdicts: None,
         }
     }
 

@@ -431,7 +431,10 @@ impl AgentSession {
                     tracker.end(&cancel.run_id, End::Cancelled);
                 }
             }
-            controller_message::Body::Welcome(_) | controller_message::Body::Heartbeat(_) => {}
+            // The simulated agents run no capacity shares: nothing asks for a step verdict.
+            controller_message::Body::Welcome(_)
+            | controller_message::Body::Heartbeat(_)
+            | controller_message::Body::StepVerdict(_) => {}
         }
     }
 }

@@ -583,7 +583,10 @@ impl AgentState {
                     lease.status = Some("cancelled");
                 }
             }
-            controller_message::Body::Welcome(_) | controller_message::Body::Heartbeat(_) => {}
+            // The simulated agents run no capacity shares: nothing asks for a step verdict.
+            controller_message::Body::Welcome(_)
+            | controller_message::Body::Heartbeat(_)
+            | controller_message::Body::StepVerdict(_) => {}
         }
     }
 

@@ -12,6 +12,7 @@
 //!   histogram by a binomial rank draw, seeded, so the same points give the same answer).
 
 mod knee;
+mod merge;
 mod plan;
 mod result;
 mod sweep;
@@ -25,7 +26,8 @@ use crate::load::{HttpVersion, LoadPlan, Operation};
 pub use knee::{
     CurvePoint, Knee, Ranked, curve, knee, knee_of, kneedle, log_p99_range, ranked_points,
 };
-pub use result::{CapacityResult, SweepPoint};
+pub use merge::merge_results;
+pub use result::{CANCELLED, CapacityResult, Concluded, SweepPoint};
 pub use sweep::{Stage, Step, Sweep};
 
 /// The most steps a sweep's grid may have (bisection adds its rounds).

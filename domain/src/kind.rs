@@ -17,9 +17,9 @@ use serde_json::Value;
 use crate::compare::Comparison;
 use crate::cost::RunCost;
 use crate::finding::{Found, RunFacts};
-use crate::load::{AgentLoss, Share, Threshold};
+use crate::load::{AgentLoss, LoadResult, MergeError, Share, Threshold};
 use crate::request::SpecError;
-use crate::run::UnknownWord;
+use crate::run::{RunStatus, UnknownWord};
 
 pub mod capacity;
 pub mod checks;
@@ -85,6 +85,11 @@ pub trait Kind {
     fn on_agent_lost(_spec: &Self::Spec) -> AgentLoss {
         AgentLoss::Error
     }
+    /// A split run's result from its shares' results (JSON), with its verdict judged
+    /// again on the whole; a kind that does not split has nothing to merge.
+    fn merge_shares(_plan: &Self::Plan, _results: &[Value]) -> Result<MergedRun, MergeError> {
+        Err(MergeError::NotSplit(Self::KIND))
+    }
 
     /// Reads and plans a spec in one step.
     fn read(value: &Value) -> Result<(Self::Spec, Self::Plan), SpecError> {
@@ -138,6 +143,48 @@ pub fn one_agent(kind: RunKind, count: u32) -> Result<(), SpecError> {
             ),
         ))
     }
+}
+
+/// A split run's result merged from its shares' ([`Kind::merge_shares`]) and the verdict
+/// on it as a whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergedRun {
+    pub result: Value,
+    pub status: RunStatus,
+    pub reason: Option<String>,
+}
+
+impl MergedRun {
+    /// Merged load results ([`crate::load::merge_results`]) with [`LoadResult::verdict`].
+    pub(crate) fn of_load(results: &[Value]) -> Result<MergedRun, MergeError> {
+        let result = crate::load::merge_results(results)?;
+        let merged =
+            LoadResult::deserialize(&result).map_err(|e| MergeError::NotLoad(e.to_string()))?;
+        let (status, reason) = merged.verdict(false);
+        Ok(MergedRun {
+            result,
+            status,
+            reason,
+        })
+    }
+}
+
+/// The shares' results of a split run of `kind` with this spec, merged into the run's
+/// ([`Kind::merge_shares`]).
+pub fn merge_shares(
+    kind: RunKind,
+    spec: &Value,
+    results: &[Value],
+) -> Result<MergedRun, MergeError> {
+    struct MergeOf<'a>(&'a Value, &'a [Value]);
+    impl KindVisitor for MergeOf<'_> {
+        type Output = Result<MergedRun, MergeError>;
+        fn visit<K: Kind>(self) -> Self::Output {
+            let (_, plan) = K::read(self.0).map_err(|e| MergeError::Mismatch(e.to_string()))?;
+            K::merge_shares(&plan, self.1)
+        }
+    }
+    visit(kind, MergeOf(spec, results))
 }
 
 /// Whether a run of `kind` with this spec may be split over `agents` agents: what the

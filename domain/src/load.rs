@@ -10,6 +10,7 @@ mod share;
 mod threshold;
 
 pub use merge::{MergeError, MergedMeasure, merge_histograms, merge_results};
+pub(crate) use merge::{counts_of, same, total, whole_histogram, with_saturation};
 pub use plan::{read_thresholds, read_timeout, unique_names};
 pub use result::{
     Counts, LatencySummary, LoadResult, LoadSecond, MAX_OPERATION_BLOCKS, OPERATION_BLOCK_DIGITS,

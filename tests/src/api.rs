@@ -172,6 +172,12 @@ impl Api {
         .await
     }
 
+    /// Polls the run until it has ended, whichever way.
+    pub async fn wait_ended(&self, id: &str, limit: Duration) -> Value {
+        self.wait_status(id, &["passed", "failed", "error", "cancelled"], limit)
+            .await
+    }
+
     /// Polls until `agent` is online.
     pub async fn wait_online(&self, agent: &str, limit: Duration) {
         wait_for(&format!("agent {agent} online"), limit, || async {

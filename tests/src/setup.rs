@@ -271,3 +271,52 @@ impl OneAgent {
         }
     }
 }
+
+/// A controller whose plan runs 4 runs at a time, with `agents` enrolled agents
+/// (`edge-0` ..) online: what the tests of split runs (`"agents": N`) start from.
+pub struct Fleet {
+    pub install: Installation,
+    pub controller: crate::Controller,
+    pub api: crate::Api,
+    pub agents: Vec<crate::Agent>,
+}
+
+impl Fleet {
+    pub async fn start(backend: Backend, agents: usize) -> Fleet {
+        let install = Installation::new(backend).await;
+        install.ctl2(
+            "account",
+            &[
+                "set-plan",
+                "--name",
+                "default",
+                "--max-running",
+                "4",
+                "--schedule-floor",
+                "load=1s",
+            ],
+        );
+        let controller = crate::Controller::start(&install, 300, None).await;
+        let api = crate::Api::new(&controller.api_url(), &install.full_token());
+        let mut enrolled = Vec::new();
+        for i in 0..agents {
+            let name = format!("edge-{i}");
+            enrolled.push(
+                crate::Agent::enrol(
+                    &install,
+                    &api,
+                    &name,
+                    &controller.link_url(),
+                    crate::process::AgentOptions::default(),
+                )
+                .await,
+            );
+        }
+        Fleet {
+            install,
+            controller,
+            api,
+            agents: enrolled,
+        }
+    }
+}

@@ -36,6 +36,14 @@ const CHILDREN: &[(&str, &str)] = &[
         "run_id IN (SELECT id FROM runs WHERE account_id = $1)",
     ),
     (
+        "split_step_points",
+        "run_id IN (SELECT id FROM runs WHERE account_id = $1)",
+    ),
+    (
+        "split_steps",
+        "run_id IN (SELECT id FROM runs WHERE account_id = $1)",
+    ),
+    (
         "agent_certs",
         "agent_id IN (SELECT id FROM agents WHERE account_id = $1)",
     ),

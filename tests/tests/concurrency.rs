@@ -45,9 +45,7 @@ async fn many_runs_on_many_agents_store_every_frame_once(backend: Backend) {
     let created = join_all((0..RUNS).map(|_| api.create_run(&body))).await;
     for record in &created {
         let id = record["id"].as_str().expect("id");
-        let done = api
-            .wait_status(id, &["passed", "failed", "error", "cancelled"], LIMIT)
-            .await;
+        let done = api.wait_ended(id, LIMIT).await;
         assert_eq!(done["status"], "passed", "{done}");
         let events = api.events(id, None).await.collect(LIMIT).await;
         let numbers: Vec<u64> = events.iter().filter_map(|e| e.id).collect();

@@ -10,56 +10,15 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use iohr_domain::histogram::decode;
-use iohr_tests::process::AgentOptions;
-use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target, on_both_stores};
+use iohr_tests::setup::Fleet;
+use iohr_tests::{Backend, Target, on_both_stores};
 use serde_json::{Value, json};
 
 const LIMIT: Duration = Duration::from_secs(90);
 const RATE: f64 = 300.0;
 
-struct Fleet {
-    install: Installation,
-    controller: Controller,
-    api: Api,
-    agents: Vec<Agent>,
-}
-
 async fn fleet(backend: Backend, agents: usize) -> Fleet {
-    let install = Installation::new(backend).await;
-    install.ctl2(
-        "account",
-        &[
-            "set-plan",
-            "--name",
-            "default",
-            "--max-running",
-            "4",
-            "--schedule-floor",
-            "load=1s",
-        ],
-    );
-    let controller = Controller::start(&install, 300, None).await;
-    let api = Api::new(&controller.api_url(), &install.full_token());
-    let mut enrolled = Vec::new();
-    for i in 0..agents {
-        let name = format!("edge-{i}");
-        enrolled.push(
-            Agent::enrol(
-                &install,
-                &api,
-                &name,
-                &controller.link_url(),
-                AgentOptions::default(),
-            )
-            .await,
-        );
-    }
-    Fleet {
-        install,
-        controller,
-        api,
-        agents: enrolled,
-    }
+    Fleet::start(backend, agents).await
 }
 
 fn load(target: &Target, duration: &str, agents: u32) -> Value {
@@ -75,10 +34,7 @@ async fn three_agents_measure_one_run_whose_histogram_is_their_sum(backend: Back
     let created = fleet.api.create_run(&load(&target, "4s", 3)).await;
     let id = created["id"].as_str().expect("id").to_string();
     assert_eq!(created["agents"], 3, "{created}");
-    let done = fleet
-        .api
-        .wait_status(&id, &["passed", "failed", "error", "cancelled"], LIMIT)
-        .await;
+    let done = fleet.api.wait_ended(&id, LIMIT).await;
     assert_eq!(done["status"], "passed", "{done}");
     let (status, run) = fleet.api.get(&format!("/v1/reliability/runs/{id}")).await;
     assert_eq!(status, 200, "{run}");
@@ -198,10 +154,7 @@ async fn a_cancelled_split_run_stops_every_share(backend: Backend) {
         )
         .await;
     assert!(status == 200 || status == 202, "{status} {answer}");
-    let done = fleet
-        .api
-        .wait_status(&id, &["passed", "failed", "error", "cancelled"], LIMIT)
-        .await;
+    let done = fleet.api.wait_ended(&id, LIMIT).await;
     assert_eq!(done["status"], "cancelled", "{done}");
     assert_eq!(done["reason"], "enough", "{done}");
     let (_, run) = fleet.api.get(&format!("/v1/reliability/runs/{id}")).await;
@@ -232,10 +185,7 @@ async fn a_lost_agent_ends_the_split_run_with_what_the_shares_measured(backend: 
     let doomed = fleet.agents.pop().expect("agent");
     let doomed_name = doomed.name.clone();
     doomed.kill().await;
-    let done = fleet
-        .api
-        .wait_status(&id, &["passed", "failed", "error", "cancelled"], LIMIT)
-        .await;
+    let done = fleet.api.wait_ended(&id, LIMIT).await;
     assert_eq!(done["status"], "error", "{done}");
     let reason = done["reason"].as_str().expect("reason");
     assert!(
@@ -271,10 +221,7 @@ async fn a_split_run_aborts_on_its_merged_seconds(backend: Backend) {
                  "abort_on_fail": true}});
     let created = fleet.api.create_run(&body).await;
     let id = created["id"].as_str().expect("id").to_string();
-    let done = fleet
-        .api
-        .wait_status(&id, &["passed", "failed", "error", "cancelled"], LIMIT)
-        .await;
+    let done = fleet.api.wait_ended(&id, LIMIT).await;
     assert_eq!(done["status"], "failed", "{done}");
     let reason = done["reason"].as_str().expect("reason");
     assert!(
@@ -334,10 +281,7 @@ async fn a_schedule_fires_split_runs(backend: Backend) {
         .call(hyper::Method::DELETE, &format!("{path}/{id}"), None)
         .await;
     assert_eq!(status, 204);
-    let done = fleet
-        .api
-        .wait_status(&run_id, &["passed", "failed", "error", "cancelled"], LIMIT)
-        .await;
+    let done = fleet.api.wait_ended(&run_id, LIMIT).await;
     assert_eq!(done["status"], "passed", "{done}");
     assert_eq!(done["agents"], 2, "{done}");
     let (_, record) = fleet
@@ -421,10 +365,7 @@ async fn a_lost_agent_leaves_the_rest_running_when_the_spec_allows_it(backend: B
     let doomed = fleet.agents.pop().expect("agent");
     let doomed_name = doomed.name.clone();
     doomed.kill().await;
-    let done = fleet
-        .api
-        .wait_status(&id, &["passed", "failed", "error", "cancelled"], LIMIT)
-        .await;
+    let done = fleet.api.wait_ended(&id, LIMIT).await;
     assert_eq!(done["status"], "passed", "{done}");
     let (_, run) = fleet.api.get(&format!("/v1/reliability/runs/{id}")).await;
     let mut statuses = Vec::new();

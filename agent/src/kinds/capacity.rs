@@ -12,17 +12,21 @@
 
 pub mod dry_run;
 
-use iohr_domain::capacity::{CapacityPlan, CapacityResult, Sweep, SweepPoint, knee_of, rate_text};
+use std::time::Duration;
+
+use iohr_domain::FrameKind;
+use iohr_domain::capacity::{
+    CANCELLED, CapacityPlan, CapacityResult, Sweep, SweepPoint, rate_text,
+};
 use iohr_domain::kind::Kind as Contract;
 use iohr_domain::load::{LoadResult, Share};
-use iohr_domain::quantile::Percentile;
-use iohr_domain::{FrameKind, RunStatus};
 use serde_json::{Value, json};
 
 use super::registry::{Kind, indented, read};
 use super::{FrameSender, Outcome, RunContext, emit, to_json};
 use crate::dry_run::Described;
 use crate::load;
+use crate::verdicts::StepVerdict;
 
 pub struct Capacity;
 
@@ -91,7 +95,7 @@ pub async fn run(plan: CapacityPlan, ctx: &RunContext) -> Outcome {
         let (end, spent) = run_step(&plan, step.rate, number, ctx).await;
         units += spent;
         if cancel.is_cancelled() {
-            return finish(&plan, sweep, points, units, Some("cancelled".to_string()));
+            return finish(&plan, sweep, points, units, Some(CANCELLED.to_string()));
         }
         let result = match end {
             StepEnd::Measured(result) => result,
@@ -105,10 +109,12 @@ pub async fn run(plan: CapacityPlan, ctx: &RunContext) -> Outcome {
             &plan.slo,
             plan.share_of(),
         );
-        sweep.record(step, point.meets_slo, &point.broke.join("; "));
         let mut shown = to_json(&point);
-        if let Some(fields) = shown.as_object_mut() {
-            // The step's seconds carry its histograms already.
+        if let Some(fields) = shown.as_object_mut()
+            && plan.share_of().is_whole()
+        {
+            // The step's seconds carry its histograms already; a share's point keeps its
+            // own, which the controller adds to the other shares' to judge the step.
             fields.remove("histogram");
         }
         emit(
@@ -120,19 +126,93 @@ pub async fn run(plan: CapacityPlan, ctx: &RunContext) -> Outcome {
             }),
         )
         .await;
-        let cool = !point.meets_slo && !plan.cooldown.is_zero() && sweep.next().is_some();
+        let verdict = match shared_verdict(&plan, number, ctx).await {
+            Shared::Own => None,
+            Shared::Given(verdict) => Some(verdict),
+            Shared::Cancelled => {
+                points.push(point);
+                return finish(&plan, sweep, points, units, Some(CANCELLED.to_string()));
+            }
+            Shared::Missing => {
+                return Outcome::error(
+                    format!(
+                        "no verdict on step {number} from the controller within {} s",
+                        VERDICT_WITHIN.as_secs()
+                    ),
+                    units,
+                );
+            }
+        };
+        let (meets_slo, why) = match &verdict {
+            Some(v) => (v.meets_slo, v.reason.clone()),
+            None => (point.meets_slo, point.broke.join("; ")),
+        };
+        if verdict.is_some() {
+            // The live view shows what the sweep goes on from: the whole's verdict.
+            let verdict_text = if meets_slo {
+                "meets the SLO".to_string()
+            } else {
+                format!("breaks the SLO ({why})")
+            };
+            emit(
+                frames,
+                FrameKind::Phase,
+                json!({
+                    "phase": format!("step {number} on every share: {verdict_text}"),
+                    "event": "verdict", "step": number, "meets_slo": meets_slo, "broke": why,
+                }),
+            )
+            .await;
+        }
+        sweep.record(step, meets_slo, &why);
+        // The shares start the next step together.
+        let mut pause = verdict.map_or(Duration::ZERO, |v| v.start_after);
+        if !meets_slo && sweep.next().is_some() {
+            // What an overloaded step left queued at the target would load the next step.
+            pause += plan.cooldown;
+        }
         points.push(point);
-        // What an overloaded step left queued at the target would load the next step.
-        if cool {
+        if !pause.is_zero() {
             tokio::select! {
-                () = tokio::time::sleep(plan.cooldown) => {}
+                () = tokio::time::sleep(pause) => {}
                 () = cancel.cancelled() => {
-                    return finish(&plan, sweep, points, units, Some("cancelled".to_string()));
+                    return finish(&plan, sweep, points, units, Some(CANCELLED.to_string()));
                 }
             }
         }
     }
     finish(&plan, sweep, points, units, None)
+}
+
+/// The longest a share waits for the controller's verdict on a step: the other shares'
+/// steps end within milliseconds of its own, unless their agents are gone (then the
+/// controller ends the run).
+const VERDICT_WITHIN: Duration = Duration::from_secs(60);
+
+/// Where a step's verdict comes from.
+enum Shared {
+    /// The run is the whole sweep (or runs without a controller): it judges its steps.
+    Own,
+    /// A share of a split sweep: the controller's verdict on the merged step.
+    Given(StepVerdict),
+    Cancelled,
+    Missing,
+}
+
+/// The verdict on step `number` when this run is a share of a split sweep.
+async fn shared_verdict(plan: &CapacityPlan, number: u32, ctx: &RunContext) -> Shared {
+    let Some(verdicts) = ctx
+        .verdicts
+        .as_ref()
+        .filter(|_| !plan.share_of().is_whole())
+    else {
+        return Shared::Own;
+    };
+    match verdicts.ask(number, VERDICT_WITHIN, &ctx.cancel).await {
+        Some(verdict) => Shared::Given(verdict),
+        None if ctx.cancel.is_cancelled() => Shared::Cancelled,
+        None => Shared::Missing,
+    }
 }
 
 /// One step: the engine at a constant rate, cut at the step's end, its `load` frames
@@ -204,71 +284,11 @@ fn finish(
     units_spent: u64,
     stopped: Option<String>,
 ) -> Outcome {
-    let knee = knee_of(&points);
-    let max_rate = sweep.max_rate_meeting_slo();
-    let mut notes = Vec::new();
-    let thin: Vec<String> = points
-        .iter()
-        .filter(|p| matches!(p.p99, Percentile::Insufficient { .. }) && p.p99_us.is_some())
-        .map(|p| rate_text(p.offered))
-        .collect();
-    if !thin.is_empty() {
-        notes.push(format!(
-            "p99 judged on its histogram's value with too few samples for an interval at {}: longer steps or higher rates make it firm",
-            thin.join(", ")
-        ));
-    }
-    let answered = points
-        .iter()
-        .any(|p| p.counts.responses.values().sum::<u64>() > 0);
-    let (status, reason) = if stopped.is_some() {
-        (RunStatus::Cancelled, Some("cancelled".to_string()))
-    } else if !answered {
-        let errors: Vec<String> = points
-            .iter()
-            .flat_map(|p| p.counts.errors.iter())
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
-        (
-            RunStatus::Error,
-            Some(format!(
-                "target unreachable: no request got an answer ({})",
-                errors.join(", ")
-            )),
-        )
-    } else {
-        match (max_rate, plan.floor) {
-            (None, _) => (
-                RunStatus::Failed,
-                Some(format!("no step met the SLO: {}", sweep.stopped_because())),
-            ),
-            (Some(rate), Some(floor)) if rate < floor => (
-                RunStatus::Failed,
-                Some(format!(
-                    "the highest rate meeting the SLO, {}, is under the floor of {}",
-                    rate_text(rate),
-                    rate_text(floor)
-                )),
-            ),
-            (Some(_), _) => (RunStatus::Passed, None),
-        }
-    };
-    let result = CapacityResult {
-        slo: plan.slo,
-        floor: plan.floor,
-        max_rate_meeting_slo: max_rate,
-        stopped_because: stopped.unwrap_or_else(|| sweep.stopped_because()),
-        points,
-        knee,
-        step_seconds: plan.step.as_secs_f64(),
-        discard_seconds: plan.discard.as_secs_f64(),
-        notes,
-    };
-    let result: Value = to_json(&result);
+    let concluded = CapacityResult::conclude(plan, &sweep, points, stopped);
     Outcome {
-        status,
-        reason,
-        result,
+        status: concluded.status,
+        reason: concluded.reason,
+        result: to_json(&concluded.result),
         units_spent,
     }
 }

@@ -54,7 +54,7 @@ pub struct CreateRun {
     /// 1 h, at most 24 h).
     #[serde(default)]
     pub confirm_within: Option<String>,
-    /// Load and replay runs: the agents the run is split over, each sending its share of
+    /// Load, replay and capacity runs: the agents the run is split over, each sending its share of
     /// the schedule (1 to 64, default 1). Placement, not part of the spec or its version:
     /// the run waits until that many agents can take it at once, and its result is
     /// theirs merged.
@@ -259,7 +259,7 @@ pub async fn check(
     })
 }
 
-/// `agents` checked: a load or replay run whose connections split over that many agents
+/// `agents` checked: a load, replay or capacity run whose connections split over that many agents
 /// (`invalid_agents`), no more than the plan runs at once and not on one named agent
 /// (`agents_not_placeable`), since every share holds an agent of its own.
 fn check_agents(
@@ -272,12 +272,6 @@ fn check_agents(
     let Some(agents) = agents.filter(|n| *n != 1) else {
         return Ok(1);
     };
-    if !matches!(kind, RunKind::Load | RunKind::Replay) {
-        return Err(ApiError::bad_request(
-            "invalid_agents",
-            format!("agents: a {kind} run runs on one agent; load and replay runs are split"),
-        ));
-    }
     iohr_domain::kind::check_split(kind, spec, agents)
         .map_err(|e| ApiError::bad_request("invalid_agents", e.to_string()))?;
     if matches!(executor, Executor::Agent(_)) {

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use iohr_domain::RunStatus;
 use iohr_proto::link::{
     AgentMessage, CancelLease, Completion, CompletionAck, ControllerMessage, FrameAck, FrameBatch,
-    Heartbeat, Hello, Welcome, agent_message, controller_message,
+    Heartbeat, Hello, StepAsk, StepVerdict, Welcome, agent_message, controller_message,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -201,6 +201,40 @@ impl Session {
             }
             agent_message::Body::Frames(batch) => self.frames(batch).await,
             agent_message::Body::Completion(completion) => self.completion(completion).await,
+            agent_message::Body::StepAsk(ask) => self.step_ask(ask).await,
+        }
+    }
+
+    /// A share of a split sweep asks the verdict on a step (`store/steps.rs`): answered
+    /// once every share has ended it; until then, and for a stale lease, not at all (the
+    /// agent asks again).
+    async fn step_ask(&self, ask: StepAsk) {
+        let guard = LeaseGuard {
+            lease_id: ask.lease_id,
+            epoch: ask.epoch,
+        };
+        match self
+            .shared
+            .store
+            .step_verdict(&ask.run_id, &guard, ask.step)
+            .await
+        {
+            Ok(Some(verdict)) => {
+                // A full outbound queue drops it: the agent asks again.
+                self.send(controller_message::Body::StepVerdict(StepVerdict {
+                    lease_id: guard.lease_id,
+                    epoch: guard.epoch,
+                    run_id: ask.run_id,
+                    step: verdict.step,
+                    meets_slo: verdict.meets_slo,
+                    reason: verdict.reason,
+                    start_after_ms: verdict.start_after_ms,
+                }));
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(run = %ask.run_id, step = ask.step, %error, "reading a step verdict failed");
+            }
         }
     }
 

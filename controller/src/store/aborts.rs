@@ -144,7 +144,7 @@ pub(super) async fn judge(
 }
 
 /// At the split run's ending: why its merged seconds stopped it, if they did; its
-/// measure's rows go.
+/// merged measures' rows (seconds and steps) go.
 pub(super) async fn take(
     tx: &mut Transaction<'static, Any>,
     parent: &str,
@@ -154,7 +154,7 @@ pub(super) async fn take(
             .bind(parent)
             .fetch_optional(&mut **tx)
             .await?;
-    for table in ["split_measures", "split_seconds"] {
+    for table in super::SPLIT_MEASURE_TABLES {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "DELETE FROM {table} WHERE run_id = $1"
         )))

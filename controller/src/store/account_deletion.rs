@@ -30,6 +30,14 @@ pub const ACCOUNT_TABLES: &[(&str, &str)] = &[
         "run_id IN (SELECT id FROM runs WHERE account_id = $1)",
     ),
     (
+        "split_step_points",
+        "run_id IN (SELECT id FROM runs WHERE account_id = $1)",
+    ),
+    (
+        "split_steps",
+        "run_id IN (SELECT id FROM runs WHERE account_id = $1)",
+    ),
+    (
         "agent_certs",
         "agent_id IN (SELECT id FROM agents WHERE account_id = $1)",
     ),

@@ -299,3 +299,6 @@ impl Store {
         Ok(Some(finding))
     }
 }
+
+#[cfg(test)]
+mod tests;

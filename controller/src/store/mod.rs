@@ -26,6 +26,7 @@ mod runs;
 mod scenarios;
 mod schedules;
 mod shares;
+mod steps;
 #[cfg(test)]
 pub(crate) mod tests;
 mod webhooks;
@@ -59,6 +60,7 @@ pub use runs::{ConfirmState, Ending, LeaseGuard, NewRun, RunFilter, RunRow};
 pub use scenarios::{Scenario, ScenarioName, ScenarioVersion, Stored};
 pub use schedules::{Fire, MAX_SCHEDULES, NewSchedule, ScheduleChange, ScheduleRow};
 pub use shares::lost_agent;
+pub use steps::StepVerdict;
 pub use webhooks::{
     AttemptOutcome, DeliveryRow, DueDelivery, MAX_WEBHOOKS_PER_ACCOUNT, NewWebhook, WebhookRow,
 };
@@ -176,6 +178,15 @@ impl Store {
 }
 
 /// Milliseconds since the Unix epoch: the store's only notion of time.
+/// A split run's merged measures while it runs (`aborts.rs`, `steps.rs`): keyed by the
+/// split run's id, they go with its ending, its retention and its account.
+pub(crate) const SPLIT_MEASURE_TABLES: [&str; 4] = [
+    "split_measures",
+    "split_seconds",
+    "split_step_points",
+    "split_steps",
+];
+
 pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -90,7 +90,8 @@ impl Store {
             }
             let mut tx = self.write_tx().await?;
             for id in &ids {
-                for table in ["frames", "run_findings", "split_measures", "split_seconds"] {
+                let split = super::SPLIT_MEASURE_TABLES.iter();
+                for table in ["frames", "run_findings"].iter().chain(split) {
                     sqlx::query(AssertSqlSafe(format!(
                         "DELETE FROM {table} WHERE run_id = $1"
                     )))

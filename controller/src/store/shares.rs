@@ -8,7 +8,8 @@
 //! everywhere, so two shares ending at once wait for each other at the parent and the
 //! second sees the first one's ending: the parent ends exactly once.
 
-use iohr_domain::load::{AgentLoss, LoadResult, Share, merge_results};
+use iohr_domain::kind::merge_shares;
+use iohr_domain::load::{AgentLoss, Share};
 use iohr_domain::{RunKind, RunStatus};
 use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 
@@ -140,7 +141,9 @@ pub(super) async fn relay_frames(
         let payload: serde_json::Value = serde_json::from_str(&payload)
             .map_err(|e| StoreError::Corrupt(format!("frame payload: {e}")))?;
         let kind: String = row.try_get("kind")?;
-        if kind == "load" {
+        // What the whole is judged on as it runs: measured seconds (`abort_on_fail`)
+        // and a sweep's step ends (`steps.rs`).
+        if kind == "load" || (kind == "phase" && run.kind == RunKind::Capacity) {
             measured.push((kind.clone(), payload.clone()));
         }
         next += 1;
@@ -163,6 +166,9 @@ pub(super) async fn relay_frames(
         .notify_frames(&mut **tx, parent, run.frames_through + 1, next)
         .await?;
     let aborted = super::aborts::judge(tx, parent, share, &measured).await?;
+    if run.kind == RunKind::Capacity {
+        super::steps::judge(tx, &run, share, &measured).await?;
+    }
     Ok(Relayed {
         frames: relayed,
         aborted,
@@ -196,12 +202,11 @@ pub(super) async fn settle_parent(
         return Ok(Vec::new());
     }
     let aborted = super::aborts::take(tx, parent).await?;
-    let loss = on_agent_lost_in(&mut **tx, &run).await?;
+    let spec = spec_in(&mut **tx, &run).await?;
     let ending = parent_ending(
-        run.kind,
+        (run.kind, spec.as_ref()),
         &shares,
         (run.reason.as_deref(), aborted.as_deref()),
-        loss,
     );
     tracing::info!(run = %parent, status = %ending.status, shares = shares.len(), "split run ended");
     store.write_ending(tx, &run, &ending).await
@@ -233,9 +238,9 @@ pub fn lost_agent(share: &RunRow) -> bool {
             .is_some_and(|r| r.starts_with("agent lost"))
 }
 
-/// What losing a share's agent does to the split run `run` is a share of (or is): its
-/// spec's `on_agent_lost`, read with `executor`.
-async fn on_agent_lost_in<'e, E>(executor: E, run: &RunRow) -> Result<AgentLoss>
+/// The spec of the split run `run` is a share of (or is), read with `executor`; `None`
+/// when its version is gone.
+async fn spec_in<'e, E>(executor: E, run: &RunRow) -> Result<Option<serde_json::Value>>
 where
     E: sqlx::Executor<'e, Database = Any>,
 {
@@ -245,12 +250,17 @@ where
             .bind(&run.scenario_version)
             .fetch_optional(executor)
             .await?;
-    let spec: serde_json::Value = match spec {
-        Some(text) => serde_json::from_str(&text)
-            .map_err(|e| StoreError::Corrupt(format!("scenario spec: {e}")))?,
-        None => return Ok(AgentLoss::Error),
-    };
-    Ok(iohr_domain::kind::on_agent_lost(run.kind, &spec))
+    spec.as_deref()
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| StoreError::Corrupt(format!("scenario spec: {e}")))
+}
+
+/// What losing a share's agent does to a split run of `kind` with `spec`.
+fn loss_of(kind: RunKind, spec: Option<&serde_json::Value>) -> AgentLoss {
+    spec.map_or(AgentLoss::Error, |spec| {
+        iohr_domain::kind::on_agent_lost(kind, spec)
+    })
 }
 
 fn share_name(share: &RunRow) -> String {
@@ -269,21 +279,25 @@ fn share_name(share: &RunRow) -> String {
 /// else the verdict of the merged result, judged again as a whole (thresholds,
 /// reachability).
 pub(super) fn parent_ending(
-    kind: RunKind,
+    (kind, spec): (RunKind, Option<&serde_json::Value>),
     shares: &[RunRow],
     (reason, aborted): (Option<&str>, Option<&str>),
-    loss: AgentLoss,
 ) -> Ending {
+    let loss = loss_of(kind, spec);
     let units_spent = Some(shares.iter().map(|s| s.units_spent.max(0)).sum());
     let results: Vec<serde_json::Value> = shares.iter().filter_map(|s| s.result.clone()).collect();
-    let merged = match kind {
-        RunKind::Load | RunKind::Replay if !results.is_empty() => Some(merge_results(&results)),
+    let merged = match spec {
+        Some(spec) if !results.is_empty() => Some(merge_shares(kind, spec, &results)),
         _ => None,
     };
-    let (mut result, merge_error) = match merged {
-        Some(Ok(value)) => (Some(value), None),
-        Some(Err(error)) => (None, Some(error.to_string())),
-        None => (None, None),
+    let (mut result, mut verdict, merge_error) = match merged {
+        Some(Ok(merged)) => (
+            Some(merged.result),
+            Some((merged.status, merged.reason)),
+            None,
+        ),
+        Some(Err(error)) => (None, None, Some(error.to_string())),
+        None => (None, None, None),
     };
     if let (Some(why), Some(serde_json::Value::Object(object))) = (aborted, result.as_mut()) {
         object.insert("aborted".to_string(), why.into());
@@ -340,16 +354,12 @@ pub(super) fn parent_ending(
             Some(format!("the shares' results could not be merged: {error}")),
         )
     } else {
-        match result
-            .as_ref()
-            .and_then(|v| serde_json::from_value::<LoadResult>(v.clone()).ok())
-        {
-            Some(merged) => merged.verdict(false),
-            None => (
+        verdict.take().unwrap_or_else(|| {
+            (
                 RunStatus::Error,
                 Some("no share returned a result".to_string()),
-            ),
-        }
+            )
+        })
     };
     Ending {
         status,
@@ -382,7 +392,7 @@ impl Store {
     /// A split run's shares, in order (none for any other run).
     /// What losing a share's agent does to the split run of `run` (a share or the run).
     pub async fn on_agent_lost(&self, run: &RunRow) -> Result<AgentLoss> {
-        on_agent_lost_in(&self.pool, run).await
+        Ok(loss_of(run.kind, spec_in(&self.pool, run).await?.as_ref()))
     }
 
     pub async fn shares_of(&self, parent: &str) -> Result<Vec<RunRow>> {

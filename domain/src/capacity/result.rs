@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::RunStatus;
 use crate::histogram::decode;
 use crate::load::{Counts, LoadResult, Share};
 use crate::quantile::Percentile;
@@ -53,53 +54,11 @@ impl SweepPoint {
         slo: &Slo,
         share: Share,
     ) -> SweepPoint {
-        let pick = |name: &str| {
-            result
-                .latency
-                .percentiles
-                .get(name)
-                .cloned()
-                .unwrap_or(Percentile::Insufficient {
-                    insufficient: "no responses".to_string(),
-                    samples: 0,
-                })
-        };
+        let pick = |name: &str| result.latency.percentile(name);
         let p99_us = decode(&result.latency.histogram)
             .ok()
             .filter(|h| !h.is_empty())
             .map(|h| h.value_at_quantile(0.99));
-        let mut broke = Vec::new();
-        match p99_us {
-            None => broke.push("no responses".to_string()),
-            Some(p99) if p99 as f64 > slo.p99_us => broke.push(format!(
-                "p99 {} > {}",
-                ms_text(p99 as f64),
-                ms_text(slo.p99_us)
-            )),
-            Some(_) => {}
-        }
-        if result.error_rate > slo.error_rate {
-            broke.push(format!(
-                "error rate {:.2}% > {:.2}%",
-                result.error_rate * 100.0,
-                slo.error_rate * 100.0
-            ));
-        }
-        // A share of a split sweep offers its part of the step's rate.
-        let offered_here = at.rate / f64::from(share.count());
-        if achieved < KEEP_UP * offered_here {
-            let whose = if share.is_whole() {
-                String::new()
-            } else {
-                format!(" (share {share} of {})", rate_text(at.rate))
-            };
-            broke.push(format!(
-                "achieved {} under {:.0}% of {} offered{whose}",
-                rate_text(achieved),
-                KEEP_UP * 100.0,
-                rate_text(offered_here)
-            ));
-        }
         SweepPoint {
             step,
             stage: at.stage,
@@ -112,10 +71,51 @@ impl SweepPoint {
             p50: pick("p50"),
             p99: pick("p99"),
             p99_us,
-            meets_slo: broke.is_empty(),
-            broke,
+            meets_slo: false,
+            broke: Vec::new(),
             histogram: result.latency.histogram.clone(),
         }
+        .judged(slo, share)
+    }
+
+    /// The point with its verdict against the SLO: its p99, its error rate, and whether
+    /// it kept up with the part of the step's rate that `share` offered.
+    pub(super) fn judged(mut self, slo: &Slo, share: Share) -> SweepPoint {
+        let mut broke = Vec::new();
+        match self.p99_us {
+            None => broke.push("no responses".to_string()),
+            Some(p99) if p99 as f64 > slo.p99_us => broke.push(format!(
+                "p99 {} > {}",
+                ms_text(p99 as f64),
+                ms_text(slo.p99_us)
+            )),
+            Some(_) => {}
+        }
+        if self.error_rate > slo.error_rate {
+            broke.push(format!(
+                "error rate {:.2}% > {:.2}%",
+                self.error_rate * 100.0,
+                slo.error_rate * 100.0
+            ));
+        }
+        // A share of a split sweep offers its part of the step's rate.
+        let offered_here = self.offered / f64::from(share.count());
+        if self.achieved < KEEP_UP * offered_here {
+            let whose = if share.is_whole() {
+                String::new()
+            } else {
+                format!(" (share {share} of {})", rate_text(self.offered))
+            };
+            broke.push(format!(
+                "achieved {} under {:.0}% of {} offered{whose}",
+                rate_text(self.achieved),
+                KEEP_UP * 100.0,
+                rate_text(offered_here)
+            ));
+        }
+        self.meets_slo = broke.is_empty();
+        self.broke = broke;
+        self
     }
 
     /// `337.5/s: achieved 337.1/s, p50 10.2 ms, p99 12.9 ms [12.1, 14.0], errors 0.00%: meets the SLO`.
@@ -155,6 +155,17 @@ fn percentile_text(p: &Percentile) -> String {
     }
 }
 
+/// Why a sweep that was cancelled stopped (its result's `stopped_because`).
+pub const CANCELLED: &str = "cancelled";
+
+/// How a sweep ended: its run's status, why, and its result.
+#[derive(Debug, Clone)]
+pub struct Concluded {
+    pub status: RunStatus,
+    pub reason: Option<String>,
+    pub result: CapacityResult,
+}
+
 /// The result of a capacity run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CapacityResult {
@@ -174,6 +185,82 @@ pub struct CapacityResult {
 }
 
 impl CapacityResult {
+    /// A sweep's points as its run's ending: `failed` when no step met the SLO or the
+    /// capacity is under the floor, `error` when nothing answered, `cancelled` when
+    /// `stopped` says so, else `passed`; the knee found over the points.
+    pub fn conclude(
+        plan: &CapacityPlan,
+        sweep: &Sweep,
+        points: Vec<SweepPoint>,
+        stopped: Option<String>,
+    ) -> Concluded {
+        let knee = knee_of(&points);
+        let max_rate = sweep.max_rate_meeting_slo();
+        let mut notes = Vec::new();
+        let thin: Vec<String> = points
+            .iter()
+            .filter(|p| matches!(p.p99, Percentile::Insufficient { .. }) && p.p99_us.is_some())
+            .map(|p| rate_text(p.offered))
+            .collect();
+        if !thin.is_empty() {
+            notes.push(format!(
+                "p99 judged on its histogram's value with too few samples for an interval at {}: longer steps or higher rates make it firm",
+                thin.join(", ")
+            ));
+        }
+        let answered = points
+            .iter()
+            .any(|p| p.counts.responses.values().sum::<u64>() > 0);
+        let (status, reason) = if stopped.is_some() {
+            (RunStatus::Cancelled, Some(CANCELLED.to_string()))
+        } else if !answered {
+            let errors: Vec<String> = points
+                .iter()
+                .flat_map(|p| p.counts.errors.iter())
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            (
+                RunStatus::Error,
+                Some(format!(
+                    "target unreachable: no request got an answer ({})",
+                    errors.join(", ")
+                )),
+            )
+        } else {
+            match (max_rate, plan.floor) {
+                (None, _) => (
+                    RunStatus::Failed,
+                    Some(format!("no step met the SLO: {}", sweep.stopped_because())),
+                ),
+                (Some(rate), Some(floor)) if rate < floor => (
+                    RunStatus::Failed,
+                    Some(format!(
+                        "the highest rate meeting the SLO, {}, is under the floor of {}",
+                        rate_text(rate),
+                        rate_text(floor)
+                    )),
+                ),
+                (Some(_), _) => (RunStatus::Passed, None),
+            }
+        };
+        let result = CapacityResult {
+            slo: plan.slo,
+            floor: plan.floor,
+            max_rate_meeting_slo: max_rate,
+            stopped_because: stopped.unwrap_or_else(|| sweep.stopped_because()),
+            points,
+            knee,
+            step_seconds: plan.step.as_secs_f64(),
+            discard_seconds: plan.discard.as_secs_f64(),
+            notes,
+        };
+        Concluded {
+            status,
+            reason,
+            result,
+        }
+    }
+
     /// The result in a few lines for people.
     pub fn summary(&self) -> Vec<String> {
         let mut lines = vec![

@@ -43,6 +43,13 @@ impl Kind for Capacity {
         plan.check_split(count)
     }
 
+    fn merge_shares(
+        plan: &CapacityPlan,
+        results: &[Value],
+    ) -> Result<super::MergedRun, crate::load::MergeError> {
+        crate::capacity::merge_results(plan, results)
+    }
+
     fn share(plan: CapacityPlan, share: Share) -> Result<CapacityPlan, SpecError> {
         plan.share(share)
     }

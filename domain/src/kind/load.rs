@@ -50,6 +50,13 @@ impl Kind for Load {
         check_split(plan, count)
     }
 
+    fn merge_shares(
+        _plan: &LoadPlan,
+        results: &[Value],
+    ) -> Result<super::MergedRun, crate::load::MergeError> {
+        super::MergedRun::of_load(results)
+    }
+
     fn share(plan: LoadPlan, share: Share) -> Result<LoadPlan, SpecError> {
         plan.share(share)
     }

@@ -55,6 +55,13 @@ impl Kind for Replay {
     }
 
     /// Every `count`-th request of the log, from the share's index.
+    fn merge_shares(
+        _plan: &ReplayPlan,
+        results: &[Value],
+    ) -> Result<super::MergedRun, crate::load::MergeError> {
+        super::MergedRun::of_load(results)
+    }
+
     fn share(plan: ReplayPlan, share: Share) -> Result<ReplayPlan, SpecError> {
         Ok(ReplayPlan {
             load: plan.load.share(share)?,

@@ -28,6 +28,9 @@ pub enum MergeError {
     Mismatch(String),
     #[error("a part is not a load result: {0}")]
     NotLoad(String),
+    /// The kind's runs are not split over agents, so there is nothing to merge.
+    #[error("a {0} run is not split over agents")]
+    NotSplit(crate::RunKind),
 }
 
 /// Encoded histograms added exactly; `None` when there are none.
@@ -56,7 +59,7 @@ fn merged_text<'a>(
 }
 
 /// A field every share of one run has alike.
-fn same<T: PartialEq + std::fmt::Debug>(
+pub(crate) fn same<T: PartialEq + std::fmt::Debug>(
     what: &str,
     values: impl IntoIterator<Item = T>,
 ) -> Result<T, MergeError> {
@@ -73,11 +76,11 @@ fn same<T: PartialEq + std::fmt::Debug>(
 }
 
 /// A sum that saturates: frames are another process's numbers.
-fn total(values: impl IntoIterator<Item = u64>) -> u64 {
+pub(crate) fn total(values: impl IntoIterator<Item = u64>) -> u64 {
     values.into_iter().fold(0, u64::saturating_add)
 }
 
-fn counts_of<'a>(parts: impl IntoIterator<Item = &'a Counts>) -> Counts {
+pub(crate) fn counts_of<'a>(parts: impl IntoIterator<Item = &'a Counts>) -> Counts {
     let mut sum = Counts::default();
     for counts in parts {
         sum.add(counts);
@@ -167,7 +170,7 @@ fn merged_warmup(parts: &[LoadResult]) -> Result<WarmupPlan, MergeError> {
     Ok(WarmupPlan::Requests(sum))
 }
 
-fn whole_histogram<'a>(
+pub(crate) fn whole_histogram<'a>(
     parts: impl IntoIterator<Item = &'a str>,
 ) -> Result<Histogram<u64>, MergeError> {
     match merge_histograms(parts)? {
@@ -280,20 +283,28 @@ pub fn merge_results(parts: &[serde_json::Value]) -> Result<serde_json::Value, M
         .map(|v| LoadResult::deserialize(v).map_err(|e| MergeError::NotLoad(e.to_string())))
         .collect::<Result<Vec<_>, _>>()?;
     let merged = LoadResult::merge(&results)?;
-    let mut value =
-        serde_json::to_value(&merged).map_err(|e| MergeError::NotLoad(e.to_string()))?;
+    let value = serde_json::to_value(&merged).map_err(|e| MergeError::NotLoad(e.to_string()))?;
+    with_saturation(value, parts)
+}
+
+/// A merged result with a `generator_saturated` when any share's generator set the pace
+/// ([`GeneratorSaturated::merge`]): the whole is then no truer than its worst share.
+pub(crate) fn with_saturation(
+    mut merged: serde_json::Value,
+    parts: &[serde_json::Value],
+) -> Result<serde_json::Value, MergeError> {
     let verdicts: Vec<GeneratorSaturated> = parts
         .iter()
         .filter_map(GeneratorSaturated::of_result)
         .collect();
     if let (Some(saturated), Some(object)) =
-        (GeneratorSaturated::merge(&verdicts), value.as_object_mut())
+        (GeneratorSaturated::merge(&verdicts), merged.as_object_mut())
     {
         let saturated =
             serde_json::to_value(saturated).map_err(|e| MergeError::NotLoad(e.to_string()))?;
         object.insert("generator_saturated".to_string(), saturated);
     }
-    Ok(value)
+    Ok(merged)
 }
 
 /// The measure so far of a run split over agents, fed its merged measured seconds as they

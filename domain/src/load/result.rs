@@ -118,6 +118,19 @@ pub struct LatencySummary {
     pub histogram: String,
 }
 
+impl LatencySummary {
+    /// The named percentile, or one marked insufficient when no response was measured.
+    pub fn percentile(&self, name: &str) -> Percentile {
+        self.percentiles
+            .get(name)
+            .cloned()
+            .unwrap_or(Percentile::Insufficient {
+                insufficient: "no responses".to_string(),
+                samples: 0,
+            })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OperationResult {
     pub name: String,

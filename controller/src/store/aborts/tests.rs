@@ -52,20 +52,8 @@ async fn a_split_run_stops_when_its_merged_seconds_cross_a_threshold() {
             .insert_new_run(&new, "token:t1", None)
             .await
             .expect("run");
-        let agent = store
-            .register_agent_cert(&account.id, "edge-1", "fp-abort")
-            .await
-            .expect("agent");
-        let mut guards = Vec::new();
-        for share in &shares {
-            let guard = store
-                .offer_lease(&share.id, &agent)
-                .await
-                .expect("offer")
-                .expect("offered");
-            assert!(store.accept_lease(&share.id, &guard).await.expect("accept"));
-            guards.push(guard);
-        }
+        let guards =
+            crate::store::tests::take_shares(&store, &account.id, "fp-abort", &shares).await;
         let (a, b) = ((&shares[0].id, &guards[0]), (&shares[1].id, &guards[1]));
 
         // Second 1 fast on both; second 2: share 0 has a few slow answers, enough for

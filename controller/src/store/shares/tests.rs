@@ -53,20 +53,8 @@ async fn a_split_run_starts_relays_and_ends_with_its_shares() {
             "the split run itself is never leased"
         );
 
-        let agent = store
-            .register_agent_cert(&account.id, "edge-1", "fp-split")
-            .await
-            .expect("agent");
-        let mut guards = Vec::new();
-        for share in &shares {
-            let guard = store
-                .offer_lease(&share.id, &agent)
-                .await
-                .expect("offer")
-                .expect("offered");
-            assert!(store.accept_lease(&share.id, &guard).await.expect("accept"));
-            guards.push(guard);
-        }
+        let guards =
+            crate::store::tests::take_shares(&store, &account.id, "fp-split", &shares).await;
         assert_eq!(
             store.run(&run.id).await.expect("run").expect("row").status,
             RunStatus::Running
