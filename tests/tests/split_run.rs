@@ -28,6 +28,19 @@ fn load(target: &Target, duration: &str, agents: u32) -> Value {
                  "thresholds": ["p99 < 2s"]}})
 }
 
+/// Waits on run `id`'s stream for its first measured second, merged from every share's.
+async fn measured_a_second(fleet: &Fleet, id: &str) {
+    let mut stream = fleet.api.events(id, None).await;
+    loop {
+        let event = stream.next(LIMIT).await.expect("a frame");
+        let data = &event.data["data"];
+        if event.event == "load" && data["phase"] == "measure" {
+            assert_eq!(data["shares"], 2, "{data}");
+            return;
+        }
+    }
+}
+
 async fn three_agents_measure_one_run_whose_histogram_is_their_sum(backend: Backend) {
     let fleet = fleet(backend, 3).await;
     let target = Target::start().await;
@@ -102,7 +115,8 @@ async fn three_agents_measure_one_run_whose_histogram_is_their_sum(backend: Back
     );
     assert_eq!(result["sent"].as_u64(), Some((RATE as u64) * 4), "{result}");
 
-    // One stream: the shares' frames relayed, numbered without a gap, each with its share.
+    // One stream: the shares' frames relayed, numbered without a gap, each with its share;
+    // their seconds merged, one `load` frame per second of the whole.
     let events = fleet.api.events(&id, None).await.collect(LIMIT).await;
     let numbers: Vec<u64> = events.iter().filter_map(|e| e.id).collect();
     assert_eq!(numbers, (1..=numbers.len() as u64).collect::<Vec<_>>());
@@ -122,7 +136,30 @@ async fn three_agents_measure_one_run_whose_histogram_is_their_sum(backend: Back
         let wait = event.data["data"]["start_after_ms"].as_u64();
         assert!(wait.is_some_and(|ms| ms <= 500), "{:?}", event.data);
     }
-    assert!(events.iter().filter(|e| e.event == "load").count() >= 3 * 4);
+    let seconds: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.event == "load")
+        .map(|e| &e.data["data"])
+        .collect();
+    for second in &seconds {
+        assert_eq!(second["shares"], 3, "a second of the whole: {second}");
+        assert!(second.get("share").is_none(), "{second}");
+    }
+    let phase_seconds = |phase: &str| -> Vec<u64> {
+        let of_phase = seconds.iter().filter(|s| s["phase"] == phase);
+        of_phase
+            .map(|s| s["second"].as_u64().expect("second"))
+            .collect()
+    };
+    assert_eq!(phase_seconds("warmup"), vec![1]);
+    assert_eq!(phase_seconds("measure"), vec![1, 2, 3, 4]);
+    let measured = seconds.iter().filter(|s| s["phase"] == "measure");
+    let sent: u64 = measured.map(|s| s["sent"].as_u64().expect("sent")).sum();
+    assert_eq!(
+        Some(sent),
+        result["sent"].as_u64(),
+        "the seconds add up to the whole"
+    );
     assert_eq!(events.last().map(|e| e.event.as_str()), Some("finished"));
 
     // The list shows the run people asked for, not its shares.
@@ -174,14 +211,7 @@ async fn a_lost_agent_ends_the_split_run_with_what_the_shares_measured(backend: 
     let created = fleet.api.create_run(&load(&target, "60s", 2)).await;
     let id = created["id"].as_str().expect("id").to_string();
     // Both shares have measured a second before one agent goes.
-    let mut stream = fleet.api.events(&id, None).await;
-    let mut measured = BTreeSet::new();
-    while measured.len() < 2 {
-        let event = stream.next(LIMIT).await.expect("a frame");
-        if event.event == "load" && event.data["data"]["phase"] == "measure" {
-            measured.insert(event.data["data"]["share"].as_u64().expect("share"));
-        }
-    }
+    measured_a_second(&fleet, &id).await;
     let doomed = fleet.agents.pop().expect("agent");
     let doomed_name = doomed.name.clone();
     doomed.kill().await;
@@ -354,14 +384,7 @@ async fn a_lost_agent_leaves_the_rest_running_when_the_spec_allows_it(backend: B
     body["spec"]["on_agent_lost"] = json!("continue");
     let created = fleet.api.create_run(&body).await;
     let id = created["id"].as_str().expect("id").to_string();
-    let mut stream = fleet.api.events(&id, None).await;
-    let mut measured = BTreeSet::new();
-    while measured.len() < 2 {
-        let event = stream.next(LIMIT).await.expect("a frame");
-        if event.event == "load" && event.data["data"]["phase"] == "measure" {
-            measured.insert(event.data["data"]["share"].as_u64().expect("share"));
-        }
-    }
+    measured_a_second(&fleet, &id).await;
     let doomed = fleet.agents.pop().expect("agent");
     let doomed_name = doomed.name.clone();
     doomed.kill().await;

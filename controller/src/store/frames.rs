@@ -37,7 +37,7 @@ pub enum AppendOutcome {
         /// A share's frames relayed onto its split run's stream (see `shares.rs`).
         relayed: Vec<StoredFrame>,
         /// The split run and why it stops: these frames' seconds made its merged
-        /// measure cross an `abort_on_fail` threshold (see `aborts.rs`).
+        /// measure cross an `abort_on_fail` threshold (see `split_seconds.rs`).
         split_aborted: Option<(String, String)>,
     },
     /// The lease is not the run's current accepted lease: nothing was stored.

@@ -4,7 +4,6 @@
 //! sqlx's `Any` driver with one portable schema (`migrations/`), so every query here runs
 //! unchanged on both and every store test runs against both.
 
-mod aborts;
 mod account_deletion;
 mod accounts;
 mod admission;
@@ -26,6 +25,7 @@ mod runs;
 mod scenarios;
 mod schedules;
 mod shares;
+mod split_seconds;
 mod steps;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -177,8 +177,7 @@ impl Store {
     }
 }
 
-/// Milliseconds since the Unix epoch: the store's only notion of time.
-/// A split run's merged measures while it runs (`aborts.rs`, `steps.rs`): keyed by the
+/// A split run's merged measures while it runs (`split_seconds.rs`, `steps.rs`): keyed by the
 /// split run's id, they go with its ending, its retention and its account.
 pub(crate) const SPLIT_MEASURE_TABLES: [&str; 4] = [
     "split_measures",
@@ -187,6 +186,7 @@ pub(crate) const SPLIT_MEASURE_TABLES: [&str; 4] = [
     "split_steps",
 ];
 
+/// Milliseconds since the Unix epoch: the store's only notion of time.
 pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

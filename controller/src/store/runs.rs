@@ -36,7 +36,7 @@ pub struct NewRun {
     /// The agents the run is split over (`"agents": N`); 1: the whole run on one agent.
     pub agents: u32,
     /// A split run's `abort_on_fail` thresholds, judged on its merged seconds
-    /// (`store/aborts.rs`); empty for a whole run, whose agent judges them.
+    /// (`store/split_seconds.rs`); empty for a whole run, whose agent judges them.
     pub abort_on: Vec<iohr_domain::load::Threshold>,
 }
 
@@ -316,7 +316,7 @@ impl Store {
         .await?;
         let share_ids = match verdict {
             Verdict::Queue if run.agents > 1 => {
-                super::aborts::watch(&mut tx, &id, &run.abort_on).await?;
+                super::split_seconds::watch(&mut tx, &id, run.kind, &run.abort_on).await?;
                 super::shares::insert_shares(&mut tx, &id, run, now).await?
             }
             _ => Vec::new(),

@@ -9,8 +9,9 @@
 //! second sees the first one's ending: the parent ends exactly once.
 
 use iohr_domain::kind::merge_shares;
-use iohr_domain::load::{AgentLoss, Share};
+use iohr_domain::load::{AgentLoss, LoadSecond, Share};
 use iohr_domain::{RunKind, RunStatus};
+use serde::Deserialize;
 use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 
 use super::frames::{StoredFrame, insert_frame};
@@ -102,13 +103,14 @@ pub(super) struct Relayed {
     /// The split run's new frames, for its live viewers.
     pub frames: Vec<StoredFrame>,
     /// Why the split run stops, when these frames' seconds made its merged measure cross
-    /// an `abort_on_fail` threshold (`aborts.rs`).
+    /// an `abort_on_fail` threshold (`split_seconds.rs`).
     pub aborted: Option<String>,
 }
 
 /// Relays a share's frames `after + 1 ..= through` (now stored without a gap) onto its
-/// parent's stream, numbered after the parent's, each payload naming its `share`, and
-/// judges the parent's `abort_on_fail` on the seconds every share has sent.
+/// parent's stream, numbered after the parent's, each payload naming its `share`; a
+/// load or replay run's `load` frames are merged instead, one per second of the whole
+/// (`split_seconds.rs`), and its `abort_on_fail` judged on them.
 pub(super) async fn relay_frames(
     store: &Store,
     tx: &mut Transaction<'static, Any>,
@@ -133,46 +135,103 @@ pub(super) async fn relay_frames(
     .bind(through as i64)
     .fetch_all(&mut **tx)
     .await?;
-    let mut next = run.frames_through;
-    let mut relayed = Vec::with_capacity(rows.len());
-    let mut measured = Vec::new();
+    let mut frames = Vec::with_capacity(rows.len());
     for row in rows {
         let payload: String = row.try_get("payload")?;
         let payload: serde_json::Value = serde_json::from_str(&payload)
             .map_err(|e| StoreError::Corrupt(format!("frame payload: {e}")))?;
-        let kind: String = row.try_get("kind")?;
-        // What the whole is judged on as it runs: measured seconds (`abort_on_fail`)
-        // and a sweep's step ends (`steps.rs`).
-        if kind == "load" || (kind == "phase" && run.kind == RunKind::Capacity) {
-            measured.push((kind.clone(), payload.clone()));
+        frames.push((
+            row.try_get::<String, _>("kind")?,
+            payload,
+            row.try_get::<i64, _>("at")?,
+        ));
+    }
+    let seconds: Vec<LoadSecond> = frames
+        .iter()
+        .filter(|(kind, _, _)| kind == "load")
+        .filter_map(|(_, payload, _)| LoadSecond::deserialize(payload).ok())
+        .collect();
+    let merged = super::split_seconds::merge(tx, parent, share, &seconds).await?;
+    let at = frames.last().map_or_else(super::now_ms, |(_, _, at)| *at);
+    if run.kind == RunKind::Capacity {
+        // A sweep's step ends, judged on the whole as they come.
+        let ends: Vec<(String, serde_json::Value)> = frames
+            .iter()
+            .filter(|(kind, _, _)| kind == "phase")
+            .map(|(kind, payload, _)| (kind.clone(), payload.clone()))
+            .collect();
+        super::steps::judge(tx, &run, share, &ends).await?;
+    }
+    let mut out: Vec<(String, serde_json::Value, i64)> = frames
+        .into_iter()
+        .filter(|(kind, _, _)| merged.is_none() || kind != "load")
+        .map(|(kind, payload, at)| (kind, with_share(payload, share), at))
+        .collect();
+    let aborted = match merged {
+        Some(merged) => {
+            out.extend(
+                merged
+                    .seconds
+                    .into_iter()
+                    .map(|second| whole_second(second, at)),
+            );
+            merged.aborted
         }
+        None => None,
+    };
+    Ok(Relayed {
+        frames: append_to_parent(store, tx, &run, out).await?,
+        aborted,
+    })
+}
+
+/// A merged second as the split run's `load` frame: the second, and how many shares'
+/// parts it holds.
+fn whole_second(
+    (second, shares): (LoadSecond, usize),
+    at: i64,
+) -> (String, serde_json::Value, i64) {
+    let mut payload = serde_json::to_value(&second).unwrap_or_default();
+    if let serde_json::Value::Object(object) = &mut payload {
+        object.insert("shares".to_string(), shares.into());
+    }
+    ("load".to_string(), payload, at)
+}
+
+/// `frames` (kind, payload, at) appended to the parent `run`'s stream, numbered after
+/// its last, and told to its viewers on every replica.
+async fn append_to_parent(
+    store: &Store,
+    tx: &mut Transaction<'static, Any>,
+    run: &RunRow,
+    frames: Vec<(String, serde_json::Value, i64)>,
+) -> Result<Vec<StoredFrame>> {
+    if frames.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut next = run.frames_through;
+    let mut stored = Vec::with_capacity(frames.len());
+    for (kind, payload, at) in frames {
         next += 1;
         let frame = StoredFrame {
-            run_id: parent.to_string(),
+            run_id: run.id.clone(),
             number: next,
             kind,
-            payload: with_share(payload, share),
-            at: row.try_get("at")?,
+            payload,
+            at,
         };
         insert_frame(tx, &frame).await?;
-        relayed.push(frame);
+        stored.push(frame);
     }
     sqlx::query("UPDATE runs SET frames_through = $1 WHERE id = $2")
         .bind(next as i64)
-        .bind(parent)
+        .bind(&run.id)
         .execute(&mut **tx)
         .await?;
     store
-        .notify_frames(&mut **tx, parent, run.frames_through + 1, next)
+        .notify_frames(&mut **tx, &run.id, run.frames_through + 1, next)
         .await?;
-    let aborted = super::aborts::judge(tx, parent, share, &measured).await?;
-    if run.kind == RunKind::Capacity {
-        super::steps::judge(tx, &run, share, &measured).await?;
-    }
-    Ok(Relayed {
-        frames: relayed,
-        aborted,
-    })
+    Ok(stored)
 }
 
 /// A share's frame as its parent relays it: the payload with `share` (its index) added.
@@ -201,7 +260,13 @@ pub(super) async fn settle_parent(
     if shares.iter().any(|s| !s.status.is_finished()) {
         return Ok(Vec::new());
     }
-    let aborted = super::aborts::take(tx, parent).await?;
+    let (rest, aborted) = super::split_seconds::take(tx, parent).await?;
+    let now = super::now_ms();
+    let rest = rest
+        .into_iter()
+        .map(|second| whole_second(second, now))
+        .collect();
+    let mut frames = append_to_parent(store, tx, &run, rest).await?;
     let spec = spec_in(&mut **tx, &run).await?;
     let ending = parent_ending(
         (run.kind, spec.as_ref()),
@@ -209,7 +274,8 @@ pub(super) async fn settle_parent(
         (run.reason.as_deref(), aborted.as_deref()),
     );
     tracing::info!(run = %parent, status = %ending.status, shares = shares.len(), "split run ended");
-    store.write_ending(tx, &run, &ending).await
+    frames.extend(store.write_ending(tx, &run, &ending).await?);
+    Ok(frames)
 }
 
 /// A split run's shares, in order, read with `executor` (the pool, or the transaction

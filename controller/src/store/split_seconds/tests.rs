@@ -1,6 +1,6 @@
-use iohr_domain::RunStatus;
 use iohr_domain::histogram::{encode, latency_histogram};
 use iohr_domain::load::Threshold;
+use iohr_domain::{RunKind, RunStatus};
 use serde_json::json;
 
 use crate::store::tests::{both, seed};
@@ -9,10 +9,14 @@ use crate::store::{AppendOutcome, Ending, LeaseGuard, NewRun, Store};
 /// A measured second of one share, as its `load` frame carries it: `n` answers of
 /// `micros` each.
 fn second(second: u64, n: u64, micros: u64) -> serde_json::Value {
+    phase_second("measure", second, n, micros)
+}
+
+fn phase_second(phase: &str, second: u64, n: u64, micros: u64) -> serde_json::Value {
     let mut latency = latency_histogram().expect("histogram");
     latency.record_n(micros, n).expect("record");
     json!({
-        "second": second, "phase": "measure", "requests": n, "responses": {"2xx": n},
+        "second": second, "phase": phase, "requests": n, "responses": {"2xx": n},
         "errors": {}, "intended": n, "sent": n, "late": 0, "dropped": 0,
         "histogram": encode(&latency).expect("encode"), "operations": {},
     })
@@ -45,6 +49,7 @@ async fn a_split_run_stops_when_its_merged_seconds_cross_a_threshold() {
         let rules: Vec<Threshold> = vec!["p99 < 10ms".parse().expect("threshold")];
         let new = NewRun {
             agents: 2,
+            kind: RunKind::Load,
             abort_on: rules,
             ..crate::store::tests::run_like(&template)
         };
@@ -115,13 +120,14 @@ async fn a_split_run_stops_when_its_merged_seconds_cross_a_threshold() {
     }
 }
 
-/// Without `abort_on_fail`, a split run's seconds are relayed and nothing is judged.
+/// Without `abort_on_fail`, a split run's seconds are merged and nothing is judged.
 #[tokio::test]
 async fn a_split_run_without_abort_on_fail_is_not_judged_live() {
     for store in both().await {
         let (account, template) = seed(&store).await;
         let new = NewRun {
             agents: 2,
+            kind: RunKind::Load,
             ..crate::store::tests::run_like(&template)
         };
         let (_, shares) = store
@@ -144,5 +150,130 @@ async fn a_split_run_without_abort_on_fail_is_not_judged_live() {
                 None
             );
         }
+    }
+}
+
+/// `frames` (number, kind, payload) of a share: the split run's frames they made.
+async fn append(
+    store: &Store,
+    (share, guard): (&String, &LeaseGuard),
+    frames: Vec<(u64, &str, serde_json::Value)>,
+) -> Vec<crate::store::StoredFrame> {
+    let frames: Vec<(u64, String, serde_json::Value)> = frames
+        .into_iter()
+        .map(|(n, k, p)| (n, k.to_string(), p))
+        .collect();
+    match store
+        .append_frames(share, guard, &frames)
+        .await
+        .expect("append")
+    {
+        AppendOutcome::Stored { relayed, .. } => relayed,
+        AppendOutcome::Stale => panic!("stale"),
+    }
+}
+
+/// The split run's stream has one `load` frame per second of the whole, warm-up and
+/// measure alike: made once every share has sent that second, its counts and histogram
+/// the shares' summed, and saying how many shares it holds; the shares' own seconds are
+/// not relayed. A second a share never sent (it ended first) is merged from the parts
+/// that came when the split run ends, before its `finished` frame.
+#[tokio::test]
+async fn a_split_runs_stream_has_one_second_of_the_whole_per_second() {
+    for store in both().await {
+        let (account, template) = seed(&store).await;
+        let new = NewRun {
+            agents: 2,
+            kind: RunKind::Load,
+            ..crate::store::tests::run_like(&template)
+        };
+        let (run, shares) = store
+            .insert_new_run(&new, "token:t1", None)
+            .await
+            .expect("run");
+        let guards =
+            crate::store::tests::take_shares(&store, &account.id, "fp-live", &shares).await;
+        let (a, b) = ((&shares[0].id, &guards[0]), (&shares[1].id, &guards[1]));
+        // A warm-up second and a measured one share a number: both are merged.
+        let relayed = append(
+            &store,
+            a,
+            vec![
+                (1, "phase", json!({"phase": "warmup"})),
+                (2, "load", phase_second("warmup", 1, 10, 1_000)),
+                (3, "load", second(1, 100, 1_000)),
+            ],
+        )
+        .await;
+        let kinds: Vec<&str> = relayed.iter().map(|f| f.kind.as_str()).collect();
+        assert_eq!(kinds, ["phase"], "share 0's seconds wait for share 1's");
+        assert_eq!(relayed[0].payload["share"], 0);
+
+        let relayed = append(
+            &store,
+            b,
+            vec![
+                (1, "load", phase_second("warmup", 1, 30, 2_000)),
+                (2, "load", second(1, 300, 2_000)),
+                (3, "load", second(2, 300, 2_000)),
+            ],
+        )
+        .await;
+        let seconds: Vec<(String, u64, u64, u64)> = relayed
+            .iter()
+            .map(|f| {
+                assert_eq!(f.kind, "load");
+                assert!(f.payload.get("share").is_none(), "{}", f.payload);
+                (
+                    f.payload["phase"].as_str().expect("phase").to_string(),
+                    f.payload["second"].as_u64().expect("second"),
+                    f.payload["requests"].as_u64().expect("requests"),
+                    f.payload["shares"].as_u64().expect("shares"),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seconds,
+            [
+                ("warmup".to_string(), 1, 40, 2),
+                ("measure".to_string(), 1, 400, 2)
+            ],
+            "second 2 waits for share 0's"
+        );
+        let histogram = relayed[1].payload["histogram"].as_str().expect("histogram");
+        let whole = iohr_domain::histogram::decode(histogram).expect("decode");
+        assert_eq!(whole.len(), 400, "the shares' histograms added");
+
+        // Share 0 ends before its second 2: the ending merges share 1's alone.
+        for (share, guard) in [a, b] {
+            let ended = Ending {
+                status: RunStatus::Passed,
+                reason: None,
+                result: None,
+                units_spent: Some(1),
+            };
+            store
+                .finish_run_with_findings(share, Some(guard), None, &ended)
+                .await
+                .expect("finish")
+                .expect("ended");
+        }
+        let frames = store.frames_after(&run.id, 0, 100).await.expect("frames");
+        let numbers: Vec<u64> = frames.iter().map(|f| f.number).collect();
+        assert_eq!(numbers, (1..=frames.len() as u64).collect::<Vec<_>>());
+        let tail: Vec<(&str, Option<u64>, Option<u64>)> = frames
+            .iter()
+            .rev()
+            .take(2)
+            .rev()
+            .map(|f| {
+                (
+                    f.kind.as_str(),
+                    f.payload["second"].as_u64(),
+                    f.payload["shares"].as_u64(),
+                )
+            })
+            .collect();
+        assert_eq!(tail, [("load", Some(2), Some(1)), ("finished", None, None)]);
     }
 }
