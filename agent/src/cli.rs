@@ -59,9 +59,14 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
 pub struct RunArgs {
     /// The controller's agent link, e.g. https://127.0.0.1:8443. Repeat it (or separate
     /// with commas) for several controllers of one store: after a failed or ended link the
-    /// agent dials the next.
+    /// agent dials the next, and returns to the first once it answers again (see
+    /// --return-after-secs). Give agents the replicas in different orders to spread them.
     #[arg(long, env = "IOHR_CONTROLLER", value_delimiter = ',', required = true)]
     pub controller: Vec<String>,
+    /// Linked to another controller than its first, the agent tries the first this often
+    /// and, holding no run, moves back to it; 0: it stays where it is.
+    #[arg(long, default_value_t = 30)]
+    pub return_after_secs: u64,
     /// The dir `iohr-controller agent-cert --out` wrote (agent.key, agent.pem, ca.pem).
     #[arg(long, env = "IOHR_AGENT_IDENTITY")]
     pub identity: PathBuf,

@@ -54,6 +54,9 @@ pub struct AgentConfig {
     pub max_concurrent_jobs: u32,
     pub reconnect_min: Duration,
     pub reconnect_max: Duration,
+    /// How often an agent linked to another controller than its first tries the first,
+    /// to move back to it while it holds no run (`None`: never).
+    pub return_after: Option<Duration>,
     pub target_options: crate::load::TargetOptions,
     /// The fault policy and ledger; without them faults runs end in an error.
     pub faults: Option<std::sync::Arc<crate::kinds::faults::FaultsConfig>>,
@@ -128,6 +131,11 @@ pub async fn run(
                 tracing::warn!(%error, "reading the identity again failed; dialling with the previous one")
             }
         }
+        // Away from the first controller, the session looks in on it now and then.
+        let home = (at != 0)
+            .then_some(config.return_after)
+            .flatten()
+            .map(|every| (endpoints[0].clone(), every));
         let outcome = match endpoints[at].connect().await {
             Ok(channel) => {
                 let session = Session {
@@ -139,19 +147,24 @@ pub async fn run(
                     started,
                     incarnation: &incarnation,
                 };
-                session.serve(channel, &shutdown, &mut backoff).await
+                session.serve(channel, home, &shutdown, &mut backoff).await
             }
             Err(error) => Err(LinkError::Transport(error)),
         };
         if shutdown.is_cancelled() {
             break;
         }
+        if let Ok(Ended::Home) = outcome {
+            // Straight back to the first controller, which just answered.
+            turn = 0;
+            continue;
+        }
         // The next dial goes to the next controller: this one failed or let go.
         turn += 1;
         crate::metrics::reconnecting();
         let wait = backoff.next_wait();
         match outcome {
-            Ok(()) => tracing::info!(
+            Ok(_) => tracing::info!(
                 %controller,
                 wait_ms = wait.as_millis() as u64,
                 "stream ended; reconnecting"
@@ -237,6 +250,18 @@ struct Session<'a> {
     incarnation: &'a str,
 }
 
+/// How a session's stream ended without an error.
+enum Ended {
+    /// The controller ended it, or the agent is shutting down.
+    Closed,
+    /// The agent's first controller answers again and this agent holds no run: it moves
+    /// back, so that agents spread over replicas again once a lost one returns.
+    Home,
+}
+
+/// How long a look at the first controller may take (a TLS handshake on its network).
+const HOME_PROBE: Duration = Duration::from_secs(2);
+
 /// Frames per batch message.
 const BATCH: usize = 256;
 
@@ -250,12 +275,15 @@ impl Session<'_> {
             .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
+    /// `home`: the first controller's address and how often to look in on it, when this
+    /// session is with another.
     async fn serve(
         &self,
         channel: Channel,
+        home: Option<(Endpoint, Duration)>,
         shutdown: &CancellationToken,
         backoff: &mut Backoff,
-    ) -> Result<(), LinkError> {
+    ) -> Result<Ended, LinkError> {
         let renewing = CancellationToken::new();
         let _stop_renewing = renewing.clone().drop_guard();
         let mut client = AgentLinkClient::new(channel.clone())
@@ -327,11 +355,26 @@ impl Session<'_> {
         let mut beat = tokio::time::interval(heartbeat);
         let mut watchdog = tokio::time::interval(heartbeat.min(Duration::from_millis(250)));
         let mut asks = tokio::time::interval(STEP_ASK_EVERY);
+        // (A period of zero would panic the interval: at least 100 ms.)
+        let every = home
+            .as_ref()
+            .map_or(Duration::from_secs(86_400), |(_, every)| *every)
+            .max(Duration::from_millis(100));
+        let mut look_home = tokio::time::interval_at(Instant::now() + every, every);
         let mut sequence = 0;
         loop {
             self.flush(&tx).await;
             tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
+                _ = shutdown.cancelled() => return Ok(Ended::Closed),
+                _ = look_home.tick(), if home.is_some() => {
+                    if let Some((first, _)) = &home
+                        && self.leases.is_empty()
+                        && matches!(tokio::time::timeout(HOME_PROBE, first.connect()).await, Ok(Ok(_)))
+                    {
+                        tracing::info!(controller = %self.controller, first = %self.config.controllers[0], "the first controller answers again: moving back to it");
+                        return Ok(Ended::Home);
+                    }
+                }
                 _ = self.leases.changed.notified() => {}
                 _ = beat.tick() => {
                     sequence += 1;
@@ -355,7 +398,7 @@ impl Session<'_> {
                             self.handle(body, &tx).await;
                         }
                     }
-                    None => return Ok(()),
+                    None => return Ok(Ended::Closed),
                 },
             }
         }
@@ -452,6 +495,7 @@ impl Session<'_> {
             controller_message::Body::CompletionAck(ack) => {
                 if ack.accepted {
                     self.leases.forget(&ack.lease_id);
+                    tracing::info!(run = %ack.run_id, "run done: its completion is stored");
                 } else {
                     tracing::warn!(run = %ack.run_id, reason = %ack.reason, "completion not accepted yet; resending");
                     self.leases.rewind(&ack.lease_id);

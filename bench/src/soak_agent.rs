@@ -5,6 +5,8 @@
 //! - dials the next address when its stream fails or ends, after a jittered, bounded
 //!   backoff, and says in its `Hello` which leases it holds with the last frame the
 //!   controller acknowledged for each (the same incarnation on every stream);
+//! - linked elsewhere than its first address, looks in on that one every
+//!   `return_after` and, holding no run, moves back to it once it answers;
 //! - numbers each run's frames from 1, one every `frame_every`, then sends the completion
 //!   once every frame is sent; after a reconnect, or an ack that shows a gap, it resends
 //!   from the last acknowledged frame; a refused completion is sent again after 250 ms;
@@ -47,6 +49,9 @@ const COMPLETION_RETRY: Duration = Duration::from_millis(250);
 /// Completions one lease may send before the agent gives it up (bounded: a stuck run
 /// cannot spin for ever; at 250 ms apart this is over a minute).
 const MAX_COMPLETIONS: u32 = 300;
+/// The most replicas the soak counts agents on.
+pub const MAX_REPLICAS: usize = 8;
+
 /// Dials one agent may make over the whole soak.
 const MAX_DIALS: u64 = 10_000;
 
@@ -61,6 +66,8 @@ pub struct SoakAgentConfig {
     pub frame_every: Duration,
     pub backoff_min: Duration,
     pub backoff_max: Duration,
+    /// Away from its first replica, how often an agent looks in on it (`None`: never).
+    pub return_after: Option<Duration>,
     /// No dial after this.
     pub deadline: Instant,
 }
@@ -88,6 +95,10 @@ pub struct SoakCounters {
     pub completions_given_up: AtomicU64,
     pub cancels: AtomicU64,
     pub silent_streams: AtomicU64,
+    /// Sessions ended to move back to the agent's first replica.
+    pub moves_home: AtomicU64,
+    /// Live sessions per replica (its index in `urls`).
+    pub live_on: [AtomicI64; MAX_REPLICAS],
 }
 
 /// One agent's hold of one run: from its accepted offer until it let the lease go.
@@ -226,6 +237,8 @@ enum SessionEnd {
     Stopped,
     /// The stream failed or ended; `welcomed` says whether it had been let in.
     Broken { welcomed: bool },
+    /// Its first replica answers again and it holds no run: it moves back.
+    Home,
 }
 
 /// A small xorshift for the backoff's jitter (no need for a real generator here).
@@ -259,15 +272,31 @@ pub async fn run_agent(
     let mut jitter = Jitter(seed(&identity.name) | 1);
     let mut backoff = config.backoff_min;
     let tls = identity.tls();
-    for turn in (first..).take(MAX_DIALS as usize) {
+    let mut turn = first;
+    for _ in 0..MAX_DIALS {
         if *stop.borrow() || Instant::now() >= config.deadline {
             break;
         }
-        let url = config.urls[turn % config.urls.len()].clone();
+        let at = turn % config.urls.len();
+        let home = (at != first % config.urls.len())
+            .then_some(config.return_after)
+            .flatten()
+            .map(|every| (config.urls[first % config.urls.len()].clone(), every));
         tracker.counters.dials.fetch_add(1, Ordering::Relaxed);
-        let end = session(&mut state, &url, tls.clone(), &incarnation, &mut stop).await;
+        let link = Link {
+            at,
+            tls: tls.clone(),
+            home,
+        };
+        let end = session(&mut state, &link, &incarnation, &mut stop).await;
         match end {
             Ok(SessionEnd::Stopped) => break,
+            Ok(SessionEnd::Home) => {
+                // Straight back to the first replica, which just answered.
+                tracker.counters.moves_home.fetch_add(1, Ordering::Relaxed);
+                turn = first;
+                continue;
+            }
             Ok(SessionEnd::Broken { welcomed }) => {
                 if welcomed {
                     backoff = config.backoff_min;
@@ -286,6 +315,7 @@ pub async fn run_agent(
             }
         }
         // The next dial (the next turn) goes to the next replica: this one failed or let go.
+        turn += 1;
         let base = backoff.as_millis() as u64;
         let wait = Duration::from_millis(base / 2 + jitter.below(base / 2 + 1));
         backoff = (backoff * 2).min(config.backoff_max);
@@ -302,20 +332,33 @@ fn seed(name: &str) -> u64 {
     })
 }
 
+/// What one session dials: replica `at` (in `urls`) and, away from its first replica,
+/// that one's URL and how often to look in on it.
+struct Link {
+    at: usize,
+    tls: tonic::transport::ClientTlsConfig,
+    home: Option<(String, Duration)>,
+}
+
+/// A TLS channel to `url`, within [`DIAL_TIMEOUT`].
+async fn dial(url: &str, tls: &tonic::transport::ClientTlsConfig) -> anyhow::Result<Channel> {
+    Ok(Channel::from_shared(url.to_string())
+        .context("agent link URL")?
+        .tls_config(tls.clone())?
+        .connect_timeout(DIAL_TIMEOUT)
+        .connect()
+        .await?)
+}
+
 /// One stream: dial, hello with the leases held, welcome, then serve until it breaks.
 async fn session(
     state: &mut AgentState,
-    url: &str,
-    tls: tonic::transport::ClientTlsConfig,
+    link: &Link,
     incarnation: &str,
     stop: &mut watch::Receiver<bool>,
 ) -> anyhow::Result<SessionEnd> {
-    let channel = Channel::from_shared(url.to_string())
-        .context("agent link URL")?
-        .tls_config(tls)?
-        .connect_timeout(DIAL_TIMEOUT)
-        .connect()
-        .await?;
+    let url = state.config.urls[link.at].clone();
+    let channel = dial(&url, &link.tls).await?;
     let mut client = AgentLinkClient::new(channel);
     let (tx, rx) = mpsc::channel::<AgentMessage>(OUTBOUND_BUFFER);
     let reported = state.report_for_new_stream();
@@ -360,7 +403,13 @@ async fn session(
     }
     counters.sessions.fetch_add(1, Ordering::Relaxed);
     counters.live_sessions.fetch_add(1, Ordering::Relaxed);
-    let _live = LiveSession(state.tracker.clone());
+    let _live = LiveSession::new(state.tracker.clone(), link.at);
+    let every = link
+        .home
+        .as_ref()
+        .map_or(Duration::from_secs(86_400), |(_, e)| *e);
+    let every = every.max(Duration::from_millis(100));
+    let mut look_home = tokio::time::interval_at((Instant::now() + every).into(), every);
     let mut beat = tokio::time::interval(heartbeat);
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut tick = tokio::time::interval(state.config.frame_every.min(Duration::from_millis(250)));
@@ -370,6 +419,14 @@ async fn session(
         state.flush(&tx).await;
         tokio::select! {
             _ = stop.changed() => return Ok(SessionEnd::Stopped),
+            _ = look_home.tick(), if link.home.is_some() => {
+                if let Some((first, _)) = &link.home
+                    && state.leases.is_empty()
+                    && dial(first, &link.tls).await.is_ok()
+                {
+                    return Ok(SessionEnd::Home);
+                }
+            }
             _ = beat.tick() => {
                 sequence += 1;
                 send(&tx, agent_message::Body::Heartbeat(Heartbeat { sequence })).await;
@@ -395,7 +452,16 @@ async fn session(
 }
 
 /// Counts a session as live while it is held.
-struct LiveSession(Arc<SoakTracker>);
+struct LiveSession(Arc<SoakTracker>, usize);
+
+impl LiveSession {
+    fn new(tracker: Arc<SoakTracker>, at: usize) -> LiveSession {
+        if let Some(on) = tracker.counters.live_on.get(at) {
+            on.fetch_add(1, Ordering::Relaxed);
+        }
+        LiveSession(tracker, at)
+    }
+}
 
 impl Drop for LiveSession {
     fn drop(&mut self) {
@@ -403,6 +469,9 @@ impl Drop for LiveSession {
             .counters
             .live_sessions
             .fetch_sub(1, Ordering::Relaxed);
+        if let Some(on) = self.0.counters.live_on.get(self.1) {
+            on.fetch_sub(1, Ordering::Relaxed);
+        }
         self.0
             .counters
             .sessions_ended

@@ -18,6 +18,10 @@ const READ_CONCURRENCY: usize = 8;
 /// Examples kept of each kind of trouble.
 const EXAMPLES: usize = 20;
 
+pub(crate) fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
 pub(crate) fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }

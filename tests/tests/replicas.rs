@@ -286,3 +286,81 @@ async fn a_replica_killed_mid_run_loses_no_run_and_no_frame() {
     })
     .await;
 }
+
+/// An agent whose first controller died moves to the next; once the first answers again
+/// it moves back (`--return-after-secs`), but not while it holds a run: agents spread
+/// over the replicas again after a lost one returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_moves_back_to_its_first_replica_once_idle() {
+    let install = Installation::new(Backend::Postgres).await;
+    let a = Controller::replica(&install, "replica-a", 1000, None).await;
+    let b = Controller::replica(&install, "replica-b", 1000, None).await;
+    let (a_url, b_url, a_port) = (a.link_url(), b.link_url(), a.agent_link.port());
+    let api_b = Api::new(&b.api_url(), &install.full_token());
+    let identity = install.agent_identity("default", "edge-1");
+    let agent = Agent::start(
+        &install,
+        "edge-1",
+        &identity,
+        &format!("{a_url},{b_url}"),
+        AgentOptions {
+            extra: &["--return-after-secs", "1"],
+            ..AgentOptions::default()
+        },
+    )
+    .await;
+    // The agent's log, and the lines where it connected to `url`.
+    let log = || std::fs::read_to_string(&agent.log).unwrap_or_default();
+    let connected_to = |url: &str| -> Vec<usize> {
+        let needle = format!("controller={url}");
+        log()
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.contains(" connected ") && l.contains(&needle))
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let on = |url: String, times: usize| {
+        let connected_to = &connected_to;
+        async move {
+            iohr_tests::wait_for(
+                &format!("the agent connected to {url} {times}x"),
+                LIMIT,
+                || {
+                    let n = connected_to(&url).len();
+                    async move { (n >= times).then_some(()) }
+                },
+            )
+            .await
+        }
+    };
+    on(a_url.clone(), 1).await;
+    a.kill().await;
+    on(b_url.clone(), 1).await;
+    api_b.wait_online("edge-1", LIMIT).await;
+
+    // A run held on B keeps the agent there, though A is back for most of it.
+    let target = Target::start().await;
+    let run = api_b.create_run(&load_body(&target, 20, "5s")).await;
+    let id = run["id"].as_str().unwrap().to_string();
+    api_b.wait_status(&id, &["running"], LIMIT).await;
+    let _a_again = Controller::replica(&install, "replica-a2", 1000, Some(a_port)).await;
+    let done = api_b.wait_ended(&id, LIMIT).await;
+    assert_eq!(done["status"], "passed", "{done}");
+    assert_gapless(&api_b, &id).await;
+
+    // Then, idle, it goes home.
+    on(a_url.clone(), 2).await;
+    let lines: Vec<String> = log().lines().map(str::to_string).collect();
+    let position = |needle: &str| lines.iter().position(|l| l.contains(needle));
+    let moved = position("moving back to it").expect("the agent said it moved back");
+    let run_id = format!("run={id}");
+    let done_at = lines
+        .iter()
+        .position(|l| l.contains("run done") && l.contains(&run_id))
+        .expect("the agent logged its run's end");
+    assert!(
+        done_at < moved && moved < connected_to(&a_url)[1],
+        "moved back only once the run was done, and then connected to A: {lines:#?}"
+    );
+}

@@ -21,6 +21,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_concurrent_jobs,
         reconnect_min_ms,
         reconnect_max_ms,
+        return_after_secs,
         frame_buffer_mib,
         target_ca,
         metrics_addr,
@@ -43,6 +44,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_concurrent_jobs,
         reconnect_min: Duration::from_millis(reconnect_min_ms),
         reconnect_max: Duration::from_millis(reconnect_max_ms),
+        return_after: (return_after_secs > 0).then(|| Duration::from_secs(return_after_secs)),
         target_options: TargetOptions {
             extra_ca: target_ca,
         },

@@ -28,6 +28,8 @@ mod controller;
 mod soak_agent;
 #[path = "../soak_readback.rs"]
 mod soak_readback;
+#[path = "../soak_replica.rs"]
+mod soak_replica;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,7 +46,8 @@ use agents::AgentIdentity;
 use api::{Api, PostOutcome};
 use controller::{Backend, Controller, Environment};
 use soak_agent::{SoakAgentConfig, SoakTracker};
-use soak_readback::{read_back, round2};
+use soak_readback::{read_back, round1, round2};
+use soak_replica::{Life, Replica};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -94,6 +97,11 @@ struct Opts {
     /// ...doubling to this (jittered down to half).
     #[arg(long, default_value_t = 1000)]
     backoff_max_ms: u64,
+    /// Linked elsewhere than its first replica, an agent looks in on that one this often
+    /// and moves back to it while it holds no run, as the real agent's
+    /// `--return-after-secs`; 0: agents stay where they moved.
+    #[arg(long, default_value_t = 30)]
+    return_after_secs: u64,
     /// RSS samples this often, in seconds.
     #[arg(long, default_value_t = 10)]
     rss_every_secs: u64,
@@ -117,6 +125,14 @@ struct Opts {
     json: bool,
 }
 
+/// The agents linked to replica `i` now.
+fn live_on(counters: &soak_agent::SoakCounters, i: usize) -> i64 {
+    counters
+        .live_on
+        .get(i)
+        .map_or(0, |on| on.load(Ordering::Relaxed))
+}
+
 /// How long all agents may take to be connected at the start.
 const CONNECT_LIMIT: Duration = Duration::from_secs(180);
 /// How long agents may take to be all connected again after a kill.
@@ -126,6 +142,9 @@ fn main() -> anyhow::Result<()> {
     let opts = Opts::parse();
     if opts.agents == 0 || opts.replicas == 0 || opts.frames_per_run == 0 || opts.frame_ms == 0 {
         bail!("--agents, --replicas, --frames-per-run and --frame-ms must be above 0");
+    }
+    if opts.replicas > soak_agent::MAX_REPLICAS {
+        bail!("--replicas: at most {}", soak_agent::MAX_REPLICAS);
     }
     if !(opts.rate.is_finite() && opts.rate > 0.0 && opts.rate <= 1000.0) {
         bail!("--rate must be above 0 and at most 1000");
@@ -214,125 +233,6 @@ fn unix_s() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-}
-
-/// One lifetime of a replica's process.
-struct Life {
-    number: u32,
-    pid: Option<u32>,
-    started_s: f64,
-    ended_s: Option<f64>,
-    ended_by: &'static str,
-    /// (seconds since the soak's start, RSS MiB).
-    rss: Vec<(f64, f64)>,
-    cpu_s: Option<f64>,
-    log: String,
-}
-
-impl Life {
-    fn to_json(&self) -> Value {
-        let values: Vec<f64> = self.rss.iter().map(|s| s.1).collect();
-        let max = values
-            .iter()
-            .cloned()
-            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-        json!({
-            "life": self.number,
-            "pid": self.pid,
-            "from_s": round1(self.started_s),
-            "to_s": self.ended_s.map(round1),
-            "ended_by": self.ended_by,
-            "rss_mib_first": values.first().map(|v| round1(*v)),
-            "rss_mib_last": values.last().map(|v| round1(*v)),
-            "rss_mib_max": max.map(round1),
-            "rss_samples": self.rss.iter().map(|(t, v)| json!([round1(*t), round1(*v)])).collect::<Vec<_>>(),
-            "cpu_s": self.cpu_s.map(round1),
-            "log": self.log,
-            "log_lines": log_lines(&self.log),
-        })
-    }
-}
-
-/// How many lines of a replica's log say what matters here.
-fn log_lines(path: &str) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let count = |needle: &str| text.lines().filter(|l| l.contains(needle)).count();
-    json!({
-        "took_over_reported_lease": count("took over a lease its agent brought"),
-        "took_over_stopped_replicas_lease": count("took over the lease of a replica that stopped"),
-        "agent_connected": count("agent connected"),
-        "warn": count(" WARN "),
-        "error": count(" ERROR "),
-    })
-}
-
-/// A replica: its fixed addresses, its process now, and every lifetime it had.
-struct Replica {
-    name: String,
-    api_addr: String,
-    agent_addr: String,
-    current: Option<Controller>,
-    lives: Vec<Life>,
-}
-
-impl Replica {
-    async fn start(
-        &mut self,
-        env: &Environment,
-        extra: &[String],
-        at_s: f64,
-    ) -> anyhow::Result<()> {
-        let number = self.lives.len() as u32 + 1;
-        let log = format!("replica-{}-{number}", self.name);
-        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-        let controller = env
-            .serve_at(&log, &self.api_addr, &self.agent_addr, &extra)
-            .await
-            .with_context(|| format!("starting replica {} (life {number})", self.name))?;
-        self.lives.push(Life {
-            number,
-            pid: controller.pid(),
-            started_s: at_s,
-            ended_s: None,
-            ended_by: "",
-            rss: Vec::new(),
-            cpu_s: None,
-            log: controller.log_path.display().to_string(),
-        });
-        self.current = Some(controller);
-        Ok(())
-    }
-
-    fn sample(&mut self, at_s: f64) {
-        if let (Some(controller), Some(life)) = (&self.current, self.lives.last_mut())
-            && let Some(rss) = controller.rss_mib()
-        {
-            life.rss.push((at_s, rss));
-        }
-    }
-
-    /// Ends the current process: SIGKILL (`kill`) or SIGTERM (the soak's end).
-    async fn end(&mut self, at_s: f64, kill: bool) -> anyhow::Result<()> {
-        self.sample(at_s);
-        let Some(controller) = self.current.take() else {
-            return Ok(());
-        };
-        let cpu = controller.cpu_seconds();
-        if let Some(life) = self.lives.last_mut() {
-            life.cpu_s = cpu;
-            life.ended_s = Some(at_s);
-            life.ended_by = if kill {
-                "SIGKILL"
-            } else {
-                "SIGTERM at the end"
-            };
-        }
-        if kill {
-            controller.kill().await
-        } else {
-            controller.stop().await
-        }
-    }
 }
 
 /// What the POSTs came to.
@@ -483,10 +383,6 @@ fn postgres_cpu_seconds() -> f64 {
     total
 }
 
-fn round1(x: f64) -> f64 {
-    (x * 10.0).round() / 10.0
-}
-
 async fn soak(opts: &Opts, env: &Environment) -> anyhow::Result<Value> {
     let began_unix = unix_s();
     let token = env.set_up(opts.max_running).await?;
@@ -536,6 +432,8 @@ async fn soak(opts: &Opts, env: &Environment) -> anyhow::Result<Value> {
         frame_every: Duration::from_millis(opts.frame_ms),
         backoff_min: Duration::from_millis(opts.backoff_min_ms),
         backoff_max: Duration::from_millis(opts.backoff_max_ms.max(opts.backoff_min_ms)),
+        return_after: (opts.return_after_secs > 0)
+            .then(|| Duration::from_secs(opts.return_after_secs)),
         deadline,
     });
     let tracker = Arc::new(SoakTracker::default());
@@ -595,8 +493,8 @@ async fn soak(opts: &Opts, env: &Environment) -> anyhow::Result<Value> {
             break;
         }
         if now >= next_rss {
-            for replica in &mut replicas {
-                replica.sample(at(now));
+            for (i, replica) in replicas.iter_mut().enumerate() {
+                replica.sample(at(now), live_on(counters, i));
             }
             next_rss += rss_every;
         }
@@ -666,8 +564,8 @@ async fn soak(opts: &Opts, env: &Environment) -> anyhow::Result<Value> {
             break;
         }
         if last_sample.elapsed() >= rss_every {
-            for replica in &mut replicas {
-                replica.sample(at(Instant::now()));
+            for (i, replica) in replicas.iter_mut().enumerate() {
+                replica.sample(at(Instant::now()), live_on(counters, i));
             }
             last_sample = Instant::now();
         }
@@ -675,8 +573,8 @@ async fn soak(opts: &Opts, env: &Environment) -> anyhow::Result<Value> {
     }
     let drain_s = draining.elapsed().as_secs_f64();
     let soak_s = soak_start.elapsed().as_secs_f64();
-    for replica in &mut replicas {
-        replica.sample(at(Instant::now()));
+    for (i, replica) in replicas.iter_mut().enumerate() {
+        replica.sample(at(Instant::now()), live_on(&tracker.counters, i));
     }
     let pg_cpu_s = postgres_cpu_seconds() - pg_cpu_start;
     let bench_cpu_s = controller::cpu_seconds("/proc/self/stat")
@@ -741,6 +639,7 @@ async fn soak(opts: &Opts, env: &Environment) -> anyhow::Result<Value> {
             "heartbeat_ms": opts.heartbeat_ms,
             "max_jobs": opts.max_jobs,
             "backoff_ms": [opts.backoff_min_ms, opts.backoff_max_ms],
+            "return_after_s": opts.return_after_secs,
         },
         "connect_s": round2(connect_s),
         "soak_started_at_s": round2(offset),
@@ -776,6 +675,7 @@ async fn soak(opts: &Opts, env: &Environment) -> anyhow::Result<Value> {
             "completions_given_up": n(&c.completions_given_up),
             "cancels": n(&c.cancels),
             "silent_streams": n(&c.silent_streams),
+            "moves_home": n(&c.moves_home),
             "reasons": tracker.reasons(),
         },
         "cpu_s": {
