@@ -456,7 +456,42 @@ async fn a_run_that_cannot_split_is_refused_and_nothing_is_stored(backend: Backe
     target.stop().await;
 }
 
+/// A run split over more agents than are connected waits, and says so on the split run;
+/// once enough agents are there it runs, and the reason goes.
+async fn a_split_run_says_it_waits_for_its_agents(backend: Backend) {
+    let mut fleet = fleet(backend, 1).await;
+    let target = Target::start().await;
+    let created = fleet.api.create_run(&load(&target, "2s", 2)).await;
+    let id = created["id"].as_str().expect("id").to_string();
+    let waiting = iohr_tests::wait_for("the split run to say why it waits", LIMIT, || async {
+        let run = fleet.api.run(&id).await;
+        let reason = run["reason"].as_str().map(str::to_string);
+        reason.filter(|r| r.starts_with("split over 2 agents"))
+    })
+    .await;
+    assert_eq!(
+        waiting,
+        "split over 2 agents, placed all at once: 1 agent(s) connected to this controller \
+         serve environment staging with kind load"
+    );
+    assert_eq!(fleet.api.run(&id).await["status"], "queued");
+    fleet.agents.push(
+        iohr_tests::Agent::enrol(
+            &fleet.install,
+            &fleet.api,
+            "edge-9",
+            &fleet.controller.link_url(),
+            iohr_tests::process::AgentOptions::default(),
+        )
+        .await,
+    );
+    let done = fleet.api.wait_ended(&id, LIMIT).await;
+    assert_eq!(done["status"], "passed", "{done}");
+    target.stop().await;
+}
+
 on_both_stores!(
+    a_split_run_says_it_waits_for_its_agents,
     three_agents_measure_one_run_whose_histogram_is_their_sum,
     a_cancelled_split_run_stops_every_share,
     a_lost_agent_ends_the_split_run_with_what_the_shares_measured,

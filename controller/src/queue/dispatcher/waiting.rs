@@ -1,6 +1,7 @@
 //! Why a queued run waits, kept current. A run that no connected agent could take (not
 //! one busy agent: none that serves its account, environment and kind) says so in its
-//! `reason`. The API says it when it creates or confirms a run, from the agents this
+//! `reason`; so does a run split over N agents that fewer than N connected agents serve,
+//! on its shares and on the split run itself. The API says it when it creates or confirms a run, from the agents this
 //! publishes; the dispatcher re-reads every queued run against the connected agents after
 //! they change or runs join the queue, at most once a second, and writes only the reasons
 //! that change, one statement per reason (and 500 runs).
@@ -51,6 +52,8 @@ struct Shape<'a> {
     executor: &'a Executor,
     environment: &'a str,
     kind: RunKind,
+    /// How many agents it needs at once: a split run's shares count, else 1.
+    needed: usize,
 }
 
 fn waiting<'a>(
@@ -64,6 +67,18 @@ fn waiting<'a>(
         .peekable();
     if serving.peek().is_none() {
         return Waiting::NoAgent(no_agent(agents, run));
+    }
+    if run.needed > 1 {
+        let serving = serving.count();
+        if serving < run.needed {
+            let (needed, environment, kind) = (run.needed, run.environment, run.kind);
+            // Placed by one controller on its own agents: with replicas, "here" matters.
+            return Waiting::NoAgent(format!(
+                "split over {needed} agents, placed all at once: {serving} agent(s) connected \
+                 to this controller serve environment {environment} with kind {kind}"
+            ));
+        }
+        return Waiting::Served;
     }
     if serving.any(|a| !refused_by.contains(&a.session)) {
         Waiting::Served
@@ -110,6 +125,7 @@ impl DispatcherHandle {
             executor,
             environment,
             kind,
+            needed: 1,
         };
         match waiting(connected.iter(), &shape, &BTreeSet::new()) {
             Waiting::NoAgent(reason) => Some(reason),
@@ -155,13 +171,17 @@ impl Dispatcher {
         {
             let connected: Vec<&AgentSlot> = self.scheduler.agents().collect();
             let agents = connected.iter().copied();
-            let mut alike: HashMap<(&str, &Executor, &str, RunKind), Waiting> = HashMap::new();
+            let mut alike: HashMap<(&str, &Executor, &str, RunKind, usize), Waiting> =
+                HashMap::new();
+            // A split run's reason is its shares': written once with theirs.
+            let mut split_runs = BTreeSet::new();
             for run in self.scheduler.queued() {
                 let shape = Shape {
                     account_id: &run.account_id,
                     executor: &run.executor,
                     environment: &run.environment,
                     kind: run.kind,
+                    needed: run.share.as_ref().map_or(1, |(_, s)| s.count() as usize),
                 };
                 let judged = if run.refused_by.is_empty() {
                     let key = (
@@ -169,6 +189,7 @@ impl Dispatcher {
                         shape.executor,
                         shape.environment,
                         run.kind,
+                        shape.needed,
                     );
                     alike
                         .entry(key)
@@ -183,7 +204,13 @@ impl Dispatcher {
                     Waiting::NoAgent(reason) => Some(reason),
                 };
                 if wanted != run.reason {
-                    changes.entry(wanted).or_default().push(run.run_id.clone());
+                    let ids = changes.entry(wanted).or_default();
+                    ids.push(run.run_id.clone());
+                    if let Some((parent, _)) = &run.share
+                        && split_runs.insert(parent.clone())
+                    {
+                        ids.push(parent.clone());
+                    }
                 }
             }
         }

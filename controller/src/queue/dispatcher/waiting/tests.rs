@@ -21,11 +21,22 @@ fn agent(session: u64, name: &str, environments: &[&str], platform: bool) -> Age
 }
 
 fn judge(agents: &[AgentSlot], executor: &Executor, kind: RunKind, refused: &[u64]) -> Waiting {
+    judge_split(agents, executor, kind, refused, 1)
+}
+
+fn judge_split(
+    agents: &[AgentSlot],
+    executor: &Executor,
+    kind: RunKind,
+    refused: &[u64],
+    needed: usize,
+) -> Waiting {
     let shape = Shape {
         account_id: "acme",
         executor,
         environment: "production",
         kind,
+        needed,
     };
     let refused: BTreeSet<u64> = refused.iter().copied().collect();
     waiting(agents.iter(), &shape, &refused)
@@ -96,4 +107,35 @@ fn a_refusal_stays_the_reason_while_only_refusers_serve_the_run() {
         judge(&[], &Executor::Any, RunKind::Checks, &[1]),
         Waiting::NoAgent(_)
     ));
+}
+
+/// A run split over N agents waits, saying why, while fewer than N connected agents serve
+/// it (busy or not); with N of them it waits its turn with no reason.
+#[test]
+fn a_split_run_says_it_waits_for_its_agents_all_at_once() {
+    let fleet = [
+        agent(1, "edge-1", &["production"], false),
+        agent(2, "edge-2", &["production"], false),
+        agent(3, "edge-3", &["staging"], false),
+    ];
+    assert_eq!(
+        judge_split(&fleet, &Executor::Any, RunKind::Checks, &[], 3),
+        Waiting::NoAgent(
+            "split over 3 agents, placed all at once: 2 agent(s) connected to this controller \
+             serve environment production with kind checks"
+                .to_string()
+        )
+    );
+    assert_eq!(
+        judge_split(&fleet, &Executor::Any, RunKind::Checks, &[], 2),
+        Waiting::Served
+    );
+    assert_eq!(
+        judge_split(&fleet[2..], &Executor::Any, RunKind::Checks, &[], 2),
+        Waiting::NoAgent(
+            "no connected agent of this account serves environment production with kind checks"
+                .to_string()
+        ),
+        "none at all: the usual reason"
+    );
 }
