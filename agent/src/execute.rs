@@ -59,6 +59,39 @@ pub struct Accepted {
     pub scenario_version: String,
     /// When a share of a split run starts, with the other shares (see [`start_at`]).
     pub start_at: Option<Instant>,
+    /// A share of a split run: it starts only once the controller says every share holds
+    /// its lease ([`iohr_proto::START_STEP`]).
+    pub split: bool,
+}
+
+/// The longest a share waits for the others to hold their leases (one lapsed and was
+/// offered to another agent, say) before it ends `error`.
+pub const START_WITHIN: Duration = Duration::from_secs(60);
+
+/// Waits until every share of a split run holds its lease, and then for the instant
+/// the controller gave them all. `Err`: they did not within [`START_WITHIN`]. A cancel
+/// ends the wait early (and the run then ends `cancelled` at once).
+async fn wait_for_the_others(ctx: &RunContext) -> Result<(), String> {
+    let Some(verdicts) = &ctx.verdicts else {
+        return Ok(());
+    };
+    match verdicts
+        .ask(iohr_proto::START_STEP, START_WITHIN, &ctx.cancel)
+        .await
+    {
+        Some(start) => {
+            tokio::select! {
+                _ = tokio::time::sleep(start.start_after.min(MAX_START_AFTER)) => {}
+                _ = ctx.cancel.cancelled() => {}
+            }
+            Ok(())
+        }
+        None if ctx.cancel.is_cancelled() => Ok(()),
+        None => Err(format!(
+            "the run's other shares did not all start within {} s",
+            START_WITHIN.as_secs()
+        )),
+    }
 }
 
 /// The longest an offer may make its run wait to start: a controller asking for more is
@@ -103,6 +136,7 @@ pub fn start(
         scenario_id,
         scenario_version,
         start_at,
+        split,
     } = accepted;
     let cancel = leases.insert(&lease_id, epoch, &run_id, kind);
     let mut started = json!({"agent": agent, "kind": kind, "target": target});
@@ -128,7 +162,15 @@ pub fn start(
             // A cancelled wait runs the plan all the same: cancelled at once, it ends
             // `cancelled` with its (empty) measure, as any cancelled run.
             wait_for_start(start_at, &ctx.cancel).await;
-            let mut outcome = run_plan(plan, &ctx).await;
+            let together = if split {
+                wait_for_the_others(&ctx).await
+            } else {
+                Ok(())
+            };
+            let mut outcome = match together {
+                Ok(()) => run_plan(plan, &ctx).await,
+                Err(why) => Outcome::error(why, 0),
+            };
             let lease = Leased {
                 target: &target,
                 environment: &environment,

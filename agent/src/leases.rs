@@ -36,7 +36,8 @@ pub struct Lease {
     pub cancel: CancellationToken,
     /// Stopped by the agent itself after losing the controller (not by a cancel).
     pub fenced: bool,
-    /// The controller's verdicts on the steps of a split sweep (unused by other runs).
+    /// The controller's verdicts on a split run's start and a split sweep's steps
+    /// (unused by a run that is not split).
     pub verdicts: StepVerdicts,
     next_number: u64,
     acked: u64,

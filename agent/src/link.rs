@@ -461,6 +461,7 @@ impl Session<'_> {
                             scenario_id: offer.scenario_id,
                             scenario_version: offer.scenario_version,
                             start_at,
+                            split: offer.share_count > 1,
                         },
                     );
                 }

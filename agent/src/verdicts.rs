@@ -2,7 +2,8 @@
 //! run measures only its part of each step, so it does not judge the step itself: it
 //! asks the controller, which merges every share's part and judges the whole, and waits
 //! for the answer. Every share then takes the sweep's same next step (the next rate, a
-//! bisection, the end), at one instant.
+//! bisection, the end), at one instant. Step 0 is the start of a share of any split run:
+//! answered once every share holds its lease (`execute.rs`).
 //!
 //! A leaf of the crate (tokio and std only), like [`crate::run_context`]: the run waits
 //! here, and the link (whichever stream is up) asks and delivers.

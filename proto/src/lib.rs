@@ -15,3 +15,7 @@ pub mod runs {
 /// lease offer carries a replay's whole log and a completion a scenario's request log,
 /// each bounded by its kind's limits (100,000 requests, about 13 MiB of JSON).
 pub const MAX_LINK_MESSAGE: usize = 32 * 1024 * 1024;
+
+/// The `StepAsk` step a share of a split run asks before it starts: answered once every
+/// share holds its lease (a sweep's own steps count from 1).
+pub const START_STEP: u32 = 0;

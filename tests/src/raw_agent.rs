@@ -29,6 +29,17 @@ impl RawAgent {
         name: &str,
         environments: &[&str],
     ) -> Result<RawAgent, tonic::Status> {
+        RawAgent::connect_serving(controller, dir, name, environments, &["checks"]).await
+    }
+
+    /// As [`RawAgent::connect`], saying it serves `kinds`.
+    pub async fn connect_serving(
+        controller: &str,
+        dir: &Path,
+        name: &str,
+        environments: &[&str],
+        kinds: &[&str],
+    ) -> Result<RawAgent, tonic::Status> {
         let read = |file: &str| std::fs::read(dir.join(file)).expect("identity file");
         let tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(read("ca.pem")))
@@ -44,7 +55,7 @@ impl RawAgent {
         let hello = Hello {
             agent_id: name.to_string(),
             version: "raw".into(),
-            kinds: vec!["checks".into()],
+            kinds: kinds.iter().map(|k| k.to_string()).collect(),
             environments: environments.iter().map(|e| e.to_string()).collect(),
             max_concurrent_jobs: 1,
             incarnation: format!("raw-{name}"),

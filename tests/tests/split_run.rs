@@ -490,7 +490,73 @@ async fn a_split_run_says_it_waits_for_its_agents(backend: Backend) {
     target.stop().await;
 }
 
+/// A share whose offer lapses (its agent never answers) goes to another agent, and the
+/// share already running waits for it: both measure side by side, their first measured
+/// seconds stored together, though one was accepted 5 s (the offer's window) before.
+async fn a_lapsed_share_is_waited_for(backend: Backend) {
+    let mut fleet = fleet(backend, 1).await;
+    let wedged_id = fleet.install.agent_identity("default", "wedged");
+    let mut wedged = iohr_tests::raw_agent::RawAgent::connect_serving(
+        &fleet.controller.link_url(),
+        &wedged_id,
+        "wedged",
+        &["staging"],
+        &["load"],
+    )
+    .await
+    .expect("connect");
+    let target = Target::start().await;
+    let created = fleet.api.create_run(&load(&target, "2s", 2)).await;
+    let id = created["id"].as_str().expect("id").to_string();
+    let iohr_proto::link::controller_message::Body::Offer(offer) = wedged.next(LIMIT).await else {
+        panic!("an offer of one share")
+    };
+    // A healthy agent joins; the wedged one never answers, and its share goes there.
+    fleet.agents.push(
+        iohr_tests::Agent::enrol(
+            &fleet.install,
+            &fleet.api,
+            "edge-9",
+            &fleet.controller.link_url(),
+            iohr_tests::process::AgentOptions::default(),
+        )
+        .await,
+    );
+    let done = fleet.api.wait_ended(&id, LIMIT).await;
+    assert_eq!(done["status"], "passed", "{done}");
+    let (_, run) = fleet.api.get(&format!("/v1/reliability/runs/{id}")).await;
+    let shares = run["shares"].as_array().expect("shares").clone();
+    let lapsed = shares
+        .iter()
+        .find(|s| s["run"] == offer.run_id.as_str())
+        .expect("the wedged agent's share");
+    assert_eq!(lapsed["agent"], "edge-9", "{run}");
+    // When each share's first measured second was stored, in ms.
+    let mut firsts = Vec::new();
+    for share in &shares {
+        let share_id = share["run"].as_str().expect("share id");
+        let events = fleet.api.events(share_id, None).await.collect(LIMIT).await;
+        let first = events
+            .iter()
+            .find(|e| e.event == "load" && e.data["data"]["phase"] == "measure")
+            .expect("a measured second");
+        let at = humantime::parse_rfc3339(first.data["at"].as_str().expect("at")).expect("at");
+        let ms = at
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis();
+        firsts.push(ms as i64);
+    }
+    let apart = (firsts[0] - firsts[1]).abs();
+    assert!(
+        apart < 1_000,
+        "the shares' first seconds {apart} ms apart: one started without the other"
+    );
+    target.stop().await;
+}
+
 on_both_stores!(
+    a_lapsed_share_is_waited_for,
     a_split_run_says_it_waits_for_its_agents,
     three_agents_measure_one_run_whose_histogram_is_their_sum,
     a_cancelled_split_run_stops_every_share,

@@ -9,6 +9,11 @@
 //!
 //! The rows are written in the relaying transaction, which holds the split run's row:
 //! two shares ending a step at once on two replicas judge it once.
+//!
+//! Step 0 is the start, for a split run of any kind: every share asks for it before its
+//! clock starts, and it is answered once every share holds its lease, with one instant
+//! for all. A share whose offer lapsed and went to another agent thus starts with the
+//! others, who wait for it, rather than after them.
 
 use iohr_domain::capacity::{CapacitySpec, SweepPoint};
 use iohr_domain::load::Share;
@@ -20,6 +25,9 @@ use super::{Result, Store, StoreError, now_ms};
 /// How long after its verdict the shares start a sweep's next step: time for every
 /// share's next ask (each 100 ms) to reach the verdict.
 const NEXT_STEP_AFTER_MS: i64 = 300;
+
+/// The step a split run's shares ask for before they start ([`Store::step_verdict`]).
+pub use iohr_proto::START_STEP;
 
 /// The verdict on one step of a split sweep, as the agents are told it.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,6 +138,9 @@ impl Store {
         guard: &LeaseGuard,
         step: u32,
     ) -> Result<Option<StepVerdict>> {
+        if step == START_STEP {
+            self.start_when_all_hold(run_id, guard).await?;
+        }
         let row = sqlx::query(
             "SELECT v.meets_slo, v.reason, v.starts_at FROM runs r
              JOIN split_steps v ON v.run_id = r.parent_id
@@ -151,6 +162,45 @@ impl Store {
             reason: row.try_get("reason")?,
             start_after_ms: u32::try_from((starts_at - now_ms()).max(0)).unwrap_or(0),
         }))
+    }
+}
+
+impl Store {
+    /// The start (step 0) of the split run whose share `run_id` is, once every share holds
+    /// its lease: stored once (whichever replica's ask finds them all first), to start
+    /// [`NEXT_STEP_AFTER_MS`] later.
+    async fn start_when_all_hold(&self, run_id: &str, guard: &LeaseGuard) -> Result<()> {
+        let parent: Option<Option<String>> = sqlx::query_scalar(
+            "SELECT parent_id FROM runs WHERE id = $1 AND lease_id = $2 AND lease_epoch = $3",
+        )
+        .bind(run_id)
+        .bind(&guard.lease_id)
+        .bind(guard.epoch as i64)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(parent) = parent.flatten() else {
+            return Ok(());
+        };
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM runs WHERE parent_id = $1
+                 AND NOT (status = 'running' AND lease_state = 'accepted')",
+        )
+        .bind(&parent)
+        .fetch_one(&self.pool)
+        .await?;
+        if waiting > 0 {
+            return Ok(());
+        }
+        sqlx::query(
+            "INSERT INTO split_steps (run_id, step, meets_slo, reason, starts_at)
+             VALUES ($1, $2, 1, '', $3) ON CONFLICT (run_id, step) DO NOTHING",
+        )
+        .bind(&parent)
+        .bind(i64::from(START_STEP))
+        .bind(now_ms() + NEXT_STEP_AFTER_MS)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 }
 

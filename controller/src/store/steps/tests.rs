@@ -149,3 +149,77 @@ async fn a_split_sweeps_steps_are_judged_on_every_shares_part_merged() {
         }
     }
 }
+
+/// Step 0, the start: a share asking for it learns nothing while another share does not
+/// hold its lease (offered, not yet accepted: its offer may lapse and go elsewhere), and
+/// once every share does, each is told one instant, soon; a stale lease is told nothing.
+#[tokio::test]
+async fn a_split_runs_shares_start_once_every_share_holds_its_lease() {
+    for store in both().await {
+        let (account, template) = crate::store::tests::seed(&store).await;
+        let new = crate::store::NewRun {
+            agents: 2,
+            kind: iohr_domain::RunKind::Load,
+            ..crate::store::tests::run_like(&template)
+        };
+        let (_, shares) = store
+            .insert_new_run(&new, "token:t1", None)
+            .await
+            .expect("run");
+        let agent = store
+            .register_agent_cert(&account.id, "edge-1", "fp-start")
+            .await
+            .expect("agent");
+        let mut guards = Vec::new();
+        for share in &shares {
+            guards.push(
+                store
+                    .offer_lease(&share.id, &agent)
+                    .await
+                    .expect("offer")
+                    .expect("offered"),
+            );
+        }
+        let start = crate::store::steps::START_STEP;
+        assert!(
+            store
+                .accept_lease(&shares[0].id, &guards[0])
+                .await
+                .expect("accept")
+        );
+        assert_eq!(
+            store
+                .step_verdict(&shares[0].id, &guards[0], start)
+                .await
+                .expect("ask"),
+            None,
+            "share 1 is offered, not held"
+        );
+        assert!(
+            store
+                .accept_lease(&shares[1].id, &guards[1])
+                .await
+                .expect("accept")
+        );
+        for (share, guard) in shares.iter().zip(&guards) {
+            let go = store
+                .step_verdict(&share.id, guard, start)
+                .await
+                .expect("ask")
+                .expect("every share holds its lease");
+            assert_eq!((go.step, go.meets_slo), (start, true));
+            assert!(go.start_after_ms <= 300, "{go:?}");
+        }
+        let stale = LeaseGuard {
+            lease_id: "not-the-lease".to_string(),
+            epoch: guards[0].epoch,
+        };
+        assert_eq!(
+            store
+                .step_verdict(&shares[0].id, &stale, start)
+                .await
+                .expect("ask"),
+            None
+        );
+    }
+}
