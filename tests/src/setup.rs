@@ -298,25 +298,28 @@ impl Fleet {
         );
         let controller = crate::Controller::start(&install, 300, None).await;
         let api = crate::Api::new(&controller.api_url(), &install.full_token());
-        let mut enrolled = Vec::new();
-        for i in 0..agents {
-            let name = format!("edge-{i}");
-            enrolled.push(
-                crate::Agent::enrol(
-                    &install,
-                    &api,
-                    &name,
-                    &controller.link_url(),
-                    crate::process::AgentOptions::default(),
-                )
-                .await,
-            );
-        }
-        Fleet {
+        let mut fleet = Fleet {
             install,
             controller,
             api,
-            agents: enrolled,
+            agents: Vec::new(),
+        };
+        for i in 0..agents {
+            fleet.enrol(&format!("edge-{i}")).await;
         }
+        fleet
+    }
+
+    /// One more agent, `name`, started and online.
+    pub async fn enrol(&mut self, name: &str) {
+        let agent = crate::Agent::enrol(
+            &self.install,
+            &self.api,
+            name,
+            &self.controller.link_url(),
+            crate::process::AgentOptions::default(),
+        )
+        .await;
+        self.agents.push(agent);
     }
 }

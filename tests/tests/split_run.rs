@@ -475,16 +475,7 @@ async fn a_split_run_says_it_waits_for_its_agents(backend: Backend) {
          serve environment staging with kind load"
     );
     assert_eq!(fleet.api.run(&id).await["status"], "queued");
-    fleet.agents.push(
-        iohr_tests::Agent::enrol(
-            &fleet.install,
-            &fleet.api,
-            "edge-9",
-            &fleet.controller.link_url(),
-            iohr_tests::process::AgentOptions::default(),
-        )
-        .await,
-    );
+    fleet.enrol("edge-9").await;
     let done = fleet.api.wait_ended(&id, LIMIT).await;
     assert_eq!(done["status"], "passed", "{done}");
     target.stop().await;
@@ -512,16 +503,7 @@ async fn a_lapsed_share_is_waited_for(backend: Backend) {
         panic!("an offer of one share")
     };
     // A healthy agent joins; the wedged one never answers, and its share goes there.
-    fleet.agents.push(
-        iohr_tests::Agent::enrol(
-            &fleet.install,
-            &fleet.api,
-            "edge-9",
-            &fleet.controller.link_url(),
-            iohr_tests::process::AgentOptions::default(),
-        )
-        .await,
-    );
+    fleet.enrol("edge-9").await;
     let done = fleet.api.wait_ended(&id, LIMIT).await;
     assert_eq!(done["status"], "passed", "{done}");
     let (_, run) = fleet.api.get(&format!("/v1/reliability/runs/{id}")).await;

@@ -151,16 +151,16 @@ pub(super) async fn relay_frames(
         .filter(|(kind, _, _)| kind == "load")
         .filter_map(|(_, payload, _)| LoadSecond::deserialize(payload).ok())
         .collect();
-    let merged = super::split_seconds::merge(tx, parent, share, &seconds).await?;
+    // A batch without seconds (a `started`, `phase` or `stress` frame) merges nothing.
+    let merged = if seconds.is_empty() {
+        None
+    } else {
+        super::split_seconds::merge(tx, parent, share, &seconds).await?
+    };
     let at = frames.last().map_or_else(super::now_ms, |(_, _, at)| *at);
     if run.kind == RunKind::Capacity {
         // A sweep's step ends, judged on the whole as they come.
-        let ends: Vec<(String, serde_json::Value)> = frames
-            .iter()
-            .filter(|(kind, _, _)| kind == "phase")
-            .map(|(kind, payload, _)| (kind.clone(), payload.clone()))
-            .collect();
-        super::steps::judge(tx, &run, share, &ends).await?;
+        super::steps::judge(tx, &run, share, &frames).await?;
     }
     let mut out: Vec<(String, serde_json::Value, i64)> = frames
         .into_iter()

@@ -17,6 +17,7 @@
 
 use iohr_domain::capacity::{CapacitySpec, SweepPoint};
 use iohr_domain::load::Share;
+use serde::Deserialize;
 use sqlx::{Any, Row, Transaction};
 
 use super::runs::{LeaseGuard, RunRow};
@@ -39,18 +40,18 @@ pub struct StepVerdict {
     pub start_after_ms: u32,
 }
 
-/// The step-end points among a relayed batch of `share`'s frames (kind, payload), kept
-/// until every share has sent its own; the step is then judged on their merge.
+/// The step-end points among a relayed batch of `share`'s frames (kind, payload, at),
+/// kept until every share has sent its own; the step is then judged on their merge.
 pub(super) async fn judge(
     tx: &mut Transaction<'static, Any>,
     parent: &RunRow,
     share: Share,
-    frames: &[(String, serde_json::Value)],
+    frames: &[(String, serde_json::Value, i64)],
 ) -> Result<()> {
     let points: Vec<SweepPoint> = frames
         .iter()
-        .filter(|(kind, payload)| kind == "phase" && payload["event"] == "end")
-        .filter_map(|(_, payload)| serde_json::from_value(payload["point"].clone()).ok())
+        .filter(|(kind, payload, _)| kind == "phase" && payload["event"] == "end")
+        .filter_map(|(_, payload, _)| SweepPoint::deserialize(&payload["point"]).ok())
         .collect();
     for point in points {
         let text = serde_json::to_string(&point).map_err(|e| StoreError::Corrupt(e.to_string()))?;

@@ -621,6 +621,20 @@ pub(crate) async fn take_shares(
     guards
 }
 
+/// Asserts that none of `tables` holds a row of run `run_id` any more.
+pub(crate) async fn assert_no_rows(store: &Store, run_id: &str, tables: &[&str]) {
+    for table in tables {
+        let left: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*) FROM {table} WHERE run_id = $1"
+        )))
+        .bind(run_id)
+        .fetch_one(&store.pool)
+        .await
+        .expect("count");
+        assert_eq!(left, 0, "{table} goes with the ending");
+    }
+}
+
 /// Ends a taken run with `result`: the run as stored and the frames the ending wrote.
 pub(crate) async fn end_run(
     store: &Store,

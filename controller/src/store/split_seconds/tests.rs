@@ -22,6 +22,32 @@ fn phase_second(phase: &str, second: u64, n: u64, micros: u64) -> serde_json::Va
     })
 }
 
+/// `frames` (number, kind, payload) appended by a share: the split run's frames they
+/// made, and why the split run stops if they made it cross a threshold.
+async fn appended(
+    store: &Store,
+    (share, guard): (&str, &LeaseGuard),
+    frames: Vec<(u64, &str, serde_json::Value)>,
+) -> (Vec<crate::store::StoredFrame>, Option<(String, String)>) {
+    let frames: Vec<(u64, String, serde_json::Value)> = frames
+        .into_iter()
+        .map(|(n, k, p)| (n, k.to_string(), p))
+        .collect();
+    match store
+        .append_frames(share, guard, &frames)
+        .await
+        .expect("append")
+    {
+        AppendOutcome::Stored {
+            relayed,
+            split_aborted,
+            ..
+        } => (relayed, split_aborted),
+        AppendOutcome::Stale => panic!("stale"),
+    }
+}
+
+/// A share's `load` frame `number`: why the split run stops, if it made it cross.
 async fn send(
     store: &Store,
     share: &str,
@@ -29,14 +55,9 @@ async fn send(
     number: u64,
     payload: serde_json::Value,
 ) -> Option<(String, String)> {
-    match store
-        .append_frames(share, guard, &[(number, "load".to_string(), payload)])
+    appended(store, (share, guard), vec![(number, "load", payload)])
         .await
-        .expect("append")
-    {
-        AppendOutcome::Stored { split_aborted, .. } => split_aborted,
-        AppendOutcome::Stale => panic!("stale"),
-    }
+        .1
 }
 
 /// `abort_on_fail` of a split run: a second counts once every share has sent it, the
@@ -107,16 +128,8 @@ async fn a_split_run_stops_when_its_merged_seconds_cross_a_threshold() {
         let ended = store.run(&run.id).await.expect("run").expect("row");
         assert_eq!(ended.status, RunStatus::Failed);
         assert_eq!(ended.reason.as_deref(), Some(why.as_str()));
-        for table in ["split_measures", "split_seconds"] {
-            let left: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                "SELECT COUNT(*) FROM {table} WHERE run_id = $1"
-            )))
-            .bind(&run.id)
-            .fetch_one(&store.pool)
-            .await
-            .expect("count");
-            assert_eq!(left, 0, "{table} goes with the ending");
-        }
+        crate::store::tests::assert_no_rows(&store, &run.id, &["split_measures", "split_seconds"])
+            .await;
     }
 }
 
@@ -159,18 +172,7 @@ async fn append(
     (share, guard): (&String, &LeaseGuard),
     frames: Vec<(u64, &str, serde_json::Value)>,
 ) -> Vec<crate::store::StoredFrame> {
-    let frames: Vec<(u64, String, serde_json::Value)> = frames
-        .into_iter()
-        .map(|(n, k, p)| (n, k.to_string(), p))
-        .collect();
-    match store
-        .append_frames(share, guard, &frames)
-        .await
-        .expect("append")
-    {
-        AppendOutcome::Stored { relayed, .. } => relayed,
-        AppendOutcome::Stale => panic!("stale"),
-    }
+    appended(store, (share, guard), frames).await.0
 }
 
 /// The split run's stream has one `load` frame per second of the whole, warm-up and

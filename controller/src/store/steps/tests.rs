@@ -137,16 +137,8 @@ async fn a_split_sweeps_steps_are_judged_on_every_shares_part_merged() {
         }
         let ended = store.run(&run.id).await.expect("run").expect("row");
         assert_eq!(ended.status, RunStatus::Cancelled);
-        for table in ["split_step_points", "split_steps"] {
-            let left: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                "SELECT COUNT(*) FROM {table} WHERE run_id = $1"
-            )))
-            .bind(&run.id)
-            .fetch_one(&store.pool)
-            .await
-            .expect("count");
-            assert_eq!(left, 0, "{table}");
-        }
+        crate::store::tests::assert_no_rows(&store, &run.id, &["split_step_points", "split_steps"])
+            .await;
     }
 }
 
