@@ -142,11 +142,21 @@ async fn three_agents_measure_one_run_whose_histogram_is_their_sum(backend: Back
         .map(|e| &e.data["data"])
         .collect();
     for second in &seconds {
-        assert_eq!(second["shares"], 3, "a second of the whole: {second}");
         assert!(second.get("share").is_none(), "{second}");
+        // A share may have a trailing second after the 4 s measure (answers to its last
+        // sends completing late, none sent in it): merged at the ending from the shares
+        // that had it. Every other second holds all three.
+        let trailing = second["phase"] == "measure"
+            && second["second"].as_u64() > Some(4)
+            && second["sent"] == 0;
+        if !trailing {
+            assert_eq!(second["shares"], 3, "a second of the whole: {second}");
+        }
     }
     let phase_seconds = |phase: &str| -> Vec<u64> {
-        let of_phase = seconds.iter().filter(|s| s["phase"] == phase);
+        let of_phase = seconds
+            .iter()
+            .filter(|s| s["phase"] == phase && s["shares"] == 3);
         of_phase
             .map(|s| s["second"].as_u64().expect("second"))
             .collect()
