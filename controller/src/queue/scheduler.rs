@@ -13,6 +13,10 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use iohr_domain::load::Share;
 use iohr_domain::{Executor, RunKind};
 
+use index::{AgentIndex, Standing};
+
+mod index;
+
 /// Runs considered per account per turn: bounds a round when a queue's head is blocked.
 /// Alike runs that found no agent are skipped without looking again (see `place_one`),
 /// so a long blocked stretch costs a hash lookup per run.
@@ -117,6 +121,9 @@ pub struct Scheduler {
     /// store: they count against the plan too.
     remote_active: HashMap<String, usize>,
     agents: HashMap<SessionId, AgentSlot>,
+    /// The agents in `agents` listed by what they can take now (see `index.rs`): kept
+    /// current by every change of `agents`, so `best_agent` need not walk them all.
+    index: AgentIndex,
 }
 
 impl Scheduler {
@@ -188,11 +195,18 @@ impl Scheduler {
     }
 
     pub fn add_agent(&mut self, slot: AgentSlot) {
+        // The same session again: the slot it replaces leaves the lists first.
+        if let Some(old) = self.agents.remove(&slot.session) {
+            self.index.remove(&old);
+        }
+        self.index.insert(&slot);
         self.agents.insert(slot.session, slot);
     }
 
     pub fn remove_agent(&mut self, session: SessionId) -> Option<AgentSlot> {
-        self.agents.remove(&session)
+        let slot = self.agents.remove(&session)?;
+        self.index.remove(&slot);
+        Some(slot)
     }
 
     pub fn agent(&self, session: SessionId) -> Option<&AgentSlot> {
@@ -216,15 +230,21 @@ impl Scheduler {
         }
     }
 
+    /// A lease changes where the agent is listed (its count orders the lists; a full
+    /// agent or one holding an exclusive run is in fewer): the index moves it.
     pub fn attach_lease(&mut self, session: SessionId, run_id: &str, kind: RunKind) {
         if let Some(slot) = self.agents.get_mut(&session) {
+            let before = Standing::of(slot);
             slot.leases.insert(run_id.to_string(), kind);
+            self.index.moved(slot, before);
         }
     }
 
     pub fn detach_lease(&mut self, session: SessionId, run_id: &str) {
         if let Some(slot) = self.agents.get_mut(&session) {
+            let before = Standing::of(slot);
             slot.leases.remove(run_id);
+            self.index.moved(slot, before);
         }
     }
 
@@ -262,18 +282,24 @@ impl Scheduler {
     /// The agent that should take `run` now, if one can, leaving out `taken`: agents that
     /// let this run's offer lapse last, then the least busy; the session id makes the
     /// choice deterministic.
+    ///
+    /// That is the least `(lapsed, leases, session)` over the agents that can take the
+    /// run. The index lists every such agent in `(leases, session)` order, so the first
+    /// one not lapsed is the choice, and when all are lapsed, the first lapsed one: the
+    /// walk stops at the first agent that can take the run unless the run lapsed with it.
     fn best_agent(&self, run: &QueuedRun, taken: &HashSet<SessionId>) -> Option<SessionId> {
-        self.agents
-            .values()
-            .filter(|slot| !taken.contains(&slot.session) && slot.can_take(run))
-            .min_by_key(|slot| {
-                (
-                    run.lapsed_with.contains(&slot.session),
-                    slot.leases.len(),
-                    slot.session,
-                )
-            })
-            .map(|slot| slot.session)
+        let mut first_lapsed = None;
+        for session in self.index.candidates(run) {
+            let can_take = self.agents.get(&session).is_some_and(|s| s.can_take(run));
+            if !can_take || taken.contains(&session) {
+                continue;
+            }
+            if !run.lapsed_with.contains(&session) {
+                return Some(session);
+            }
+            first_lapsed = first_lapsed.or(Some(session));
+        }
+        first_lapsed
     }
 
     /// The account's next placement: one run, or every queued share of one split run
@@ -338,5 +364,12 @@ impl Scheduler {
     }
 }
 
+mod pooled;
+pub use pooled::SplitToPool;
+
+#[cfg(test)]
+mod bench;
+#[cfg(test)]
+mod proptests;
 #[cfg(test)]
 mod tests;

@@ -1,12 +1,19 @@
 use super::*;
 
-fn run(id: &str, account: &str, kind: RunKind) -> QueuedRun {
+/// A queued run of the scheduler's tests: what decides placement given, the rest fixed.
+pub(super) fn queued(
+    id: &str,
+    account: &str,
+    environment: &str,
+    executor: Executor,
+    kind: RunKind,
+) -> QueuedRun {
     QueuedRun {
         run_id: id.to_string(),
         account_id: account.to_string(),
         kind,
-        environment: "staging".to_string(),
-        executor: Executor::Any,
+        environment: environment.to_string(),
+        executor,
         target: "http://127.0.0.1:9".to_string(),
         scenario_id: "s".to_string(),
         scenario_version: "sha256:0".to_string(),
@@ -16,6 +23,10 @@ fn run(id: &str, account: &str, kind: RunKind) -> QueuedRun {
         reason: None,
         share: None,
     }
+}
+
+fn run(id: &str, account: &str, kind: RunKind) -> QueuedRun {
+    queued(id, account, "staging", Executor::Any, kind)
 }
 
 fn agent(session: SessionId, account: &str, max_jobs: usize) -> AgentSlot {
