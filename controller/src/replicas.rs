@@ -14,7 +14,8 @@ use tokio_util::sync::CancellationToken;
 use crate::hub::FrameHub;
 use crate::queue::DispatcherHandle;
 use crate::store::{
-    CANCELS_CHANNEL, ENDED_CHANNEL, FRAMES_CHANNEL, FramesNotice, QUEUE_CHANNEL, Store,
+    CANCELS_CHANNEL, ENDED_CHANNEL, FRAMES_CHANNEL, FramesNotice, OFFERS_CHANNEL, QUEUE_CHANNEL,
+    Store,
 };
 
 /// How long to wait before listening again after the listener failed.
@@ -61,6 +62,7 @@ async fn listen(
         match notice.channel() {
             QUEUE_CHANNEL => dispatcher.queued_elsewhere(notice.payload()),
             CANCELS_CHANNEL => dispatcher.cancel_asked(notice.payload()),
+            OFFERS_CHANNEL => dispatcher.offered_here(notice.payload()),
             ENDED_CHANNEL => {
                 // Its own endings a replica has counted already.
                 if let Some((replica, account)) = notice.payload().split_once(' ')

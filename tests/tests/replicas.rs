@@ -37,18 +37,24 @@ fn load_body(target: &Target, rate: u32, duration: &str) -> Value {
                  "duration": duration, "warmup": "0s"}})
 }
 
+/// Replicas A, B and C of the installation's store, each with an API client.
+async fn three_replicas(install: &Installation) -> [(Controller, Api); 3] {
+    let token = install.full_token();
+    let mut replicas = Vec::new();
+    for name in ["replica-a", "replica-b", "replica-c"] {
+        let replica = Controller::replica(install, name, 1000, None).await;
+        let api = Api::new(&replica.api_url(), &token);
+        replicas.push((replica, api));
+    }
+    replicas
+        .try_into()
+        .unwrap_or_else(|_| panic!("three replicas"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_share_runs_frames_viewers_and_cancels() {
     let install = Installation::new(Backend::Postgres).await;
-    let a = Controller::replica(&install, "replica-a", 1000, None).await;
-    let b = Controller::replica(&install, "replica-b", 1000, None).await;
-    let c = Controller::replica(&install, "replica-c", 1000, None).await;
-    let token = install.full_token();
-    let (api_a, api_b, api_c) = (
-        Api::new(&a.api_url(), &token),
-        Api::new(&b.api_url(), &token),
-        Api::new(&c.api_url(), &token),
-    );
+    let [(a, api_a), (b, api_b), (c, api_c)] = three_replicas(&install).await;
     // One agent on A, one on B, none on C.
     let one_job = || AgentOptions {
         max_jobs: 1,
@@ -362,5 +368,79 @@ async fn an_agent_moves_back_to_its_first_replica_once_idle() {
     assert!(
         done_at < moved && moved < connected_to(&a_url)[1],
         "moved back only once the run was done, and then connected to A: {lines:#?}"
+    );
+}
+
+/// A split run whose agents are linked to different replicas: no one replica has two,
+/// so the shares are leased across replicas at once (`store/pooled.rs`), each offered by
+/// its agent's replica, and the run measures as one, watched on a replica with neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_run_is_placed_over_agents_of_different_replicas() {
+    let install = Installation::new(Backend::Postgres).await;
+    let [(a, api_a), (b, api_b), (_c, api_c)] = three_replicas(&install).await;
+    let _edge_1 = Agent::enrol(
+        &install,
+        &api_a,
+        "edge-1",
+        &a.link_url(),
+        AgentOptions::default(),
+    )
+    .await;
+    let _edge_2 = Agent::enrol(
+        &install,
+        &api_b,
+        "edge-2",
+        &b.link_url(),
+        AgentOptions::default(),
+    )
+    .await;
+    api_c.wait_online("edge-1", LIMIT).await;
+    api_c.wait_online("edge-2", LIMIT).await;
+    let target = Target::start().await;
+    let mut body = load_body(&target, 100, "3s");
+    body["agents"] = json!(2);
+    let created = api_c.create_run(&body).await;
+    let id = created["id"].as_str().unwrap().to_string();
+    let events = assert_gapless(&api_c, &id).await;
+    let done = api_c.wait_ended(&id, LIMIT).await;
+    assert_eq!(
+        done["status"],
+        "passed",
+        "{done}\n{}\n{}",
+        a.log_tail(),
+        b.log_tail()
+    );
+    let (status, run) = api_c.get(&format!("/v1/reliability/runs/{id}")).await;
+    assert_eq!(status, 200, "{run}");
+    let agents: BTreeSet<String> = run["shares"]
+        .as_array()
+        .expect("shares")
+        .iter()
+        .map(|s| s["agent"].as_str().expect("agent").to_string())
+        .collect();
+    assert_eq!(
+        agents,
+        BTreeSet::from(["edge-1".to_string(), "edge-2".to_string()]),
+        "one share on each replica's agent: {run}"
+    );
+    // Every arrival sent once, by one of the two shares; the live seconds are the whole's.
+    assert_eq!(run["result"]["intended"], 300, "{run}");
+    assert_eq!(run["result"]["sent"], 300, "{run}");
+    let seconds: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.event == "load")
+        .map(|e| &e.data["data"])
+        .collect();
+    // (A share may have a trailing 4th second, its last answers or send just after the
+    // 3rd second's window: see docs/load.md.)
+    let whole: Vec<u64> = seconds
+        .iter()
+        .filter(|s| s["phase"] == "measure" && s["shares"] == 2)
+        .filter_map(|s| s["second"].as_u64())
+        .collect();
+    assert_eq!(
+        whole,
+        vec![1, 2, 3],
+        "each measured second merged from both shares: {seconds:#?}"
     );
 }

@@ -144,11 +144,11 @@ async fn three_agents_measure_one_run_whose_histogram_is_their_sum(backend: Back
     for second in &seconds {
         assert!(second.get("share").is_none(), "{second}");
         // A share may have a trailing second after the 4 s measure (answers to its last
-        // sends completing late, none sent in it): merged at the ending from the shares
-        // that had it. Every other second holds all three.
-        let trailing = second["phase"] == "measure"
-            && second["second"].as_u64() > Some(4)
-            && second["sent"] == 0;
+        // sends completing late, or its last send itself when its timer fired a few ms
+        // after the 4th second's window was taken, as on a loaded machine): merged at the
+        // ending from the shares that had it. Every other second holds all three; the
+        // sum below still holds every send once.
+        let trailing = second["phase"] == "measure" && second["second"].as_u64() > Some(4);
         if !trailing {
             assert_eq!(second["shares"], 3, "a second of the whole: {second}");
         }

@@ -7,7 +7,8 @@
 //! the API and the link call), `registry` (connected agents), `placement` (placed runs
 //! become leases), `offers` (the offer and its answer), `endings` (leases ending, lost or
 //! past their deadline), `cancels`, `confirmations` (lapsed ones), `splits` (a run over
-//! several agents) and `waiting` (why a queued run waits).
+//! several agents), `pooled` (its shares placed across replicas) and `waiting` (why a
+//! queued run waits).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -29,6 +30,7 @@ mod endings;
 mod handle;
 mod offers;
 mod placement;
+mod pooled;
 mod registry;
 mod replicas;
 mod splits;
@@ -84,6 +86,10 @@ enum Command {
     },
     /// Replicas: a cancel asked on another one.
     CancelAsked {
+        run_id: String,
+    },
+    /// Replicas: a split run's share leased by another one to an agent linked here.
+    OfferedHere {
         run_id: String,
     },
 }
@@ -151,6 +157,11 @@ pub struct Dispatcher {
     place_again: bool,
     /// Cancels of split runs' shares still to carry out (see `splits.rs`).
     cascade: Vec<(String, String)>,
+    /// Replicas: when each waiting split run was last tried across replicas (see
+    /// `pooled.rs`).
+    pool_tried: HashMap<String, Instant>,
+    /// When the queues were last walked for such split runs.
+    pool_looked: Instant,
     rx: mpsc::Receiver<Command>,
 }
 
@@ -188,6 +199,8 @@ impl Dispatcher {
             reasons,
             place_again: false,
             cascade: Vec::new(),
+            pool_tried: HashMap::new(),
+            pool_looked: epoch,
             rx,
         };
         let handle = DispatcherHandle {
@@ -272,6 +285,7 @@ impl Dispatcher {
             }
             self.run_cascade().await;
             self.dispatch().await;
+            self.place_pooled().await;
         }
         for session in self.sessions.values() {
             session.close.cancel();
@@ -296,6 +310,7 @@ impl Dispatcher {
             }
             Command::QueuedElsewhere { run_id } => self.queued_elsewhere(&run_id).await,
             Command::CancelAsked { run_id } => self.cancel_asked(&run_id).await,
+            Command::OfferedHere { run_id } => self.offered_here(&run_id).await,
             Command::LeaseFreed { account_id } => self.scheduler.lease_freed(&account_id),
             Command::Cancel {
                 run_id,

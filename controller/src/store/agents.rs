@@ -40,7 +40,7 @@ pub enum AgentScope<'a> {
 }
 
 /// A LIKE pattern matching `word` as one quoted JSON string in a list.
-fn quoted_like(word: &str) -> String {
+pub(super) fn quoted_like(word: &str) -> String {
     let escaped: String = word
         .chars()
         .flat_map(|c| match c {

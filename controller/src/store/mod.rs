@@ -18,6 +18,7 @@ mod events;
 mod findings;
 mod frames;
 mod page;
+mod pooled;
 mod reasons;
 mod replicas;
 mod retention;
@@ -52,6 +53,7 @@ pub use enrollment::{Consumed, EnrollmentGrant, EnrollmentTokenRow, TokenRefusal
 pub use events::{Backlog, EVENT_TYPES, EventRow, FINDING_CREATED, RUN_FINISHED};
 pub use findings::{FindingFilter, FindingRow};
 pub use frames::{AppendOutcome, StoredFrame};
+pub use pooled::{OFFERS_CHANNEL, PoolAsk, Pooled, PooledShare};
 pub use replicas::{
     CANCELS_CHANNEL, ENDED_CHANNEL, FRAMES_CHANNEL, FramesNotice, QUEUE_CHANNEL, ReplicaOffer,
 };

@@ -22,8 +22,8 @@ use std::collections::HashMap;
 
 use sqlx::{AssertSqlSafe, Row};
 
-use super::runs::{LEASABLE, RUN_COLUMNS, run_from_row};
-use super::{Backend, Claim, LeaseGuard, Result, RunRow, Store, StoreError, new_id};
+use super::runs::{LEASABLE, RUN_COLUMNS, offer_to, run_from_row};
+use super::{Backend, Claim, LeaseGuard, Result, RunRow, Store, StoreError};
 
 /// A run queued (new, or back from an offer): its id.
 pub const QUEUE_CHANNEL: &str = "iohr_queue";
@@ -150,6 +150,7 @@ impl Store {
                 FRAMES_CHANNEL,
                 CANCELS_CHANNEL,
                 ENDED_CHANNEL,
+                super::OFFERS_CHANNEL,
             ])
             .await?;
         Ok(listener)
@@ -206,63 +207,26 @@ impl Store {
         // One replica places an account's runs at a time: a lock of the transaction's,
         // tried (a replica that finds it taken tries again shortly), and apart from the
         // account's row, which a POST's admission holds while it stores a run.
-        let locked: bool =
-            sqlx::query("SELECT pg_try_advisory_xact_lock($1, hashtext($2)) AS locked")
-                .bind(PLACING_CLASS)
-                .bind(account_id)
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get("locked")?;
+        let locked = try_placing_lock(&mut tx, account_id).await?;
         if !locked {
             return Ok(vec![ReplicaOffer::AccountBusy; offers.len()]);
         }
-        // The plan as stored now: another replica may have been told of a change first.
-        let max_running: i64 = sqlx::query("SELECT max_running FROM accounts WHERE id = $1")
-            .bind(account_id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .map(|row| row.try_get("max_running"))
-            .transpose()?
-            .unwrap_or(0);
-        let max_running = usize::try_from(max_running).unwrap_or(0);
-        let active: i64 = sqlx::query(
-            "SELECT COUNT(*) AS n FROM runs
-             WHERE account_id = $1 AND status IN ('queued', 'running') AND lease_state IS NOT NULL",
-        )
-        .bind(account_id)
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get("n")?;
-        let mut room = max_running.saturating_sub(usize::try_from(active).unwrap_or(usize::MAX));
+        let mut room = plan_room(&mut tx, account_id).await?;
         let mut answers = Vec::with_capacity(offers.len());
         for (run_id, agent_id) in offers {
             if room == 0 {
                 answers.push(ReplicaOffer::AccountFull);
                 continue;
             }
-            let lease_id = new_id();
-            let row = sqlx::query(
-                "UPDATE runs SET lease_epoch = lease_epoch + 1, lease_id = $1, agent_id = $2,
-                     lease_state = 'offered', replica = $3, cancel_requested = NULL
-                 WHERE id = $4 AND status = 'queued' AND lease_state IS NULL
-                 RETURNING lease_epoch",
-            )
-            .bind(&lease_id)
-            .bind(agent_id)
-            .bind(self.replica)
-            .bind(run_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            answers.push(match row {
-                Some(row) => {
-                    room -= 1;
-                    ReplicaOffer::Offered(LeaseGuard {
-                        lease_id,
-                        epoch: row.try_get::<i64, _>("lease_epoch")?.max(0) as u64,
-                    })
-                }
-                None => ReplicaOffer::Gone,
-            });
+            answers.push(
+                match offer_to(&mut *tx, run_id, agent_id, self.replica).await? {
+                    Some(guard) => {
+                        room -= 1;
+                        ReplicaOffer::Offered(guard)
+                    }
+                    None => ReplicaOffer::Gone,
+                },
+            );
         }
         tx.commit().await?;
         Ok(answers)
@@ -392,6 +356,47 @@ impl Store {
             .map(|r| Ok((r.try_get("id")?, r.try_get("cancel_requested")?)))
             .collect()
     }
+}
+
+/// Tries the account's placing lock for the transaction: false when another replica
+/// holds it (that replica is placing the account's runs; try again shortly).
+pub(super) async fn try_placing_lock(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    account_id: &str,
+) -> Result<bool> {
+    Ok(
+        sqlx::query("SELECT pg_try_advisory_xact_lock($1, hashtext($2)) AS locked")
+            .bind(PLACING_CLASS)
+            .bind(account_id)
+            .fetch_one(&mut **tx)
+            .await?
+            .try_get("locked")?,
+    )
+}
+
+/// How many more runs the account's plan lets hold a lease now, counted across
+/// replicas in the store (another replica may have been told of a change first).
+pub(super) async fn plan_room(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    account_id: &str,
+) -> Result<usize> {
+    let max_running: i64 = sqlx::query("SELECT max_running FROM accounts WHERE id = $1")
+        .bind(account_id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .map(|row| row.try_get("max_running"))
+        .transpose()?
+        .unwrap_or(0);
+    let max_running = usize::try_from(max_running).unwrap_or(0);
+    let active: i64 = sqlx::query(
+        "SELECT COUNT(*) AS n FROM runs
+         WHERE account_id = $1 AND status IN ('queued', 'running') AND lease_state IS NOT NULL",
+    )
+    .bind(account_id)
+    .fetch_one(&mut **tx)
+    .await?
+    .try_get("n")?;
+    Ok(max_running.saturating_sub(usize::try_from(active).unwrap_or(usize::MAX)))
 }
 
 #[cfg(test)]

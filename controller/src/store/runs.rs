@@ -451,26 +451,7 @@ impl Store {
 
     /// Offers a queued run to an agent under a new lease (the epoch goes up by one).
     pub async fn offer_lease(&self, run_id: &str, agent_id: &str) -> Result<Option<LeaseGuard>> {
-        let lease_id = new_id();
-        let row = sqlx::query(
-            "UPDATE runs SET lease_epoch = lease_epoch + 1, lease_id = $1, agent_id = $2,
-                 lease_state = 'offered', replica = $3
-             WHERE id = $4 AND status = 'queued' AND lease_state IS NULL
-             RETURNING lease_epoch",
-        )
-        .bind(&lease_id)
-        .bind(agent_id)
-        .bind(self.replica)
-        .bind(run_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(|row| {
-            Ok(LeaseGuard {
-                lease_id,
-                epoch: row.try_get::<i64, _>("lease_epoch")?.max(0) as u64,
-            })
-        })
-        .transpose()
+        offer_to(&self.pool, run_id, agent_id, self.replica).await
     }
 
     /// The agent accepted: the run is running.
@@ -761,4 +742,37 @@ impl Store {
         tracing::info!(run = %run.id, findings = found.len(), "findings recorded");
         Ok(found)
     }
+}
+
+/// Offers a queued, unleased run to an agent under a new lease (the epoch goes up by
+/// one), tracked by replica `replica`; None when the run was leased or ended meanwhile.
+pub(super) async fn offer_to<'e, E>(
+    executor: E,
+    run_id: &str,
+    agent_id: &str,
+    replica: i64,
+) -> Result<Option<LeaseGuard>>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    let lease_id = new_id();
+    let row = sqlx::query(
+        "UPDATE runs SET lease_epoch = lease_epoch + 1, lease_id = $1, agent_id = $2,
+             lease_state = 'offered', replica = $3, cancel_requested = NULL
+         WHERE id = $4 AND status = 'queued' AND lease_state IS NULL
+         RETURNING lease_epoch",
+    )
+    .bind(&lease_id)
+    .bind(agent_id)
+    .bind(replica)
+    .bind(run_id)
+    .fetch_optional(executor)
+    .await?;
+    row.map(|row| {
+        Ok(LeaseGuard {
+            lease_id,
+            epoch: row.try_get::<i64, _>("lease_epoch")?.max(0) as u64,
+        })
+    })
+    .transpose()
 }

@@ -175,6 +175,14 @@ impl DispatcherHandle {
         });
     }
 
+    /// Replicas: a notice that another replica leased a split run's share to an agent
+    /// linked here (dropped when the queue is full, as above).
+    pub fn offered_here(&self, run_id: &str) {
+        let _ = self.try_send(Command::OfferedHere {
+            run_id: run_id.to_string(),
+        });
+    }
+
     pub async fn online(&self) -> Result<Vec<OnlineAgent>, Refused> {
         let (reply, rx) = oneshot::channel();
         self.try_send(Command::Online { reply })?;

@@ -68,27 +68,41 @@ impl Dispatcher {
                     continue;
                 }
             };
-            let spec = self.offer_message(&run, &guard, split_start).await;
-            let sent = match (spec, self.sessions.get(&session)) {
-                (Some(offer), Some(s)) => s.tx.try_send(offer).is_ok(),
-                _ => false,
-            };
-            tracing::debug!(run = %run.run_id, agent = %agent_id, lease = %guard.lease_id, epoch = guard.epoch, sent, "lease offered");
-            crate::metrics::lease_offered(&run.run_id);
-            let deadline = Instant::now() + self.timing.offer_timeout;
-            self.leases.insert(
-                run.run_id.clone(),
-                Lease {
-                    run,
-                    agent_id,
-                    session: Some(session),
-                    guard,
-                    state: LeaseState::Offered { deadline },
-                    cancel_requested: false,
-                    cancel_sent: None,
-                },
-            );
+            self.track_offer(run, Some(session), agent_id, guard, split_start)
+                .await;
         }
+    }
+
+    /// Offers a leased run to its agent (on `session`, when linked here) and tracks the
+    /// offer until the agent answers or its deadline passes.
+    pub(super) async fn track_offer(
+        &mut self,
+        run: QueuedRun,
+        session: Option<SessionId>,
+        agent_id: String,
+        guard: LeaseGuard,
+        split_start: Instant,
+    ) {
+        let spec = self.offer_message(&run, &guard, split_start).await;
+        let sent = match (spec, session.and_then(|s| self.sessions.get(&s))) {
+            (Some(offer), Some(s)) => s.tx.try_send(offer).is_ok(),
+            _ => false,
+        };
+        tracing::debug!(run = %run.run_id, agent = %agent_id, lease = %guard.lease_id, epoch = guard.epoch, sent, "lease offered");
+        crate::metrics::lease_offered(&run.run_id);
+        let deadline = Instant::now() + self.timing.offer_timeout;
+        self.leases.insert(
+            run.run_id.clone(),
+            Lease {
+                run,
+                agent_id,
+                session,
+                guard,
+                state: LeaseState::Offered { deadline },
+                cancel_requested: false,
+                cancel_sent: None,
+            },
+        );
     }
 
     /// The leases of one round in the store. Alone, each is its own fenced UPDATE, and

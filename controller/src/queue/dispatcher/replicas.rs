@@ -93,6 +93,14 @@ impl Dispatcher {
         if !stale.is_empty() {
             self.queue_changed();
         }
+        // Shares other replicas leased to agents here, whose notices were lost.
+        let untracked = self
+            .store
+            .untracked_offers(|id| self.leases.contains_key(id))
+            .await?;
+        for run_id in untracked {
+            self.offered_here(&run_id).await;
+        }
         let everywhere = self.store.leases_by_account().await?;
         self.scheduler.set_leases_everywhere(&everywhere);
         for (run_id, reason) in self.store.cancels_asked().await? {

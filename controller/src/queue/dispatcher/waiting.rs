@@ -14,6 +14,7 @@ use tokio::sync::watch;
 
 use super::{Dispatcher, DispatcherHandle};
 use crate::queue::scheduler::{AgentSlot, SessionId};
+use crate::store::PoolAsk;
 
 /// The connected agents as the API reads them (their leases left out).
 pub(super) type Connected = Arc<Vec<AgentSlot>>;
@@ -54,6 +55,9 @@ struct Shape<'a> {
     kind: RunKind,
     /// How many agents it needs at once: a split run's shares count, else 1.
     needed: usize,
+    /// Replicas: how many agents linked to any live replica serve a split run, as the
+    /// store has them (its shares are placed over all of them, see `pooled.rs`).
+    everywhere: Option<usize>,
 }
 
 fn waiting<'a>(
@@ -61,24 +65,30 @@ fn waiting<'a>(
     run: &Shape<'_>,
     refused_by: &BTreeSet<SessionId>,
 ) -> Waiting {
-    let mut serving = agents
-        .clone()
-        .filter(|a| a.serves(run.account_id, run.executor, run.environment, run.kind))
-        .peekable();
+    let serves = |a: &&AgentSlot| a.serves(run.account_id, run.executor, run.environment, run.kind);
+    if run.needed > 1 {
+        let serving = run
+            .everywhere
+            .unwrap_or_else(|| agents.clone().filter(serves).count());
+        if serving >= run.needed {
+            return Waiting::Served;
+        }
+        if serving == 0 {
+            return Waiting::NoAgent(no_agent(agents, run));
+        }
+        let (needed, environment, kind) = (run.needed, run.environment, run.kind);
+        let connected = match run.everywhere {
+            Some(_) => "connected to the controllers",
+            None => "connected to this controller",
+        };
+        return Waiting::NoAgent(format!(
+            "split over {needed} agents, placed all at once: {serving} agent(s) {connected} \
+             serve environment {environment} with kind {kind}"
+        ));
+    }
+    let mut serving = agents.clone().filter(serves).peekable();
     if serving.peek().is_none() {
         return Waiting::NoAgent(no_agent(agents, run));
-    }
-    if run.needed > 1 {
-        let serving = serving.count();
-        if serving < run.needed {
-            let (needed, environment, kind) = (run.needed, run.environment, run.kind);
-            // Placed by one controller on its own agents: with replicas, "here" matters.
-            return Waiting::NoAgent(format!(
-                "split over {needed} agents, placed all at once: {serving} agent(s) connected \
-                 to this controller serve environment {environment} with kind {kind}"
-            ));
-        }
-        return Waiting::Served;
     }
     if serving.any(|a| !refused_by.contains(&a.session)) {
         Waiting::Served
@@ -126,6 +136,7 @@ impl DispatcherHandle {
             environment,
             kind,
             needed: 1,
+            everywhere: None,
         };
         match waiting(connected.iter(), &shape, &BTreeSet::new()) {
             Waiting::NoAgent(reason) => Some(reason),
@@ -164,9 +175,15 @@ impl Dispatcher {
     /// Makes every queued run's reason current, writing only those that change. Alike
     /// runs (account, executor, environment, kind, no refusals) are judged once.
     pub(super) async fn refresh_reasons(&mut self) {
+        // Replicas: agents linked to other replicas come and go unseen here.
+        let splits_queued = self.scheduler.queued().any(|r| r.share.is_some());
+        if self.store.is_replica() && splits_queued {
+            self.reasons.stale = true;
+        }
         if !self.reasons.stale {
             return;
         }
+        let everywhere = self.split_agents_everywhere().await;
         let mut changes: HashMap<Option<String>, Vec<String>> = HashMap::new();
         {
             let connected: Vec<&AgentSlot> = self.scheduler.agents().collect();
@@ -182,6 +199,16 @@ impl Dispatcher {
                     environment: &run.environment,
                     kind: run.kind,
                     needed: run.share.as_ref().map_or(1, |(_, s)| s.count() as usize),
+                    everywhere: run.share.as_ref().and_then(|_| {
+                        everywhere
+                            .get(&(
+                                run.account_id.as_str(),
+                                &run.executor,
+                                run.environment.as_str(),
+                                run.kind,
+                            ))
+                            .copied()
+                    }),
                 };
                 let judged = if run.refused_by.is_empty() {
                     let key = (
@@ -238,6 +265,55 @@ impl Dispatcher {
             }
         }
         self.reasons.stale = failed;
+    }
+
+    /// Replicas: for each shape of the queued split runs, how many agents linked to any
+    /// live replica serve it (none on a single controller, or if the store fails: then
+    /// the agents here are counted).
+    async fn split_agents_everywhere(&self) -> HashMap<(&str, &Executor, &str, RunKind), usize> {
+        let mut counts = HashMap::new();
+        if !self.store.is_replica() {
+            return counts;
+        }
+        let shapes: std::collections::HashSet<(&str, &Executor, &str, RunKind)> = self
+            .scheduler
+            .queued()
+            .filter(|r| r.share.is_some())
+            .map(|r| {
+                (
+                    r.account_id.as_str(),
+                    &r.executor,
+                    r.environment.as_str(),
+                    r.kind,
+                )
+            })
+            .collect();
+        if shapes.is_empty() {
+            return counts;
+        }
+        let live = match self.store.live_replicas().await {
+            Ok(live) => live,
+            Err(error) => {
+                tracing::warn!(%error, "reading the live replicas failed");
+                return counts;
+            }
+        };
+        for shape in shapes {
+            let (account_id, executor, environment, kind) = shape;
+            let ask = PoolAsk {
+                account_id,
+                executor,
+                environment,
+                kind,
+            };
+            match self.store.agents_serving_everywhere(ask, &live).await {
+                Ok(n) => {
+                    counts.insert(shape, n);
+                }
+                Err(error) => tracing::warn!(%error, "counting agents across replicas failed"),
+            }
+        }
+        counts
     }
 }
 

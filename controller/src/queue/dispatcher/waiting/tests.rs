@@ -37,6 +37,7 @@ fn judge_split(
         environment: "production",
         kind,
         needed,
+        everywhere: None,
     };
     let refused: BTreeSet<u64> = refused.iter().copied().collect();
     waiting(agents.iter(), &shape, &refused)
@@ -137,5 +138,38 @@ fn a_split_run_says_it_waits_for_its_agents_all_at_once() {
                 .to_string()
         ),
         "none at all: the usual reason"
+    );
+}
+
+/// On replicas a split run counts the agents linked to every live replica (the store's
+/// count), not only those here: its shares are placed over all of them.
+#[test]
+fn a_split_run_on_replicas_counts_every_replicas_agents() {
+    let here = [agent(1, "edge-1", &["production"], false)];
+    let split = |everywhere: usize| Shape {
+        account_id: "acme",
+        executor: &Executor::Any,
+        environment: "production",
+        kind: RunKind::Load,
+        needed: 3,
+        everywhere: Some(everywhere),
+    };
+    assert_eq!(
+        waiting(here.iter(), &split(3), &BTreeSet::new()),
+        Waiting::Served,
+        "three across the replicas, one of them here"
+    );
+    assert_eq!(
+        waiting([].iter(), &split(4), &BTreeSet::new()),
+        Waiting::Served,
+        "none here, four elsewhere"
+    );
+    assert_eq!(
+        waiting(here.iter(), &split(2), &BTreeSet::new()),
+        Waiting::NoAgent(
+            "split over 3 agents, placed all at once: 2 agent(s) connected to the controllers \
+             serve environment production with kind load"
+                .to_string()
+        )
     );
 }
