@@ -62,7 +62,14 @@ async fn listen(
         match notice.channel() {
             QUEUE_CHANNEL => dispatcher.queued_elsewhere(notice.payload()),
             CANCELS_CHANNEL => dispatcher.cancel_asked(notice.payload()),
-            OFFERS_CHANNEL => dispatcher.offered_here(notice.payload()),
+            OFFERS_CHANNEL => {
+                // "REPLICA RUN": only the replica named offers it.
+                if let Some((replica, run_id)) = notice.payload().split_once(' ')
+                    && replica == store.replica().to_string()
+                {
+                    dispatcher.offered_here(run_id);
+                }
+            }
             ENDED_CHANNEL => {
                 // Its own endings a replica has counted already.
                 if let Some((replica, account)) = notice.payload().split_once(' ')

@@ -5,6 +5,12 @@
 //! account's placing lock, or none of them, so two split runs never each hold part of
 //! the agents the other waits for.
 //!
+//! An agent may now be offered runs by a replica other than its own, so on replicas
+//! every offer (this one's and the usual one in `replicas.rs`) first takes the agent's
+//! offering lock, tried, and counts the agent's leases in the store
+//! ([`agent_has_room`]): two replicas never book the same agent past its
+//! `max_concurrent_jobs`, or with two exclusive runs.
+//!
 //! A share leased to an agent on another replica names that replica in `runs.replica`:
 //! the lease is that replica's to track and offer, as if it had placed it. It hears of
 //! it by NOTIFY on [`OFFERS_CHANNEL`], or at its once-a-second look
@@ -19,8 +25,13 @@ use super::replicas::{plan_room, try_placing_lock};
 use super::runs::offer_to;
 use super::{LeaseGuard, Result, Store};
 
-/// A share offered to an agent on another replica: the run's id.
+/// A share offered to an agent on another replica: "REPLICA RUN", the replica that is
+/// to offer it and the run's id.
 pub const OFFERS_CHANNEL: &str = "iohr_offers";
+
+/// The first key of the per-agent offering locks (the second is the agent id's hash: two
+/// agents may share one, which only makes their offers take turns).
+const OFFERING_CLASS: i32 = 0x4948_5254;
 
 /// What a split run's shares need of an agent.
 #[derive(Debug, Clone, Copy)]
@@ -57,15 +68,15 @@ pub enum Pooled {
 }
 
 impl Store {
-    /// Leases every share in `shares` (queued, unleased) at once: to the agents in
-    /// `here` (free agents linked to this replica, best first) and then to the least
-    /// busy free agents linked to other live replicas, or to none (see the module's
-    /// comment). `live` are the live replicas' numbers.
+    /// Leases every share in `shares` (queued, unleased) at once, or none (see the
+    /// module's comment): share `i` to `here[i]` when that is given (a free agent linked
+    /// to this replica), the others to the least busy free agents linked to other live
+    /// replicas. `live` are the live replicas' numbers.
     pub async fn offer_pooled(
         &self,
         ask: PoolAsk<'_>,
         shares: &[String],
-        here: &[String],
+        here: &[Option<String>],
         live: &[i64],
     ) -> Result<Pooled> {
         let mut tx = self.pool.begin().await?;
@@ -75,26 +86,48 @@ impl Store {
         if plan_room(&mut tx, ask.account_id).await? < shares.len() {
             return Ok(Pooled::AccountFull);
         }
-        let here: Vec<(String, i64)> = here
-            .iter()
-            .take(shares.len())
-            .map(|agent| (agent.clone(), self.replica))
-            .collect();
-        let wanted = shares.len() - here.len();
-        let elsewhere = self
-            .free_agents_elsewhere(&mut tx, ask, live, wanted)
-            .await?;
-        if here.len() + elsewhere.len() < shares.len() {
-            return Ok(Pooled::TooFewAgents(here.len() + elsewhere.len()));
+        let mut agents: Vec<Option<(String, i64)>> = Vec::with_capacity(shares.len());
+        for at in 0..shares.len() {
+            let mine = match here.get(at).cloned().flatten() {
+                Some(agent) if agent_has_room(&mut tx, &agent, ask.kind).await? => {
+                    Some((agent, self.replica))
+                }
+                _ => None,
+            };
+            agents.push(mine);
         }
+        let wanted = agents.iter().filter(|a| a.is_none()).count();
+        let mine: Vec<&str> = here.iter().flatten().map(String::as_str).collect();
+        let mut elsewhere = Vec::new();
+        for (agent, replica) in self
+            .agents_elsewhere(&mut tx, ask, live, &mine, wanted)
+            .await?
+        {
+            if elsewhere.len() == wanted {
+                break;
+            }
+            if agent_has_room(&mut tx, &agent, ask.kind).await? {
+                elsewhere.push((agent, replica));
+            }
+        }
+        if elsewhere.len() < wanted {
+            return Ok(Pooled::TooFewAgents(
+                shares.len() - wanted + elsewhere.len(),
+            ));
+        }
+        let mut elsewhere = elsewhere.into_iter();
         let mut leased = Vec::with_capacity(shares.len());
-        for (run_id, (agent_id, replica)) in shares.iter().zip(here.into_iter().chain(elsewhere)) {
+        for (run_id, agent) in shares.iter().zip(agents) {
+            let Some((agent_id, replica)) = agent.or_else(|| elsewhere.next()) else {
+                return Ok(Pooled::TooFewAgents(leased.len()));
+            };
             // One share gone and the transaction is dropped: nothing was leased.
             let Some(guard) = offer_to(&mut *tx, run_id, &agent_id, replica).await? else {
                 return Ok(Pooled::Gone);
             };
             if replica != self.replica {
-                self.notify(&mut *tx, OFFERS_CHANNEL, run_id).await?;
+                self.notify(&mut *tx, OFFERS_CHANNEL, &format!("{replica} {run_id}"))
+                    .await?;
             }
             leased.push(PooledShare {
                 run_id: run_id.clone(),
@@ -107,14 +140,16 @@ impl Store {
         Ok(Pooled::Leased(leased))
     }
 
-    /// Up to `wanted` agents linked to live replicas other than this one that serve
-    /// `ask` and have room for it (their `max_concurrent_jobs`, and no exclusive run
-    /// beside an exclusive one), least busy first: (agent, its replica).
-    async fn free_agents_elsewhere(
+    /// Agents linked to live replicas other than this one, not in `mine`, that serve
+    /// `ask` and had room for it (their `max_concurrent_jobs`, and no exclusive run
+    /// beside an exclusive one) when read, least busy first: (agent, its replica). A few
+    /// more than `wanted`, for those another offer takes meanwhile.
+    async fn agents_elsewhere(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         ask: PoolAsk<'_>,
         live: &[i64],
+        mine: &[&str],
         wanted: usize,
     ) -> Result<Vec<(String, i64)>> {
         let others: Vec<String> = live
@@ -125,9 +160,13 @@ impl Store {
         if wanted == 0 || others.is_empty() {
             return Ok(Vec::new());
         }
-        let Some(scope) = scope(ask.executor) else {
+        let Some((scope, environment)) = scope(ask.executor) else {
             return Ok(Vec::new());
         };
+        // Bound after the account, kind and environment: $4 onwards.
+        let not_mine: String = (0..mine.len())
+            .map(|i| format!(" AND a.id <> ${}", i + 4))
+            .collect();
         let exclusive: Vec<String> = RunKind::ALL
             .iter()
             .filter(|k| k.is_exclusive())
@@ -150,20 +189,23 @@ impl Store {
                  AND r.status IN ('queued', 'running')
              WHERE {scope} AND a.removed_at IS NULL
                  AND a.connected_replica IN ({others})
-                 AND a.kinds LIKE $2 ESCAPE '!' AND a.environments LIKE $3 ESCAPE '!'
+                 AND a.kinds LIKE $2 ESCAPE '!' AND {environment}{not_mine}
              GROUP BY a.id, a.connected_replica, a.max_concurrent_jobs
              HAVING COUNT(r.id) < CASE WHEN a.max_concurrent_jobs < 1 THEN 1
                  ELSE a.max_concurrent_jobs END {exclusive_here}
              ORDER BY leases, a.id
-             LIMIT {wanted}",
+             LIMIT {limit}",
             others = others.join(", "),
+            limit = wanted + 8,
         );
-        let rows = sqlx::query(AssertSqlSafe(sql))
+        let mut query = sqlx::query(AssertSqlSafe(sql))
             .bind(ask.account_id)
             .bind(quoted_like(ask.kind.as_str()))
-            .bind(quoted_like(ask.environment))
-            .fetch_all(&mut **tx)
-            .await?;
+            .bind(quoted_like(ask.environment));
+        for agent in mine {
+            query = query.bind(*agent);
+        }
+        let rows = query.fetch_all(&mut **tx).await?;
         rows.iter()
             .map(|row| Ok((row.try_get("id")?, row.try_get("connected_replica")?)))
             .collect()
@@ -172,7 +214,7 @@ impl Store {
     /// How many agents linked to live replicas (this one included) serve `ask`, busy or
     /// not: what a waiting split run's reason counts.
     pub async fn agents_serving_everywhere(&self, ask: PoolAsk<'_>, live: &[i64]) -> Result<usize> {
-        let Some(scope) = scope(ask.executor) else {
+        let Some((scope, environment)) = scope(ask.executor) else {
             return Ok(0);
         };
         let replicas: Vec<String> = live
@@ -184,7 +226,7 @@ impl Store {
         let sql = format!(
             "SELECT COUNT(*) AS n FROM agents a JOIN accounts acc ON acc.id = a.account_id
              WHERE {scope} AND a.removed_at IS NULL AND a.connected_replica IN ({})
-                 AND a.kinds LIKE $2 ESCAPE '!' AND a.environments LIKE $3 ESCAPE '!'",
+                 AND a.kinds LIKE $2 ESCAPE '!' AND {environment}",
             replicas.join(", ")
         );
         let n: i64 = sqlx::query(AssertSqlSafe(sql))
@@ -219,14 +261,58 @@ impl Store {
 }
 
 /// Whose agents serve a split run, as SQL over `agents a JOIN accounts acc` with the
-/// account bound as `$1`; None for one named agent (a split run never is: refused at
-/// the POST).
-fn scope(executor: &Executor) -> Option<&'static str> {
+/// account bound as `$1` and the environment's pattern as `$3`: the scope, and the
+/// environment's clause (the cloud's agents serve every environment). None for one
+/// named agent (a split run never is: refused at the POST).
+fn scope(executor: &Executor) -> Option<(&'static str, &'static str)> {
     match executor {
-        Executor::Any => Some("a.account_id = $1"),
-        Executor::Cloud => Some("acc.is_platform = 1 AND $1 IS NOT NULL"),
+        Executor::Any => Some(("a.account_id = $1", "a.environments LIKE $3 ESCAPE '!'")),
+        Executor::Cloud => Some(("acc.is_platform = 1 AND $1 IS NOT NULL", "$3 IS NOT NULL")),
         Executor::Agent(_) => None,
     }
+}
+
+/// Takes the agent's offering lock for the transaction (tried: false when another
+/// offer to it is being made) and says whether the agent has room for a run of `kind`
+/// as the store has its leases: its `max_concurrent_jobs`, and no exclusive run beside
+/// another. Replicas only (see the module's comment).
+pub(super) async fn agent_has_room(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    agent_id: &str,
+    kind: RunKind,
+) -> Result<bool> {
+    let locked: bool = sqlx::query("SELECT pg_try_advisory_xact_lock($1, hashtext($2)) AS locked")
+        .bind(OFFERING_CLASS)
+        .bind(agent_id)
+        .fetch_one(&mut **tx)
+        .await?
+        .try_get("locked")?;
+    if !locked {
+        return Ok(false);
+    }
+    let exclusive: Vec<String> = RunKind::ALL
+        .iter()
+        .filter(|k| k.is_exclusive())
+        .map(|k| format!("'{}'", k.as_str()))
+        .collect();
+    // Only constant kind names are formatted in; the agent is bound.
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "SELECT
+             (SELECT CASE WHEN max_concurrent_jobs < 1 THEN 1 ELSE max_concurrent_jobs END
+              FROM agents WHERE id = $1) AS max_jobs,
+             COUNT(*) AS leases,
+             COALESCE(SUM(CASE WHEN kind IN ({}) THEN 1 ELSE 0 END), 0) AS exclusive
+         FROM runs WHERE agent_id = $1 AND lease_state IS NOT NULL
+             AND status IN ('queued', 'running')",
+        exclusive.join(", ")
+    )))
+    .bind(agent_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    let max_jobs: Option<i64> = row.try_get("max_jobs")?;
+    let leases: i64 = row.try_get("leases")?;
+    let exclusive_held: i64 = row.try_get("exclusive")?;
+    Ok(max_jobs.is_some_and(|max| leases < max) && !(kind.is_exclusive() && exclusive_held > 0))
 }
 
 #[cfg(test)]

@@ -20,8 +20,10 @@
 
 use std::collections::HashMap;
 
+use iohr_domain::RunKind;
 use sqlx::{AssertSqlSafe, Row};
 
+use super::pooled::agent_has_room;
 use super::runs::{LEASABLE, RUN_COLUMNS, offer_to, run_from_row};
 use super::{Backend, Claim, LeaseGuard, Result, RunRow, Store, StoreError};
 
@@ -87,6 +89,9 @@ pub enum ReplicaOffer {
     AccountBusy,
     /// The account runs as many as its plan allows, across replicas.
     AccountFull,
+    /// The agent is full as the store has its leases (another replica leased it a split
+    /// run's share, see `pooled.rs`), or another offer to it is being made.
+    AgentTaken,
 }
 
 impl Store {
@@ -197,11 +202,12 @@ impl Store {
     }
 
     /// Offers one account's placed runs of a round, each to its agent, within the
-    /// account's plan counted across every replica (see the module's comment).
+    /// account's plan counted across every replica (see the module's comment) and the
+    /// agent's room as the store has its leases.
     pub async fn offer_leases_as_replica(
         &self,
         account_id: &str,
-        offers: &[(String, String)],
+        offers: &[(String, String, RunKind)],
     ) -> Result<Vec<ReplicaOffer>> {
         let mut tx = self.pool.begin().await?;
         // One replica places an account's runs at a time: a lock of the transaction's,
@@ -213,9 +219,13 @@ impl Store {
         }
         let mut room = plan_room(&mut tx, account_id).await?;
         let mut answers = Vec::with_capacity(offers.len());
-        for (run_id, agent_id) in offers {
+        for (run_id, agent_id, kind) in offers {
             if room == 0 {
                 answers.push(ReplicaOffer::AccountFull);
+                continue;
+            }
+            if !agent_has_room(&mut tx, agent_id, *kind).await? {
+                answers.push(ReplicaOffer::AgentTaken);
                 continue;
             }
             answers.push(

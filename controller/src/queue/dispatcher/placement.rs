@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 
+use iohr_domain::RunKind;
+
 use tokio::time::Instant;
 
 use super::{Dispatcher, Lease, LeaseState};
@@ -19,6 +21,9 @@ enum Offer {
     Full,
     /// Back to the queue, to try again next round.
     Later,
+    /// The agent has no room as the store has its leases (another replica leased it a
+    /// split run's share this one has not heard of yet): another agent first.
+    AgentTaken,
 }
 
 impl Offer {
@@ -28,6 +33,7 @@ impl Offer {
             Offer::Gone => "gone",
             Offer::Full => "account full",
             Offer::Later => "later",
+            Offer::AgentTaken => "agent taken",
         }
     }
 }
@@ -64,6 +70,13 @@ impl Dispatcher {
                 }
                 Offer::Later => {
                     self.place_again = true;
+                    self.unplace(run, session);
+                    continue;
+                }
+                Offer::AgentTaken => {
+                    self.place_again = true;
+                    let mut run = run;
+                    run.lapsed_with.insert(session);
                     self.unplace(run, session);
                     continue;
                 }
@@ -135,9 +148,12 @@ impl Dispatcher {
         }
         let rounds = futures_util::future::join_all(by_account.into_iter().map(
             |(account, ats)| async move {
-                let offers: Vec<(String, String)> = ats
+                let offers: Vec<(String, String, RunKind)> = ats
                     .iter()
-                    .map(|&at| (placed[at].0.run_id.clone(), placed[at].2.clone()))
+                    .map(|&at| {
+                        let (run, _, agent_id) = &placed[at];
+                        (run.run_id.clone(), agent_id.clone(), run.kind)
+                    })
                     .collect();
                 let answers = store.offer_leases_as_replica(account, &offers).await;
                 (ats, answers)
@@ -154,6 +170,7 @@ impl Dispatcher {
                             ReplicaOffer::Gone => Offer::Gone,
                             ReplicaOffer::AccountFull => Offer::Full,
                             ReplicaOffer::AccountBusy => Offer::Later,
+                            ReplicaOffer::AgentTaken => Offer::AgentTaken,
                         };
                     }
                 }

@@ -3,6 +3,7 @@
 //! none (see `store/pooled.rs`); each replica then offers the shares leased to its own
 //! agents, and the shares start together at the start barrier.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use iohr_domain::RunStatus;
@@ -27,32 +28,37 @@ impl Dispatcher {
             return;
         }
         self.pool_looked = Instant::now();
-        let asks = self.scheduler.splits_to_pool();
+        let waiting = self.scheduler.waiting_splits();
         // Only split runs still waiting are remembered, so this stays as small as the queue.
+        let parents: HashSet<&str> = waiting.iter().map(|(_, p)| p.as_str()).collect();
         self.pool_tried
-            .retain(|parent, _| asks.iter().any(|a| &a.parent == parent));
+            .retain(|parent, _| parents.contains(parent.as_str()));
         let now = Instant::now();
-        let due: Vec<SplitToPool> = asks
-            .into_iter()
-            .filter(|a| {
-                self.pool_tried
-                    .get(&a.parent)
-                    .is_none_or(|at| now.duration_since(*at) >= POOL_EVERY)
-            })
-            .collect();
-        if due.is_empty() {
-            return;
-        }
-        let live = match self.store.live_replicas().await {
-            Ok(live) => live,
-            Err(error) => {
-                tracing::warn!(%error, "reading the live replicas failed");
-                return;
+        let mut live = None;
+        for (account, parent) in waiting {
+            let due = self
+                .pool_tried
+                .get(&parent)
+                .is_none_or(|at| now.duration_since(*at) >= POOL_EVERY);
+            if !due {
+                continue;
             }
-        };
-        for ask in due {
-            self.pool_tried.insert(ask.parent.clone(), now);
-            self.pool_one(ask, &live).await;
+            // Asked now, after the split runs before it took their agents here.
+            let Some(ask) = self.scheduler.split_to_pool(&account, &parent) else {
+                continue;
+            };
+            self.pool_tried.insert(parent, now);
+            if live.is_none() {
+                match self.store.live_replicas().await {
+                    Ok(read) => live = Some(read),
+                    Err(error) => {
+                        tracing::warn!(%error, "reading the live replicas failed");
+                        return;
+                    }
+                }
+            }
+            self.pool_one(ask, live.as_deref().unwrap_or_default())
+                .await;
         }
     }
 
@@ -60,12 +66,18 @@ impl Dispatcher {
         let Some(first) = ask.shares.first().cloned() else {
             return;
         };
-        let here: Vec<(SessionId, String)> = ask
+        let here: Vec<Option<(SessionId, String)>> = ask
             .here
             .iter()
-            .filter_map(|s| self.sessions.get(s).map(|x| (*s, x.agent_id.clone())))
+            .map(|s| {
+                let session = (*s)?;
+                Some((session, self.sessions.get(&session)?.agent_id.clone()))
+            })
             .collect();
-        let here_ids: Vec<String> = here.iter().map(|(_, a)| a.clone()).collect();
+        let here_ids: Vec<Option<String>> = here
+            .iter()
+            .map(|h| h.as_ref().map(|(_, a)| a.clone()))
+            .collect();
         let share_ids: Vec<String> = ask.shares.iter().map(|r| r.run_id.clone()).collect();
         let pool_ask = PoolAsk {
             account_id: &first.account_id,
@@ -114,6 +126,7 @@ impl Dispatcher {
             }
             let session = here
                 .iter()
+                .flatten()
                 .find(|(_, agent)| *agent == lease.agent_id)
                 .map(|(s, _)| *s);
             self.scheduler.count_active(&share.account_id);
@@ -157,12 +170,21 @@ impl Dispatcher {
             .iter()
             .find(|(_, s)| s.agent_id == agent_id)
             .map(|(id, _)| *id);
-        if let Some(session) = session {
+        let cancel = run.cancel_requested.clone();
+        // Offered only to a linked agent, and not when a cancel came first.
+        let send_to = session.filter(|_| cancel.is_none());
+        if let Some(session) = send_to {
             self.scheduler.attach_lease(session, &run.id, run.kind);
         }
         tracing::debug!(run = %run.id, agent = %agent_id, linked = session.is_some(), "share leased here by another replica");
         let split_start = Instant::now() + self.timing.split_start;
-        self.track_offer(queued_from_row(&run), session, agent_id, guard, split_start)
+        self.track_offer(queued_from_row(&run), send_to, agent_id, guard, split_start)
             .await;
+        if let Some(reason) = cancel {
+            self.cancel(&run.id, &reason).await;
+        } else if session.is_none() {
+            // Its agent left this replica meanwhile: queued again now, not at the deadline.
+            self.lapse_offer(&run.id).await;
+        }
     }
 }

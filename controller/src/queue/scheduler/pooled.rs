@@ -3,54 +3,68 @@
 
 use std::collections::HashSet;
 
-use super::{QueuedRun, Scheduler, SessionId};
+use super::{LOOKAHEAD, QueuedRun, Scheduler, SessionId};
 
-/// A split run's queued shares, and the agents here that can take one, best first
-/// (fewer than the shares: else this replica places them itself).
+/// A split run's queued shares, and for each the agent here that can take it, if one
+/// can (not every one can: else this replica places them itself).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SplitToPool {
     pub parent: String,
     pub shares: Vec<QueuedRun>,
-    pub here: Vec<SessionId>,
+    pub here: Vec<Option<SessionId>>,
 }
 
 impl Scheduler {
-    /// Each account's oldest split run with queued shares that the agents here cannot
-    /// all take, when the plan (as this replica knows it) has room for all of them.
-    pub fn splits_to_pool(&self) -> Vec<SplitToPool> {
-        let mut asks = Vec::new();
+    /// The split runs with queued shares, account by account in queue order (within
+    /// the look-ahead): (account, split run).
+    pub fn waiting_splits(&self) -> Vec<(String, String)> {
+        let mut seen = HashSet::new();
+        let mut splits = Vec::new();
         for (account, queue) in &self.queues {
-            let room = self.max_running(account).saturating_sub(
-                self.active(account)
-                    .saturating_add(self.remote_active.get(account).copied().unwrap_or(0)),
-            );
-            let Some(parent) = queue.iter().find_map(|r| r.share.as_ref().map(|(p, _)| p)) else {
-                continue;
-            };
-            let shares: Vec<QueuedRun> = queue
-                .iter()
-                .filter(|r| r.share.as_ref().is_some_and(|(p, _)| p == parent))
-                .cloned()
-                .collect();
-            if shares.len() > room {
-                continue;
-            }
-            let mut taken = HashSet::new();
-            let mut here = Vec::new();
-            for share in &shares {
-                if let Some(session) = self.best_agent(share, &taken) {
-                    taken.insert(session);
-                    here.push(session);
+            for run in queue.iter().take(LOOKAHEAD) {
+                if let Some((parent, _)) = &run.share
+                    && seen.insert(parent.as_str())
+                {
+                    splits.push((account.clone(), parent.clone()));
                 }
             }
-            if here.len() < shares.len() {
-                asks.push(SplitToPool {
-                    parent: parent.clone(),
-                    shares,
-                    here,
-                });
-            }
         }
-        asks
+        splits
+    }
+
+    /// Split run `parent`'s queued shares with the agents here that can take them now,
+    /// when the agents here cannot take them all and the plan (as this replica knows
+    /// it) has room for all of them.
+    pub fn split_to_pool(&self, account: &str, parent: &str) -> Option<SplitToPool> {
+        let queue = self.queues.get(account)?;
+        let room = self.max_running(account).saturating_sub(
+            self.active(account)
+                .saturating_add(self.remote_active.get(account).copied().unwrap_or(0)),
+        );
+        let shares: Vec<QueuedRun> = queue
+            .iter()
+            .filter(|r| r.share.as_ref().is_some_and(|(p, _)| p == parent))
+            .cloned()
+            .collect();
+        if shares.is_empty() || shares.len() > room {
+            return None;
+        }
+        let mut taken = HashSet::new();
+        let here: Vec<Option<SessionId>> = shares
+            .iter()
+            .map(|share| {
+                let session = self.best_agent(share, &taken)?;
+                taken.insert(session);
+                Some(session)
+            })
+            .collect();
+        if here.iter().all(Option::is_some) {
+            return None;
+        }
+        Some(SplitToPool {
+            parent: parent.to_string(),
+            shares,
+            here,
+        })
     }
 }

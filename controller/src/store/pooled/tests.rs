@@ -47,7 +47,7 @@ async fn a_split_runs_shares_are_leased_across_replicas_all_or_none() {
     let (a, _claim_a) = store.join_replicas().await.expect("replica a");
     let (b, _claim_b) = store.join_replicas().await.expect("replica b");
     let live = vec![a.replica(), b.replica()];
-    let account = a.create_account("acme", 4, false).await.expect("account");
+    let account = a.create_account("acme", 5, false).await.expect("account");
     a.add_environment(&account.id, "staging", false)
         .await
         .expect("env");
@@ -75,7 +75,7 @@ async fn a_split_runs_shares_are_leased_across_replicas_all_or_none() {
     };
 
     let pooled = a
-        .offer_pooled(ask, &share_ids, std::slice::from_ref(&here), &live)
+        .offer_pooled(ask, &share_ids, &[Some(here.clone())], &live)
         .await
         .expect("pool");
     assert_eq!(
@@ -101,7 +101,7 @@ async fn a_split_runs_shares_are_leased_across_replicas_all_or_none() {
         .expect("offer")
         .expect("offered");
     let pooled = a
-        .offer_pooled(ask, &share_ids, std::slice::from_ref(&here), &live)
+        .offer_pooled(ask, &share_ids, &[Some(here.clone())], &live)
         .await
         .expect("pool");
     assert_eq!(
@@ -109,6 +109,23 @@ async fn a_split_runs_shares_are_leased_across_replicas_all_or_none() {
         Pooled::TooFewAgents(2),
         "an agent running a load run is not free for another"
     );
+
+    // An agent whose jobs are all held (checks runs, not exclusive) is not free either.
+    let full = agent_on(
+        &b,
+        &account.id,
+        "edge-b-full",
+        &serving(&["checks", "load"], 1),
+    )
+    .await;
+    let checks = a
+        .insert_run(&checks_run(&account.id, &scenario), "token:t1")
+        .await
+        .expect("run");
+    b.offer_lease(&checks.id, &full)
+        .await
+        .expect("offer")
+        .expect("offered");
 
     // An agent linked to a replica that is not live is not a candidate either.
     let gone = agent_on(&b, &account.id, "edge-gone", &load).await;
@@ -120,7 +137,7 @@ async fn a_split_runs_shares_are_leased_across_replicas_all_or_none() {
 
     let third = agent_on(&b, &account.id, "edge-b3", &load).await;
     let Pooled::Leased(leased) = a
-        .offer_pooled(ask, &share_ids, std::slice::from_ref(&here), &live)
+        .offer_pooled(ask, &share_ids, &[Some(here.clone())], &live)
         .await
         .expect("pool")
     else {
@@ -148,10 +165,10 @@ async fn a_split_runs_shares_are_leased_across_replicas_all_or_none() {
         vec![Some("offered".to_string()); 3]
     );
 
-    // b finds the two shares leased to its agents (it tracks the other run's offer);
+    // b finds the two shares leased to its agents (it tracks the other runs' offers);
     // a tracks share 0 itself.
     let mut found = b
-        .untracked_offers(|id| id == other.id)
+        .untracked_offers(|id| id == other.id || id == checks.id)
         .await
         .expect("untracked");
     found.sort();
@@ -166,19 +183,77 @@ async fn a_split_runs_shares_are_leased_across_replicas_all_or_none() {
             .is_empty()
     );
 
-    // The waiting reason's count: load agents linked to live replicas, busy or not (not
-    // the checks-only one, nor the one on a replica that is gone).
+    // The waiting reason's count: load agents linked to live replicas, busy or full or
+    // not (not the checks-only one, nor the one on a replica that is gone).
     assert_eq!(
         b.agents_serving_everywhere(ask, &live)
             .await
             .expect("count"),
-        4
+        5
     );
 
-    // The plan (4) is full with the three shares and the other run: nothing more.
+    // The plan (5) is full with the three shares and the two other runs: nothing more.
     let pooled = b
-        .offer_pooled(ask, &share_ids, &[], &live)
+        .offer_pooled(ask, &share_ids, &[None, None, None], &live)
         .await
         .expect("pool");
     assert_eq!(pooled, Pooled::AccountFull);
+}
+
+/// The cloud's agents serve every environment: a cloud split run is pooled onto them
+/// whatever environments they declare, as the scheduler places cloud runs.
+#[tokio::test]
+async fn a_cloud_split_run_is_pooled_onto_platform_agents_of_any_environment() {
+    let store = postgres_store().await;
+    let (a, _claim_a) = store.join_replicas().await.expect("replica a");
+    let (b, _claim_b) = store.join_replicas().await.expect("replica b");
+    let live = vec![a.replica(), b.replica()];
+    let cloud = a
+        .create_account("cloud", 100, true)
+        .await
+        .expect("platform");
+    let account = a.create_account("acme", 4, false).await.expect("account");
+    a.add_environment(&account.id, "staging", false)
+        .await
+        .expect("env");
+    let scenario = a
+        .put_scenario(&account.id, "flat", "load", &json!({"load": {}}))
+        .await
+        .expect("scenario");
+    let new = NewRun {
+        kind: RunKind::Load,
+        agents: 2,
+        executor: Executor::Cloud,
+        ..checks_run(&account.id, &scenario)
+    };
+    let (_, shares) = a.insert_new_run(&new, "token:t1", None).await.expect("run");
+    let share_ids: Vec<String> = shares.iter().map(|s| s.id.clone()).collect();
+    let mut everywhere = serving(&["load"], 1);
+    everywhere.environments = vec!["eu-west".into()];
+    let p1 = agent_on(&b, &cloud.id, "cloud-1", &everywhere).await;
+    let p2 = agent_on(&b, &cloud.id, "cloud-2", &everywhere).await;
+    let ask = PoolAsk {
+        account_id: &account.id,
+        executor: &Executor::Cloud,
+        environment: "staging",
+        kind: RunKind::Load,
+    };
+    assert_eq!(
+        a.agents_serving_everywhere(ask, &live)
+            .await
+            .expect("count"),
+        2
+    );
+    let Pooled::Leased(leased) = a
+        .offer_pooled(ask, &share_ids, &[None, None], &live)
+        .await
+        .expect("pool")
+    else {
+        panic!("both shares should be leased to the cloud's agents");
+    };
+    let mut agents: Vec<String> = leased.iter().map(|l| l.agent_id.clone()).collect();
+    agents.sort();
+    let mut expected = vec![p1, p2];
+    expected.sort();
+    assert_eq!(agents, expected);
 }

@@ -1,6 +1,7 @@
 //! Replicas on the real PostgreSQL (see `store/tests.rs`): numbers and liveness, the
 //! plan counted across replicas, leases taken over, cancels asked across.
 
+use iohr_domain::RunKind;
 use serde_json::json;
 
 use super::super::tests::{checks_run, postgres_store, sqlite_store};
@@ -38,6 +39,15 @@ async fn two_replicas(
         .register_agent_cert(&account.id, "edge-1", "fp-1")
         .await
         .expect("agent");
+    // Room for every run the tests offer it: the store counts an agent's leases.
+    let declaration = crate::store::Declaration {
+        version: "test".into(),
+        kinds: vec!["checks".into()],
+        environments: vec!["staging".into()],
+        labels: Default::default(),
+        max_concurrent_jobs: 8,
+    };
+    a.record_hello(&agent, &declaration).await.expect("hello");
     let mut runs = Vec::new();
     for _ in 0..count {
         let new = checks_run(&account.id, &scenario);
@@ -88,8 +98,10 @@ async fn the_plan_holds_across_replicas_and_a_run_is_leased_once() {
     let ((a, b), agent, runs, _claims) = two_replicas(2, 4).await;
     let account = runs[0].account_id.clone();
     // Both replicas try every run at once.
-    let offers: Vec<(String, String)> =
-        runs.iter().map(|r| (r.id.clone(), agent.clone())).collect();
+    let offers: Vec<(String, String, RunKind)> = runs
+        .iter()
+        .map(|r| (r.id.clone(), agent.clone(), RunKind::Checks))
+        .collect();
     let (from_a, from_b) = tokio::join!(
         a.offer_leases_as_replica(&account, &offers),
         b.offer_leases_as_replica(&account, &offers),
@@ -134,11 +146,54 @@ async fn the_plan_holds_across_replicas_and_a_run_is_leased_once() {
     assert_eq!(again, vec![ReplicaOffer::AccountFull; 4]);
 }
 
+/// An agent's room is counted in the store: a replica whose own view of an agent is out
+/// of date (another replica leased it a split run's share) is refused the offer.
+#[tokio::test]
+async fn an_offer_past_the_agents_room_as_stored_is_refused() {
+    let ((a, b), agent, runs, _claims) = two_replicas(8, 3).await;
+    let account = runs[0].account_id.clone();
+    let one_job = crate::store::Declaration {
+        version: "test".into(),
+        kinds: vec!["checks".into(), "load".into()],
+        environments: vec!["staging".into()],
+        labels: Default::default(),
+        max_concurrent_jobs: 2,
+    };
+    b.record_hello(&agent, &one_job).await.expect("hello");
+    let first = a
+        .offer_leases_as_replica(
+            &account,
+            &[(runs[0].id.clone(), agent.clone(), RunKind::Checks)],
+        )
+        .await
+        .expect("offer");
+    assert!(matches!(first[0], ReplicaOffer::Offered(_)), "{first:?}");
+    let offers: Vec<(String, String, RunKind)> = runs[1..]
+        .iter()
+        .map(|r| (r.id.clone(), agent.clone(), RunKind::Checks))
+        .collect();
+    let rest = b
+        .offer_leases_as_replica(&account, &offers)
+        .await
+        .expect("offer");
+    assert!(matches!(rest[0], ReplicaOffer::Offered(_)), "{rest:?}");
+    assert_eq!(rest[1], ReplicaOffer::AgentTaken, "its 2 jobs are held");
+    assert_eq!(
+        b.run(&runs[2].id)
+            .await
+            .expect("run")
+            .expect("row")
+            .lease_state,
+        None,
+        "nothing leased"
+    );
+}
+
 #[tokio::test]
 async fn leases_of_a_stopped_replica_are_taken_over_and_fence_the_old_tracker() {
     let ((a, b), agent, runs, mut claims) = two_replicas(4, 2).await;
     let account = runs[0].account_id.clone();
-    let offers = vec![(runs[0].id.clone(), agent.clone())];
+    let offers = vec![(runs[0].id.clone(), agent.clone(), RunKind::Checks)];
     let guard = match b
         .offer_leases_as_replica(&account, &offers)
         .await
@@ -215,7 +270,7 @@ async fn leases_of_a_stopped_replica_are_taken_over_and_fence_the_old_tracker() 
 async fn a_cancel_asked_elsewhere_reaches_the_tracking_replica_only() {
     let ((a, b), agent, runs, _claims) = two_replicas(4, 2).await;
     let account = runs[0].account_id.clone();
-    let offers = vec![(runs[0].id.clone(), agent.clone())];
+    let offers = vec![(runs[0].id.clone(), agent.clone(), RunKind::Checks)];
     assert!(matches!(
         b.offer_leases_as_replica(&account, &offers)
             .await
@@ -278,7 +333,10 @@ async fn a_listener_hears_runs_queued_frames_stored_and_cancels_asked() {
     );
     // A lease, a frame, a cancel asked and an ending: each heard as its notice.
     let offered = a
-        .offer_leases_as_replica(&account.id, &[(run.id.clone(), agent.clone())])
+        .offer_leases_as_replica(
+            &account.id,
+            &[(run.id.clone(), agent.clone(), RunKind::Checks)],
+        )
         .await
         .expect("offer");
     let ReplicaOffer::Offered(guard) = &offered[0] else {
