@@ -113,7 +113,7 @@ impl Dispatcher {
             .filter(|(_, s)| s.agent_id == identity.agent_id)
             .map(|(id, _)| *id)
             .collect();
-        for id in old {
+        for &id in &old {
             if let Some(s) = self.sessions.remove(&id) {
                 s.close.cancel();
             }
@@ -138,7 +138,7 @@ impl Dispatcher {
             max_jobs: declaration.max_concurrent_jobs.max(1) as usize,
             leases: HashMap::new(),
         });
-        self.agents_changed();
+        self.agents_changed(&[session], &old);
         self.sessions.insert(
             session,
             Session {
@@ -209,7 +209,7 @@ impl Dispatcher {
         };
         s.close.cancel();
         self.scheduler.remove_agent(session);
-        self.agents_changed();
+        self.agents_changed(&[], &[session]);
         let heard_ms = s.last_heard.load(Ordering::Relaxed);
         let silent_for = std::time::Duration::from_millis(self.now_ms().saturating_sub(heard_ms));
         let deadline = Instant::now()

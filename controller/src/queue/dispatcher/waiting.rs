@@ -17,10 +17,14 @@ use crate::queue::scheduler::{AgentSlot, SessionId};
 use crate::store::PoolAsk;
 
 /// The connected agents as the API reads them (their leases left out).
-pub(super) type Connected = Arc<Vec<AgentSlot>>;
+pub(super) type Connected = Arc<Vec<Arc<AgentSlot>>>;
 
 pub(super) struct Reasons {
     published: watch::Sender<Connected>,
+    /// What is published, by session: each agent's slot copied once, as it connects, so
+    /// that publishing copies pointers (10,000 agents connecting one by one would copy
+    /// 50 million slots).
+    slots: HashMap<SessionId, Arc<AgentSlot>>,
     /// The agents or the queue changed since the reasons were last made current.
     stale: bool,
 }
@@ -30,6 +34,7 @@ impl Reasons {
         let (published, connected) = watch::channel(Connected::default());
         let reasons = Reasons {
             published,
+            slots: HashMap::new(),
             stale: false,
         };
         (reasons, connected)
@@ -138,7 +143,7 @@ impl DispatcherHandle {
             needed: 1,
             everywhere: None,
         };
-        match waiting(connected.iter(), &shape, &BTreeSet::new()) {
+        match waiting(connected.iter().map(Arc::as_ref), &shape, &BTreeSet::new()) {
             Waiting::NoAgent(reason) => Some(reason),
             Waiting::Served | Waiting::Refused => None,
         }
@@ -146,16 +151,23 @@ impl DispatcherHandle {
 }
 
 impl Dispatcher {
-    /// An agent came or went: the API sees it at once, the queued runs at the next refresh.
-    pub(super) fn agents_changed(&mut self) {
-        let connected: Vec<AgentSlot> = self
-            .scheduler
-            .agents()
-            .map(|a| AgentSlot {
-                leases: HashMap::new(),
-                ..a.clone()
-            })
-            .collect();
+    /// Agents came (`up`, as the scheduler has them) or went (`down`): the API sees it
+    /// at once, the queued runs at the next refresh.
+    pub(super) fn agents_changed(&mut self, up: &[SessionId], down: &[SessionId]) {
+        let slots = &mut self.reasons.slots;
+        for session in down {
+            slots.remove(session);
+        }
+        for session in up {
+            if let Some(slot) = self.scheduler.agent(*session) {
+                let published = AgentSlot {
+                    leases: HashMap::new(),
+                    ..slot.clone()
+                };
+                slots.insert(*session, Arc::new(published));
+            }
+        }
+        let connected: Vec<Arc<AgentSlot>> = slots.values().cloned().collect();
         self.reasons.published.send_replace(Arc::new(connected));
         self.reasons.stale = true;
     }
