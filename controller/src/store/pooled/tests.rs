@@ -41,13 +41,28 @@ async fn lease_states(store: &Store, runs: &[String]) -> Vec<Option<String>> {
     states
 }
 
-#[tokio::test]
-async fn a_split_runs_shares_are_leased_across_replicas_all_or_none() {
+/// Two replicas of a fresh store, an account "acme" allowing `max_running` in staging,
+/// a load scenario, and a split run of it over `agents` agents on `executor`: the
+/// replicas (with their claims), the account, the scenario and the shares' ids.
+struct Split {
+    a: Store,
+    b: Store,
+    _claims: Vec<crate::store::Claim>,
+    live: Vec<i64>,
+    account: crate::store::Account,
+    scenario: crate::store::Scenario,
+    share_ids: Vec<String>,
+}
+
+async fn split_on_two_replicas(max_running: i64, agents: u32, executor: Executor) -> Split {
     let store = postgres_store().await;
-    let (a, _claim_a) = store.join_replicas().await.expect("replica a");
-    let (b, _claim_b) = store.join_replicas().await.expect("replica b");
+    let (a, claim_a) = store.join_replicas().await.expect("replica a");
+    let (b, claim_b) = store.join_replicas().await.expect("replica b");
     let live = vec![a.replica(), b.replica()];
-    let account = a.create_account("acme", 5, false).await.expect("account");
+    let account = a
+        .create_account("acme", max_running, false)
+        .await
+        .expect("account");
     a.add_environment(&account.id, "staging", false)
         .await
         .expect("env");
@@ -57,11 +72,33 @@ async fn a_split_runs_shares_are_leased_across_replicas_all_or_none() {
         .expect("scenario");
     let new = NewRun {
         kind: RunKind::Load,
-        agents: 3,
+        agents,
+        executor,
         ..checks_run(&account.id, &scenario)
     };
     let (_, shares) = a.insert_new_run(&new, "token:t1", None).await.expect("run");
-    let share_ids: Vec<String> = shares.iter().map(|s| s.id.clone()).collect();
+    Split {
+        share_ids: shares.iter().map(|s| s.id.clone()).collect(),
+        a,
+        b,
+        _claims: vec![claim_a, claim_b],
+        live,
+        account,
+        scenario,
+    }
+}
+
+#[tokio::test]
+async fn a_split_runs_shares_are_leased_across_replicas_all_or_none() {
+    let Split {
+        a,
+        b,
+        _claims,
+        live,
+        account,
+        scenario,
+        share_ids,
+    } = split_on_two_replicas(5, 3, Executor::Any).await;
     let load = serving(&["checks", "load"], 2);
     let here = agent_on(&a, &account.id, "edge-a", &load).await;
     let there = agent_on(&b, &account.id, "edge-b1", &load).await;
@@ -131,7 +168,7 @@ async fn a_split_runs_shares_are_leased_across_replicas_all_or_none() {
     let gone = agent_on(&b, &account.id, "edge-gone", &load).await;
     sqlx::query("UPDATE agents SET connected_replica = 63 WHERE id = $1")
         .bind(&gone)
-        .execute(&store.pool)
+        .execute(&a.pool)
         .await
         .expect("move");
 
@@ -204,30 +241,19 @@ async fn a_split_runs_shares_are_leased_across_replicas_all_or_none() {
 /// whatever environments they declare, as the scheduler places cloud runs.
 #[tokio::test]
 async fn a_cloud_split_run_is_pooled_onto_platform_agents_of_any_environment() {
-    let store = postgres_store().await;
-    let (a, _claim_a) = store.join_replicas().await.expect("replica a");
-    let (b, _claim_b) = store.join_replicas().await.expect("replica b");
-    let live = vec![a.replica(), b.replica()];
+    let Split {
+        a,
+        b,
+        _claims,
+        live,
+        account,
+        share_ids,
+        ..
+    } = split_on_two_replicas(4, 2, Executor::Cloud).await;
     let cloud = a
         .create_account("cloud", 100, true)
         .await
         .expect("platform");
-    let account = a.create_account("acme", 4, false).await.expect("account");
-    a.add_environment(&account.id, "staging", false)
-        .await
-        .expect("env");
-    let scenario = a
-        .put_scenario(&account.id, "flat", "load", &json!({"load": {}}))
-        .await
-        .expect("scenario");
-    let new = NewRun {
-        kind: RunKind::Load,
-        agents: 2,
-        executor: Executor::Cloud,
-        ..checks_run(&account.id, &scenario)
-    };
-    let (_, shares) = a.insert_new_run(&new, "token:t1", None).await.expect("run");
-    let share_ids: Vec<String> = shares.iter().map(|s| s.id.clone()).collect();
     let mut everywhere = serving(&["load"], 1);
     everywhere.environments = vec!["eu-west".into()];
     let p1 = agent_on(&b, &cloud.id, "cloud-1", &everywhere).await;
