@@ -167,15 +167,10 @@ impl Store {
         let not_mine: String = (0..mine.len())
             .map(|i| format!(" AND a.id <> ${}", i + 4))
             .collect();
-        let exclusive: Vec<String> = RunKind::ALL
-            .iter()
-            .filter(|k| k.is_exclusive())
-            .map(|k| format!("'{}'", k.as_str()))
-            .collect();
         let exclusive_here = if ask.kind.is_exclusive() {
             format!(
                 "AND COALESCE(SUM(CASE WHEN r.kind IN ({}) THEN 1 ELSE 0 END), 0) = 0",
-                exclusive.join(", ")
+                exclusive_kinds()
             )
         } else {
             String::new()
@@ -290,11 +285,6 @@ pub(super) async fn agent_has_room(
     if !locked {
         return Ok(false);
     }
-    let exclusive: Vec<String> = RunKind::ALL
-        .iter()
-        .filter(|k| k.is_exclusive())
-        .map(|k| format!("'{}'", k.as_str()))
-        .collect();
     // Only constant kind names are formatted in; the agent is bound.
     let row = sqlx::query(AssertSqlSafe(format!(
         "SELECT
@@ -304,7 +294,7 @@ pub(super) async fn agent_has_room(
              COALESCE(SUM(CASE WHEN kind IN ({}) THEN 1 ELSE 0 END), 0) AS exclusive
          FROM runs WHERE agent_id = $1 AND lease_state IS NOT NULL
              AND status IN ('queued', 'running')",
-        exclusive.join(", ")
+        exclusive_kinds()
     )))
     .bind(agent_id)
     .fetch_one(&mut **tx)
@@ -313,6 +303,16 @@ pub(super) async fn agent_has_room(
     let leases: i64 = row.try_get("leases")?;
     let exclusive_held: i64 = row.try_get("exclusive")?;
     Ok(max_jobs.is_some_and(|max| leases < max) && !(kind.is_exclusive() && exclusive_held > 0))
+}
+
+/// The exclusive kinds as an SQL list of constants: `'load', 'faults', ...`.
+fn exclusive_kinds() -> String {
+    let kinds: Vec<String> = RunKind::ALL
+        .iter()
+        .filter(|k| k.is_exclusive())
+        .map(|k| format!("'{}'", k.as_str()))
+        .collect();
+    kinds.join(", ")
 }
 
 #[cfg(test)]
