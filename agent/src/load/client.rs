@@ -1,6 +1,6 @@
 //! The load engine's HTTP client: one connection per worker (HTTP/1.1 keep-alive, our own
 //! driver in [`super::h1`]) or shared by a few streams (HTTP/2: ALPN `h2` over TLS,
-//! prior-knowledge h2c over plain TCP, the `h2` crate in [`super::h2`]). TLS is rustls
+//! prior-knowledge h2c over plain TCP, our own client in [`super::h2`]). TLS is rustls
 //! with the system's roots plus an optional extra CA.
 
 use std::path::Path;
@@ -212,11 +212,11 @@ impl Connection {
     }
 
     /// Whether the next request may use this connection (an HTTP/1.1 answer may have
-    /// closed it; an HTTP/2 sender tells at its next request).
+    /// closed it; an HTTP/2 server may have sent GOAWAY).
     pub fn is_reusable(&self) -> bool {
         match self {
             Connection::H1(conn) => conn.is_reusable(),
-            Connection::H2(_) => true,
+            Connection::H2(conn) => conn.is_reusable(),
         }
     }
 
@@ -225,7 +225,7 @@ impl Connection {
     pub async fn send(&mut self, op: &PreparedOp) -> Result<u16, Failure> {
         match self {
             Connection::H1(conn) => conn.send(op.wire(), op.method()).await,
-            Connection::H2(conn) => conn.send(op.h2_head(), op.body()).await,
+            Connection::H2(conn) => conn.send(op.wire(), op.body()).await,
         }
     }
 }

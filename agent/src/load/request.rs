@@ -1,6 +1,6 @@
 //! Operations made ready to send: method, URI, headers (with `${env:NAME}` references
-//! read from the agent's environment) and body, built once. HTTP/1.1 sends the request
-//! as bytes encoded here; HTTP/2 clones the parts into a hyper request per request.
+//! read from the agent's environment) and body, built once, and encoded once as they go
+//! on the wire: the whole HTTP/1.1 request, or HTTP/2's header block.
 
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -22,7 +22,8 @@ pub struct PreparedOp {
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
-    /// HTTP/1.1: the request head and body as they go on the wire; empty for HTTP/2.
+    /// As it goes on the wire: HTTP/1.1's request head and body, or HTTP/2's header
+    /// block (HPACK; the body follows in DATA frames).
     wire: Bytes,
 }
 
@@ -97,7 +98,7 @@ impl PreparedOp {
                 if !body.is_empty() {
                     headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
                 }
-                Bytes::new()
+                encode_h2(&method, &uri, &headers)
             }
         };
         Ok(PreparedOp {
@@ -113,7 +114,7 @@ impl PreparedOp {
         &self.method
     }
 
-    /// The HTTP/1.1 request as bytes (empty for an HTTP/2 endpoint's operations).
+    /// The HTTP/1.1 request, or the HTTP/2 header block, as bytes.
     pub fn wire(&self) -> &[u8] {
         &self.wire
     }
@@ -121,11 +122,6 @@ impl PreparedOp {
     /// The request for hyper's client (the fault probes' single requests).
     pub fn request(&self) -> Request<Full<Bytes>> {
         self.with_body(Full::new(self.body.clone()))
-    }
-
-    /// The HTTP/2 request's head; its body is [`PreparedOp::body`].
-    pub fn h2_head(&self) -> Request<()> {
-        self.with_body(())
     }
 
     fn with_body<B>(&self, body: B) -> Request<B> {
@@ -167,6 +163,29 @@ fn encode_h1(method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> B
     wire.extend_from_slice(b"\r\n");
     wire.extend_from_slice(body);
     Bytes::from(wire)
+}
+
+/// The HTTP/2 header block: the pseudo-header fields from the absolute URI, then the
+/// headers in the map's order ([`super::h2::frame::field`]: the same bytes on every
+/// connection, so encoded once).
+fn encode_h2(method: &Method, uri: &Uri, headers: &HeaderMap) -> Bytes {
+    use super::h2::frame::field;
+    let mut block = Vec::with_capacity(256);
+    field(&mut block, ":method", method.as_str().as_bytes());
+    field(
+        &mut block,
+        ":scheme",
+        uri.scheme_str().unwrap_or("http").as_bytes(),
+    );
+    if let Some(authority) = uri.authority() {
+        field(&mut block, ":authority", authority.as_str().as_bytes());
+    }
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    field(&mut block, ":path", path.as_bytes());
+    for (name, value) in headers {
+        field(&mut block, name.as_str(), value.as_bytes());
+    }
+    Bytes::from(block)
 }
 
 #[cfg(test)]
@@ -213,11 +232,38 @@ mod tests {
             format!("GET / HTTP/1.1\r\nhost: localhost\r\nuser-agent: {LOAD_USER_AGENT}\r\n\r\n")
                 .as_bytes()
         );
-        let h2 = prepare(
-            serde_json::json!({"path": "/"}),
-            "http://localhost",
+    }
+
+    #[test]
+    fn an_http2_header_block_is_encoded_once_and_decodes_to_the_request() {
+        let op = prepare(
+            serde_json::json!({"method": "POST", "path": "/orders?x=1", "body": {"a": 1},
+                "headers": {"Authorization": "${env:TOKEN}", "Connection": "close"}}),
+            "https://127.0.0.1:8443/base",
             HttpVersion::Http2,
         );
-        assert!(h2.wire().is_empty());
+        let decoded = loona_hpack::Decoder::new()
+            .decode(op.wire())
+            .expect("HPACK");
+        let text: Vec<(String, String)> = decoded
+            .into_iter()
+            .map(|(n, v)| (String::from_utf8(n).unwrap(), String::from_utf8(v).unwrap()))
+            .collect();
+        let expect = [
+            (":method", "POST"),
+            (":scheme", "https"),
+            (":authority", "127.0.0.1:8443"),
+            (":path", "/base/orders?x=1"),
+            ("user-agent", LOAD_USER_AGENT),
+            ("content-type", "application/json"),
+            ("authorization", "s3cret"),
+            ("content-length", "7"),
+        ];
+        let expect: Vec<(String, String)> = expect
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(text, expect);
+        assert_eq!(&op.body()[..], b"{\"a\":1}");
     }
 }

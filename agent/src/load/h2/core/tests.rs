@@ -1,0 +1,354 @@
+//! The connection's state fed frames by hand: what a server may send, cut anywhere.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Wake;
+
+use super::*;
+
+/// A waker that counts its wakes.
+#[derive(Default)]
+pub(super) struct Count(AtomicUsize);
+
+impl Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+pub(super) fn waker() -> (Arc<Count>, Waker) {
+    let count = Arc::new(Count::default());
+    (count.clone(), Waker::from(count))
+}
+
+/// A server's frames, written with the frame helpers and a third-party HPACK encoder.
+#[derive(Default)]
+pub(super) struct Server {
+    pub bytes: Vec<u8>,
+    encoder: loona_hpack::Encoder<'static>,
+}
+
+impl Server {
+    pub fn settings(mut self, values: &[(u16, u32)]) -> Server {
+        frame::settings(&mut self.bytes, values);
+        self
+    }
+
+    pub fn headers(mut self, stream: u32, fields: &[(&str, &str)], end_stream: bool) -> Server {
+        let fields: Vec<(&[u8], &[u8])> = fields
+            .iter()
+            .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
+            .collect();
+        let block = self.encoder.encode(fields);
+        frame::headers(&mut self.bytes, stream, end_stream, &block, 7);
+        self
+    }
+
+    pub fn data(mut self, stream: u32, len: usize, end_stream: bool) -> Server {
+        frame::data(&mut self.bytes, stream, end_stream, &vec![b'z'; len]);
+        self
+    }
+
+    pub fn raw(mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Server {
+        Head {
+            len: payload.len() as u32,
+            kind,
+            flags,
+            stream,
+        }
+        .write(&mut self.bytes);
+        self.bytes.extend_from_slice(payload);
+        self
+    }
+}
+
+/// A started connection that has seen the server's SETTINGS, and its outgoing bytes
+/// cleared.
+pub(super) fn ready(values: &[(u16, u32)]) -> Core {
+    let mut core = Core::default();
+    core.start();
+    let settings = Server::default().settings(values).bytes;
+    let used = core.receive(&settings, &mut Vec::new());
+    assert_eq!(used, settings.len());
+    assert!(core.settings_seen());
+    core.out.clear();
+    core
+}
+
+fn open(core: &mut Core, body: &[u8]) -> u32 {
+    let (_, waker) = waker();
+    match core.open(b"\x82", &Bytes::copy_from_slice(body), &waker) {
+        Poll::Ready(Ok(id)) => id,
+        other => panic!("not opened: {other:?}"),
+    }
+}
+
+fn outcome(core: &mut Core, id: u32) -> Poll<Result<u16, Failure>> {
+    let (_, waker) = waker();
+    core.poll_outcome(id, &waker)
+}
+
+/// The frames in `out`, as (type, flags, stream, payload).
+pub(super) fn frames(out: &[u8]) -> Vec<(u8, u8, u32, Vec<u8>)> {
+    let mut rest = out.strip_prefix(frame::PREFACE).unwrap_or(out);
+    let mut frames = Vec::new();
+    while let Some(head) = Head::parse(rest) {
+        let end = frame::HEAD_LEN + head.len as usize;
+        frames.push((
+            head.kind,
+            head.flags,
+            head.stream,
+            rest[frame::HEAD_LEN..end].to_vec(),
+        ));
+        rest = &rest[end..];
+    }
+    assert!(rest.is_empty(), "a frame cut short");
+    frames
+}
+
+#[test]
+fn the_start_is_the_preface_our_settings_and_a_wider_window() {
+    let mut core = Core::default();
+    core.start();
+    assert!(core.out.starts_with(frame::PREFACE));
+    let sent = frames(&core.out);
+    assert_eq!(sent[0].0, frame::SETTINGS);
+    assert_eq!(sent[1].0, frame::WINDOW_UPDATE);
+    assert_eq!(
+        u32::from_be_bytes(sent[1].3[..].try_into().unwrap()),
+        CONN_WINDOW - 65_535
+    );
+}
+
+#[test]
+fn an_answer_cut_at_every_byte_gives_its_status() {
+    let server = Server::default()
+        .headers(1, &[(":status", "103"), ("link", "</a>")], false)
+        .headers(
+            1,
+            &[(":status", "200"), ("server", "t"), ("date", "now")],
+            false,
+        )
+        .data(1, 100, false)
+        .data(1, 0, true);
+    for cut in 0..server.bytes.len() {
+        let mut core = ready(&[]);
+        let id = open(&mut core, b"");
+        let first = core.receive(&server.bytes[..cut], &mut Vec::new());
+        let mut rest = server.bytes[first..].to_vec();
+        let used = core.receive(&rest, &mut Vec::new());
+        rest.drain(..used);
+        assert!(rest.is_empty(), "cut at {cut}: {} bytes left", rest.len());
+        assert_eq!(outcome(&mut core, id), Poll::Ready(Ok(200)), "cut at {cut}");
+    }
+}
+
+#[test]
+fn the_first_frame_must_be_settings() {
+    let mut core = Core::default();
+    core.start();
+    core.out.clear();
+    let ping = Server::default().raw(frame::PING, 0, 0, &[0; 8]).bytes;
+    core.receive(&ping, &mut Vec::new());
+    assert_eq!(core.closed(), Some(Failure::Protocol));
+    let sent = frames(&core.out);
+    assert_eq!(sent.last().map(|f| f.0), Some(frame::GOAWAY));
+}
+
+#[test]
+fn data_before_headers_resets_that_stream_only() {
+    let mut core = ready(&[]);
+    let first = open(&mut core, b"");
+    let second = open(&mut core, b"");
+    core.out.clear();
+    let server =
+        Server::default()
+            .data(first, 10, true)
+            .headers(second, &[(":status", "200")], true);
+    core.receive(&server.bytes, &mut Vec::new());
+    assert_eq!(
+        outcome(&mut core, first),
+        Poll::Ready(Err(Failure::Protocol))
+    );
+    assert_eq!(outcome(&mut core, second), Poll::Ready(Ok(200)));
+    let sent = frames(&core.out);
+    assert_eq!(
+        sent,
+        vec![(
+            frame::RST_STREAM,
+            0,
+            first,
+            frame::PROTOCOL_ERROR.to_be_bytes().to_vec()
+        )]
+    );
+    assert!(core.is_reusable());
+}
+
+#[test]
+fn a_goaway_fails_the_streams_it_did_not_take_and_ends_reuse() {
+    let mut core = ready(&[]);
+    let taken = open(&mut core, b"");
+    let not_taken = open(&mut core, b"");
+    let mut payload = taken.to_be_bytes().to_vec();
+    payload.extend_from_slice(&frame::NO_ERROR.to_be_bytes());
+    let server = Server::default().raw(frame::GOAWAY, 0, 0, &payload);
+    core.receive(&server.bytes, &mut Vec::new());
+    assert_eq!(
+        outcome(&mut core, not_taken),
+        Poll::Ready(Err(Failure::Reset))
+    );
+    assert_eq!(outcome(&mut core, taken), Poll::Pending);
+    assert!(!core.is_reusable());
+    let answer = Server::default().headers(taken, &[(":status", "200")], true);
+    core.receive(&answer.bytes, &mut Vec::new());
+    assert_eq!(outcome(&mut core, taken), Poll::Ready(Ok(200)));
+}
+
+#[test]
+fn requests_past_the_servers_stream_limit_wait_and_are_woken() {
+    let mut core = ready(&[(frame::SETTINGS_MAX_CONCURRENT_STREAMS, 1)]);
+    let first = open(&mut core, b"");
+    let (count, waker) = waker();
+    assert!(core.open(b"\x82", &Bytes::new(), &waker).is_pending());
+    let mut woken = Vec::new();
+    let answer = Server::default().headers(first, &[(":status", "204")], true);
+    core.receive(&answer.bytes, &mut woken);
+    woken.into_iter().for_each(Waker::wake);
+    assert_eq!(count.0.load(Ordering::SeqCst), 1);
+    assert!(matches!(
+        core.open(b"\x82", &Bytes::new(), &waker),
+        Poll::Ready(Ok(3))
+    ));
+}
+
+#[test]
+fn a_body_waits_for_the_servers_window() {
+    let mut core = ready(&[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 10)]);
+    let id = open(&mut core, &[b'b'; 25]);
+    let sizes = |core: &mut Core| -> Vec<(u8, u8, usize)> {
+        let sent = frames(&core.out);
+        core.out.clear();
+        sent.iter()
+            .filter(|f| f.0 == frame::DATA)
+            .map(|f| (f.0, f.1, f.3.len()))
+            .collect()
+    };
+    assert_eq!(sizes(&mut core), vec![(frame::DATA, 0, 10)]);
+    let update = Server::default().raw(frame::WINDOW_UPDATE, 0, id, &20u32.to_be_bytes());
+    core.receive(&update.bytes, &mut Vec::new());
+    assert_eq!(sizes(&mut core), vec![(frame::DATA, frame::END_STREAM, 15)]);
+}
+
+#[test]
+fn bodies_past_half_a_window_are_given_back() {
+    let mut core = ready(&[]);
+    let id = open(&mut core, b"");
+    core.out.clear();
+    let mut server = Server::default().headers(id, &[(":status", "200")], false);
+    for _ in 0..40 {
+        server = server.data(id, 16_384, false);
+    }
+    core.receive(&server.bytes, &mut Vec::new());
+    let updates: Vec<u32> = frames(&core.out)
+        .iter()
+        .filter(|f| f.0 == frame::WINDOW_UPDATE && f.2 == id)
+        .map(|f| u32::from_be_bytes(f.3[..].try_into().unwrap()))
+        .collect();
+    assert_eq!(updates.iter().sum::<u32>(), 16_384 * 32, "{updates:?}");
+    assert_eq!(outcome(&mut core, id), Poll::Pending);
+}
+
+#[test]
+fn a_cancelled_stream_is_reset_and_its_answer_still_decoded() {
+    let mut core = ready(&[]);
+    let cancelled = open(&mut core, b"");
+    let next = open(&mut core, b"");
+    core.out.clear();
+    core.cancel(cancelled, &mut Vec::new());
+    assert_eq!(
+        frames(&core.out),
+        vec![(
+            frame::RST_STREAM,
+            0,
+            cancelled,
+            frame::CANCEL.to_be_bytes().to_vec()
+        )]
+    );
+    // The first block enters "x-table" in the table; the second refers to it.
+    let server = Server::default()
+        .headers(cancelled, &[(":status", "200"), ("x-table", "1")], false)
+        .data(cancelled, 5, true)
+        .headers(next, &[(":status", "200"), ("x-table", "1")], true);
+    core.receive(&server.bytes, &mut Vec::new());
+    assert_eq!(core.closed(), None);
+    assert_eq!(outcome(&mut core, next), Poll::Ready(Ok(200)));
+}
+
+#[test]
+fn frames_too_large_or_malformed_fail_the_connection() {
+    let cases: Vec<(&str, Server)> = vec![
+        (
+            "too large",
+            Server::default().raw(frame::DATA, 0, 1, &vec![0; MAX_FRAME + 1]),
+        ),
+        (
+            "push",
+            Server::default().raw(frame::PUSH_PROMISE, frame::END_HEADERS, 1, &[0, 0, 0, 2]),
+        ),
+        (
+            "short ping",
+            Server::default().raw(frame::PING, 0, 0, &[0; 7]),
+        ),
+        (
+            "idle stream",
+            Server::default().headers(99, &[(":status", "200")], true),
+        ),
+        (
+            "bad hpack",
+            Server::default().raw(
+                frame::HEADERS,
+                frame::END_HEADERS,
+                1,
+                &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+            ),
+        ),
+        (
+            "huge window",
+            Server::default().raw(frame::WINDOW_UPDATE, 0, 0, &0x7fff_ffffu32.to_be_bytes()),
+        ),
+        (
+            "interleaved continuation",
+            Server::default()
+                .raw(frame::HEADERS, 0, 1, &[0x88])
+                .raw(frame::PING, 0, 0, &[0; 8]),
+        ),
+    ];
+    for (name, server) in cases {
+        let mut core = ready(&[]);
+        let id = open(&mut core, b"");
+        core.receive(&server.bytes, &mut Vec::new());
+        assert_eq!(core.closed(), Some(Failure::Protocol), "{name}");
+        assert_eq!(
+            outcome(&mut core, id),
+            Poll::Ready(Err(Failure::Protocol)),
+            "{name}"
+        );
+        assert!(!core.is_reusable(), "{name}");
+    }
+}
+
+#[test]
+fn pings_are_answered_and_settings_acknowledged() {
+    let mut core = ready(&[]);
+    let server = Server::default()
+        .raw(frame::PING, 0, 0, b"12345678")
+        .settings(&[(frame::SETTINGS_MAX_FRAME_SIZE, 20_000)]);
+    core.receive(&server.bytes, &mut Vec::new());
+    assert_eq!(
+        frames(&core.out),
+        vec![
+            (frame::PING, frame::ACK, 0, b"12345678".to_vec()),
+            (frame::SETTINGS, frame::ACK, 0, Vec::new()),
+        ]
+    );
+}

@@ -1,0 +1,343 @@
+//! The load engine's HTTP/2 connection: a small client of our own. A connection is one
+//! task (the [`Driver`]) that owns the socket and writes what the requests queued and
+//! reads what the server sent, in as few system calls as there is work for; the
+//! connection's state ([`core::Core`]: streams, windows, settings, the HPACK decoder)
+//! sits behind one lock that the requests and the driver share. A request writes its
+//! HEADERS frame (its header block encoded once per operation, [`frame::field`]) and
+//! body into the state's outgoing bytes, wakes the driver, and waits for its stream's
+//! end: there is no header map, no channel and no allocation per request. With several
+//! streams on a connection their requests go out in one write and their answers come
+//! back in one read, as h2load does.
+//!
+//! It replaced the `h2` crate's client, which this engine drove at 0.59-0.80x h2load's
+//! requests/s at equal CPU (docs/benchmarks.md, "HTTP/2 and TLS side by side"): each
+//! request there cloned and dropped a handle under the connection's lock, built a
+//! header map and a stream of its own, and polled the response and its body apart.
+
+mod core;
+pub mod frame;
+
+use std::future::{Future, poll_fn};
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
+
+use hyper::HeaderMap;
+use hyper::body::Bytes;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+use self::core::{Core, MAX_FRAME};
+use super::client::Failure;
+use super::h1::Stream;
+
+/// The read buffer: a few whole frames of the largest size we accept.
+const READ_BUFFER: usize = 4 * (MAX_FRAME + frame::HEAD_LEN);
+/// Reads and writes one turn of the driver does before it lets other tasks run.
+const DRIVER_BUDGET: usize = 32;
+
+/// The headers HTTP/2 forbids (RFC 9113, 8.2.2); hyper drops them too.
+const CONNECTION_SPECIFIC: [&str; 5] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Removes what may not go on an HTTP/2 stream (`te` only as `trailers`).
+pub fn strip_connection_headers(headers: &mut HeaderMap) {
+    for name in CONNECTION_SPECIFIC {
+        headers.remove(name);
+    }
+    if headers.get("te").is_some_and(|v| v != "trailers") {
+        headers.remove("te");
+    }
+}
+
+/// One worker's handle on an HTTP/2 connection; clones share it. The connection ends
+/// when the last handle is dropped (or the peer or an error ends it).
+#[derive(Debug)]
+pub struct H2Conn {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    core: Mutex<Core>,
+    handles: AtomicUsize,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("handles", &self.handles)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// The state, also after a panic elsewhere held the lock: every change to it is
+    /// whole before anything that could panic runs.
+    fn core(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the state, then wakes the driver if `f` queued the first bytes to
+    /// write, and the tasks `f` woke: outside the lock.
+    fn with<T>(&self, f: impl FnOnce(&mut Core, &mut Vec<Waker>) -> T) -> T {
+        let mut woken = Vec::new();
+        let (value, driver) = {
+            let mut core = self.core();
+            let was_empty = core.out.is_empty();
+            let value = f(&mut core, &mut woken);
+            let driver = (was_empty && !core.out.is_empty())
+                .then(|| core.driver.clone())
+                .flatten();
+            (value, driver)
+        };
+        woken.into_iter().chain(driver).for_each(Waker::wake);
+        value
+    }
+}
+
+impl Clone for H2Conn {
+    fn clone(&self) -> H2Conn {
+        self.shared.handles.fetch_add(1, Ordering::Relaxed);
+        H2Conn {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for H2Conn {
+    fn drop(&mut self) {
+        if self.shared.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // The last handle: the driver ends the connection.
+            let driver = self.shared.core().driver.take();
+            driver.into_iter().for_each(Waker::wake);
+        }
+    }
+}
+
+/// A request's stream while it is under way: dropped before its end (a timeout), the
+/// stream is cancelled.
+struct Pending<'a> {
+    shared: &'a Shared,
+    id: u32,
+    ended: bool,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.shared.with(|core, woken| core.cancel(self.id, woken));
+        }
+    }
+}
+
+impl H2Conn {
+    /// The client preface and SETTINGS over `io`, then the server's SETTINGS awaited:
+    /// past this the server's limits are known. The connection is then driven by a task
+    /// of its own.
+    pub async fn handshake(mut io: Stream) -> Result<H2Conn, Failure> {
+        let mut core = Core::default();
+        core.start();
+        io.write_all(&core.out).await.map_err(io_failure)?;
+        io.flush().await.map_err(io_failure)?;
+        core.out.clear();
+        let mut read = vec![0; READ_BUFFER];
+        let (mut start, mut end) = (0, 0);
+        let mut woken = Vec::new();
+        while !core.settings_seen() {
+            let n = io.read(&mut read[end..]).await.map_err(io_failure)?;
+            if n == 0 {
+                return Err(Failure::Reset);
+            }
+            end += n;
+            start += core.receive(&read[start..end], &mut woken);
+            if let Some(failure) = core.closed() {
+                return Err(failure);
+            }
+            if end == read.len() {
+                // A first SETTINGS frame larger than the buffer is refused by `receive`.
+                read.copy_within(start..end, 0);
+                end -= start;
+                start = 0;
+            }
+        }
+        let shared = Arc::new(Shared {
+            core: Mutex::new(core),
+            handles: AtomicUsize::new(1),
+        });
+        tokio::spawn(Driver {
+            io,
+            shared: shared.clone(),
+            read,
+            start,
+            end,
+            write: Vec::with_capacity(4096),
+            written: 0,
+            flush: false,
+        });
+        Ok(H2Conn { shared })
+    }
+
+    /// Whether a new request may go on this connection: not failed, no GOAWAY.
+    pub fn is_reusable(&self) -> bool {
+        self.shared.core().is_reusable()
+    }
+
+    /// Sends one request (its header `block`, then `body` when not empty) and waits for
+    /// its answer's end; the body is counted against the windows, never kept. Returns
+    /// the status.
+    pub async fn send(&mut self, block: &[u8], body: &Bytes) -> Result<u16, Failure> {
+        let shared = &*self.shared;
+        let id = poll_fn(|cx| shared.with(|core, _| core.open(block, body, cx.waker()))).await?;
+        let mut pending = Pending {
+            shared,
+            id,
+            ended: false,
+        };
+        let outcome = poll_fn(|cx| shared.core().poll_outcome(id, cx.waker())).await;
+        pending.ended = true;
+        outcome
+    }
+}
+
+/// I/O errors are resets, as the HTTP/1.1 driver counts them (a timed-out socket
+/// excepted).
+fn io_failure(error: io::Error) -> Failure {
+    match error.kind() {
+        io::ErrorKind::TimedOut => Failure::Timeout,
+        _ => Failure::Reset,
+    }
+}
+
+/// The connection's task: writes what the requests queued, reads and hands what came
+/// to the state, until the last handle is gone or the connection fails.
+struct Driver {
+    io: Stream,
+    shared: Arc<Shared>,
+    /// `read[start..end]` is read and not yet a whole frame.
+    read: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// `write[written..]` is still to go out.
+    write: Vec<u8>,
+    written: usize,
+    /// Written since the last flush (rustls sends its records there).
+    flush: bool,
+}
+
+impl Driver {
+    /// Ends every request with `failure`, and the task with them.
+    fn fail(&self, failure: Failure) -> Poll<()> {
+        self.shared
+            .with(|core, woken| core.fail(failure, None, woken));
+        Poll::Ready(())
+    }
+
+    /// Writes what is queued, as far as the socket takes it now; whether anything went.
+    fn write_queued(&mut self, cx: &mut Context<'_>) -> Result<bool, Failure> {
+        let mut wrote = false;
+        while self.written < self.write.len() {
+            match Pin::new(&mut self.io).poll_write(cx, &self.write[self.written..]) {
+                Poll::Ready(Ok(0)) => return Err(Failure::Reset),
+                Poll::Ready(Ok(n)) => {
+                    self.written += n;
+                    self.flush = true;
+                    wrote = true;
+                }
+                Poll::Ready(Err(e)) => return Err(io_failure(e)),
+                Poll::Pending => return Ok(wrote),
+            }
+        }
+        self.write.clear();
+        self.written = 0;
+        if self.flush {
+            match Pin::new(&mut self.io).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.flush = false,
+                Poll::Ready(Err(e)) => return Err(io_failure(e)),
+                Poll::Pending => {}
+            }
+        }
+        Ok(wrote)
+    }
+
+    /// Reads once, if anything came, and hands the whole frames to the state; whether
+    /// anything came.
+    fn read_some(&mut self, cx: &mut Context<'_>) -> Result<bool, Failure> {
+        if self.start == self.end {
+            (self.start, self.end) = (0, 0);
+        } else if self.end == self.read.len() {
+            self.read.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let mut buf = ReadBuf::new(&mut self.read[self.end..]);
+        match Pin::new(&mut self.io).poll_read(cx, &mut buf) {
+            Poll::Ready(Ok(())) => {
+                let n = buf.filled().len();
+                if n == 0 {
+                    return Err(Failure::Reset);
+                }
+                self.end += n;
+                let frames = &self.read[self.start..self.end];
+                self.start += self.shared.with(|core, woken| core.receive(frames, woken));
+                Ok(true)
+            }
+            Poll::Ready(Err(e)) => Err(io_failure(e)),
+            Poll::Pending => Ok(false),
+        }
+    }
+}
+
+impl Future for Driver {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        for _ in 0..DRIVER_BUDGET {
+            let closed = {
+                let mut core = this.shared.core();
+                // Before the queue is taken: a request that queues after it wakes us.
+                if !core
+                    .driver
+                    .as_ref()
+                    .is_some_and(|w| w.will_wake(cx.waker()))
+                {
+                    core.driver = Some(cx.waker().clone());
+                }
+                if this.shared.handles.load(Ordering::Acquire) == 0 && core.is_idle() {
+                    return Poll::Ready(());
+                }
+                if this.write.is_empty() {
+                    std::mem::swap(&mut core.out, &mut this.write);
+                }
+                core.closed().is_some()
+            };
+            let wrote = match this.write_queued(cx) {
+                Ok(wrote) => wrote,
+                Err(failure) => return this.fail(failure),
+            };
+            if closed {
+                // Failed by an error of ours: its GOAWAY had its one try.
+                return Poll::Ready(());
+            }
+            let read = match this.read_some(cx) {
+                Ok(read) => read,
+                Err(failure) => return this.fail(failure),
+            };
+            if !wrote && !read {
+                // Both the socket and the state hold our waker.
+                return Poll::Pending;
+            }
+        }
+        // Busy: let the requests it woke run, then go on.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,291 @@
+use super::*;
+
+#[test]
+fn connection_specific_headers_are_stripped_and_te_trailers_kept() {
+    let mut headers = HeaderMap::new();
+    headers.insert("connection", "keep-alive".parse().unwrap());
+    headers.insert("transfer-encoding", "chunked".parse().unwrap());
+    headers.insert("x-kept", "1".parse().unwrap());
+    headers.insert("te", "trailers".parse().unwrap());
+    strip_connection_headers(&mut headers);
+    assert_eq!(headers.len(), 2, "{headers:?}");
+    assert!(headers.contains_key("x-kept") && headers.contains_key("te"));
+    headers.insert("te", "gzip".parse().unwrap());
+    strip_connection_headers(&mut headers);
+    assert!(!headers.contains_key("te"));
+}
+
+// The client against a real HTTP/2 server (the `h2` crate's) on loopback.
+
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+
+type Respond = h2::server::SendResponse<Bytes>;
+
+/// A server on 127.0.0.1 whose streams go to `handle` (its request's path and body
+/// length); `builder` sets its limits. Returns its address and a task that ends when the
+/// client's connection ends.
+async fn server<F, Fut>(
+    builder: h2::server::Builder,
+    handle: F,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>)
+where
+    F: Fn(String, usize, Respond) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let handle = Arc::new(handle);
+    let task = tokio::spawn(async move {
+        let (socket, _) = listener.accept().await.expect("accept");
+        let mut conn = builder
+            .handshake::<_, Bytes>(socket)
+            .await
+            .expect("server handshake");
+        while let Some(Ok((request, respond))) = conn.accept().await {
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                let path = request.uri().path().to_string();
+                let mut body = request.into_body();
+                let mut len = 0;
+                while let Some(Ok(chunk)) = body.data().await {
+                    len += chunk.len();
+                    let _ = body.flow_control().release_capacity(chunk.len());
+                }
+                handle(path, len, respond).await;
+            });
+        }
+    });
+    (addr, task)
+}
+
+fn answer(respond: &mut Respond, status: u16, body: Option<Bytes>) {
+    let response = hyper::Response::builder()
+        .status(status)
+        .body(())
+        .expect("response");
+    let mut send = respond
+        .send_response(response, body.is_none())
+        .expect("send response");
+    if let Some(body) = body {
+        send.send_data(body, true).expect("send data");
+    }
+}
+
+async fn connect(addr: std::net::SocketAddr) -> H2Conn {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    H2Conn::handshake(Stream::Plain(tcp))
+        .await
+        .expect("client handshake")
+}
+
+fn block(method: &str, path: &str) -> Vec<u8> {
+    let mut block = Vec::new();
+    frame::field(&mut block, ":method", method.as_bytes());
+    frame::field(&mut block, ":scheme", b"http");
+    frame::field(&mut block, ":authority", b"127.0.0.1");
+    frame::field(&mut block, ":path", path.as_bytes());
+    block
+}
+
+#[tokio::test]
+async fn requests_one_after_another_get_their_status_and_bodies() {
+    let (addr, _server) = server(
+        h2::server::Builder::new(),
+        |path, _, mut respond| async move {
+            let status = if path == "/missing" { 404 } else { 200 };
+            answer(&mut respond, status, Some(Bytes::from_static(b"hello")));
+        },
+    )
+    .await;
+    let mut conn = connect(addr).await;
+    for i in 0..200 {
+        let path = if i % 10 == 9 { "/missing" } else { "/" };
+        let status = conn.send(&block("GET", path), &Bytes::new()).await;
+        assert_eq!(
+            status,
+            Ok(if i % 10 == 9 { 404 } else { 200 }),
+            "request {i}"
+        );
+    }
+    assert!(conn.is_reusable());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_streams_share_a_connection_within_the_servers_limit() {
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let (flight, peak) = (in_flight.clone(), most.clone());
+    let mut builder = h2::server::Builder::new();
+    builder.max_concurrent_streams(2);
+    let (addr, _server) = server(builder, move |_, _, mut respond| {
+        let (flight, peak) = (flight.clone(), peak.clone());
+        async move {
+            let now = flight.fetch_add(1, Ordering::SeqCst) + 1;
+            peak.fetch_max(now, Ordering::SeqCst);
+            tokio::task::yield_now().await;
+            flight.fetch_sub(1, Ordering::SeqCst);
+            answer(&mut respond, 204, None);
+        }
+    })
+    .await;
+    let conn = connect(addr).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let mut conn = conn.clone();
+        tasks.spawn(async move {
+            for _ in 0..50 {
+                assert_eq!(conn.send(&block("GET", "/"), &Bytes::new()).await, Ok(204));
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("a worker panicked");
+    }
+    assert!(
+        most.load(Ordering::SeqCst) <= 2,
+        "the server's limit was passed"
+    );
+}
+
+#[tokio::test]
+async fn a_body_larger_than_the_servers_window_is_sent_whole() {
+    let mut builder = h2::server::Builder::new();
+    builder.initial_window_size(1000).max_frame_size(16_384);
+    let (addr, _server) = server(builder, |_, len, mut respond| async move {
+        answer(&mut respond, if len == 200_000 { 201 } else { 500 }, None);
+    })
+    .await;
+    let mut conn = connect(addr).await;
+    let body = Bytes::from(vec![b'x'; 200_000]);
+    for _ in 0..3 {
+        assert_eq!(conn.send(&block("POST", "/"), &body).await, Ok(201));
+    }
+}
+
+#[tokio::test]
+async fn a_body_larger_than_our_windows_is_read_to_its_end() {
+    let (addr, _server) = server(h2::server::Builder::new(), |_, _, mut respond| async move {
+        answer(&mut respond, 200, Some(Bytes::from(vec![b'y'; 3 << 20])));
+    })
+    .await;
+    let mut conn = connect(addr).await;
+    // 3 MiB each, 24 MiB in all: past both our stream's and the connection's window.
+    for _ in 0..8 {
+        assert_eq!(
+            conn.send(&block("GET", "/big"), &Bytes::new()).await,
+            Ok(200)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_reset_stream_fails_its_request_only() {
+    let (addr, _server) = server(
+        h2::server::Builder::new(),
+        |path, _, mut respond| async move {
+            if path == "/reset" {
+                respond.send_reset(h2::Reason::INTERNAL_ERROR);
+            } else {
+                answer(&mut respond, 200, None);
+            }
+        },
+    )
+    .await;
+    let mut conn = connect(addr).await;
+    let empty = Bytes::new();
+    assert_eq!(
+        conn.send(&block("GET", "/reset"), &empty).await,
+        Err(Failure::Reset)
+    );
+    assert_eq!(conn.send(&block("GET", "/"), &empty).await, Ok(200));
+}
+
+#[tokio::test]
+async fn a_request_given_up_is_cancelled_and_the_connection_goes_on() {
+    let (addr, _server) = server(
+        h2::server::Builder::new(),
+        |path, _, mut respond| async move {
+            if path == "/slow" {
+                // Held until the client cancels the stream.
+                std::future::poll_fn(|cx| respond.poll_reset(cx)).await.ok();
+            } else {
+                answer(&mut respond, 200, Some(Bytes::from_static(b"ok")));
+            }
+        },
+    )
+    .await;
+    let mut conn = connect(addr).await;
+    let empty = Bytes::new();
+    let slow = block("GET", "/slow");
+    let given_up = tokio::time::timeout(Duration::from_millis(50), conn.send(&slow, &empty)).await;
+    assert!(given_up.is_err(), "the slow request answered: {given_up:?}");
+    for _ in 0..10 {
+        assert_eq!(conn.send(&block("GET", "/"), &empty).await, Ok(200));
+    }
+}
+
+#[tokio::test]
+async fn after_a_goaway_the_connection_is_not_reused() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let (socket, _) = listener.accept().await.expect("accept");
+        let mut conn = h2::server::handshake(socket).await.expect("handshake");
+        if let Some(Ok((_, mut respond))) = conn.accept().await {
+            conn.graceful_shutdown();
+            answer(&mut respond, 200, None);
+        }
+        while conn.accept().await.is_some() {}
+    });
+    let mut conn = connect(addr).await;
+    assert_eq!(conn.send(&block("GET", "/"), &Bytes::new()).await, Ok(200));
+    // The GOAWAY comes in its own time: a bounded wait for it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while conn.is_reusable() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(!conn.is_reusable());
+    assert_eq!(
+        conn.send(&block("GET", "/"), &Bytes::new()).await,
+        Err(Failure::Reset)
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_does_not_speak_http2_is_a_protocol_failure() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.expect("accept");
+        let mut preface = [0u8; 24];
+        let _ = socket.read_exact(&mut preface).await;
+        let _ = socket
+            .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+            .await;
+    });
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let outcome = H2Conn::handshake(Stream::Plain(tcp)).await;
+    assert_eq!(outcome.map(|_| ()), Err(Failure::Protocol));
+}
+
+#[tokio::test]
+async fn the_last_handle_dropped_closes_the_connection() {
+    let (addr, server) = server(h2::server::Builder::new(), |_, _, mut respond| async move {
+        answer(&mut respond, 200, None);
+    })
+    .await;
+    let mut conn = connect(addr).await;
+    let other = conn.clone();
+    assert_eq!(conn.send(&block("GET", "/"), &Bytes::new()).await, Ok(200));
+    drop(conn);
+    // One handle left: the connection still serves it.
+    let mut other = other;
+    assert_eq!(other.send(&block("GET", "/"), &Bytes::new()).await, Ok(200));
+    drop(other);
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("the server saw the connection end")
+        .expect("server task");
+}
