@@ -190,13 +190,14 @@ async fn errors_are_counted_and_thresholds_decide_and_abort() {
 async fn a_closed_model_sends_as_fast_as_the_target_answers_over_http1_and_h2c() {
     let _alone = ALONE.lock().await;
     let target = Target::start_with(&["--http2"]).await;
-    for http in ["1.1", "2"] {
+    // HTTP/2 with one stream per connection and with eight sharing each connection.
+    for (http, streams) in [("1.1", 1), ("2", 1), ("2", 8)] {
         let spec = json!({
             "operations": [{"path": "/"}], "model": "closed", "connections": 4,
-            "duration": "1s", "warmup": 50, "http": http
+            "duration": "1s", "warmup": 50, "http": http, "streams": streams
         });
         let (code, out) = agent_exec("load", &target.url(), &spec, &[]).await;
-        assert_eq!(code, 0, "http {http}: {out}");
+        assert_eq!(code, 0, "http {http}, {streams} streams: {out}");
         let result = &out["result"];
         let requests = field(result, "requests");
         assert!(requests > 100.0, "http {http}: {result}");

@@ -15,6 +15,7 @@ use std::task::{Poll, Waker};
 use hyper::body::Bytes;
 
 use super::frame::{self, Head};
+use super::hpack::Decoder;
 use crate::load::client::Failure;
 
 /// The window we give each stream: a response body up to half of it needs no
@@ -86,7 +87,7 @@ pub struct Core {
     send_window: i64,
     /// Connection-level body bytes received and not yet given back.
     unacked: u32,
-    decoder: loona_hpack::Decoder<'static>,
+    decoder: Decoder,
     /// A header block being gathered, and for which stream (with its END_STREAM flag)
     /// while CONTINUATION frames are due.
     block: Vec<u8>,
@@ -98,9 +99,6 @@ pub struct Core {
 
 impl Default for Core {
     fn default() -> Core {
-        let mut decoder = loona_hpack::Decoder::new();
-        // We leave SETTINGS_HEADER_TABLE_SIZE at 4,096: a larger size update is an error.
-        decoder.set_max_allowed_table_size(4096);
         Core {
             out: Vec::with_capacity(4096),
             driver: None,
@@ -113,7 +111,7 @@ impl Default for Core {
             peer_initial_window: frame::DEFAULT_WINDOW,
             send_window: frame::DEFAULT_WINDOW,
             unacked: 0,
-            decoder,
+            decoder: Decoder::default(),
             block: Vec::new(),
             continuing: None,
             settings_seen: false,
@@ -438,9 +436,9 @@ impl Core {
         let mut status = None;
         let mut bad_status = false;
         let block = std::mem::take(&mut self.block);
-        let decoded = self.decoder.decode_with_cb(&block, |name, value| {
-            if &*name == b":status" {
-                status = parse_status(&value);
+        let decoded = self.decoder.decode(&block, |name, value| {
+            if name == b":status" {
+                status = parse_status(value);
                 bad_status |= status.is_none();
             }
         });

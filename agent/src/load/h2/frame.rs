@@ -1,9 +1,5 @@
-//! HTTP/2 frames (RFC 9113, section 4 and 6) as the load engine writes and reads them:
-//! the 9-byte frame head, the few frames a client sends, and a request's header block
-//! encoded once per operation (HPACK, RFC 7541). The block uses no dynamic table, so it
-//! is the same bytes on every connection and for every request: literal fields without
-//! indexing (never indexed for credentials), names from the static table where it has
-//! them, no Huffman coding.
+//! HTTP/2 frames (RFC 9113, sections 4 and 6) as the load engine writes and reads them:
+//! the 9-byte frame head and the few frames a client sends.
 
 /// What every client connection starts with (RFC 9113, 3.4).
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -159,118 +155,6 @@ pub fn unpad(flags: u8, payload: &[u8]) -> Option<&[u8]> {
         .map(|end| &rest[..end])
 }
 
-/// The names of HPACK's static table (RFC 7541, Appendix A), index 1 first.
-const STATIC_NAMES: [&str; 61] = [
-    ":authority",
-    ":method",
-    ":method",
-    ":path",
-    ":path",
-    ":scheme",
-    ":scheme",
-    ":status",
-    ":status",
-    ":status",
-    ":status",
-    ":status",
-    ":status",
-    ":status",
-    "accept-charset",
-    "accept-encoding",
-    "accept-language",
-    "accept-ranges",
-    "accept",
-    "access-control-allow-origin",
-    "age",
-    "allow",
-    "authorization",
-    "cache-control",
-    "content-disposition",
-    "content-encoding",
-    "content-language",
-    "content-length",
-    "content-location",
-    "content-range",
-    "content-type",
-    "cookie",
-    "date",
-    "etag",
-    "expect",
-    "expires",
-    "from",
-    "host",
-    "if-match",
-    "if-modified-since",
-    "if-none-match",
-    "if-range",
-    "if-unmodified-since",
-    "last-modified",
-    "link",
-    "location",
-    "max-forwards",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "range",
-    "referer",
-    "refresh",
-    "retry-after",
-    "server",
-    "set-cookie",
-    "strict-transport-security",
-    "transfer-encoding",
-    "user-agent",
-    "vary",
-    "via",
-    "www-authenticate",
-];
-
-/// Fields a shared cache or proxy must never put in a table: HPACK's never-indexed form.
-const SENSITIVE: [&str; 4] = [
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "set-cookie",
-];
-
-/// An HPACK integer with an `prefix`-bit prefix, its first byte or-ed with `first`
-/// (RFC 7541, 5.1).
-fn integer(out: &mut Vec<u8>, first: u8, prefix: u8, mut value: usize) {
-    let max = (1usize << prefix) - 1;
-    if value < max {
-        out.push(first | value as u8);
-        return;
-    }
-    out.push(first | max as u8);
-    value -= max;
-    while value >= 128 {
-        out.push((value % 128) as u8 | 0x80);
-        value /= 128;
-    }
-    out.push(value as u8);
-}
-
-fn string(out: &mut Vec<u8>, bytes: &[u8]) {
-    integer(out, 0, 7, bytes.len());
-    out.extend_from_slice(bytes);
-}
-
-/// Appends one field to a header block, as a literal that no table keeps.
-pub fn field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
-    let first = if SENSITIVE.contains(&name) {
-        0x10
-    } else {
-        0x00
-    };
-    match STATIC_NAMES.iter().position(|n| *n == name) {
-        Some(i) => integer(out, first, 4, i + 1),
-        None => {
-            out.push(first);
-            string(out, name.as_bytes());
-        }
-    }
-    string(out, value);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,29 +199,5 @@ mod tests {
         assert_eq!(unpad(0, b"ab"), Some(&b"ab"[..]));
         assert_eq!(unpad(PADDED, &[3, b'a']), None);
         assert_eq!(unpad(PADDED, &[]), None);
-    }
-
-    #[test]
-    fn fields_decode_with_a_third_party_hpack_decoder() {
-        let long = "v".repeat(300);
-        let mut block = Vec::new();
-        field(&mut block, ":method", b"GET");
-        field(&mut block, ":path", b"/a?b=1");
-        field(&mut block, "authorization", b"secret");
-        field(&mut block, "x-custom-header-name", long.as_bytes());
-        let mut decoder = loona_hpack::Decoder::new();
-        let decoded = decoder.decode(&block).expect("decodes");
-        let expect: Vec<(Vec<u8>, Vec<u8>)> = [
-            (":method", "GET"),
-            (":path", "/a?b=1"),
-            ("authorization", "secret"),
-            ("x-custom-header-name", long.as_str()),
-        ]
-        .iter()
-        .map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec()))
-        .collect();
-        assert_eq!(decoded, expect);
-        // The credential never indexed: 0x10 with static index 23 (15 + 8).
-        assert!(block.windows(2).any(|w| w == [0x1f, 8]), "{block:?}");
     }
 }

@@ -3,7 +3,7 @@
 //! reads what the server sent, in as few system calls as there is work for; the
 //! connection's state ([`core::Core`]: streams, windows, settings, the HPACK decoder)
 //! sits behind one lock that the requests and the driver share. A request writes its
-//! HEADERS frame (its header block encoded once per operation, [`frame::field`]) and
+//! HEADERS frame (its header block encoded once per operation, [`hpack::field`]) and
 //! body into the state's outgoing bytes, wakes the driver, and waits for its stream's
 //! end: there is no header map, no channel and no allocation per request. With several
 //! streams on a connection their requests go out in one write and their answers come
@@ -16,6 +16,8 @@
 
 mod core;
 pub mod frame;
+pub mod hpack;
+mod huffman;
 
 use std::future::{Future, poll_fn};
 use std::io;

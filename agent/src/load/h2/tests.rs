@@ -82,10 +82,10 @@ async fn connect(addr: std::net::SocketAddr) -> H2Conn {
 
 fn block(method: &str, path: &str) -> Vec<u8> {
     let mut block = Vec::new();
-    frame::field(&mut block, ":method", method.as_bytes());
-    frame::field(&mut block, ":scheme", b"http");
-    frame::field(&mut block, ":authority", b"127.0.0.1");
-    frame::field(&mut block, ":path", path.as_bytes());
+    hpack::field(&mut block, ":method", method.as_bytes());
+    hpack::field(&mut block, ":scheme", b"http");
+    hpack::field(&mut block, ":authority", b"127.0.0.1");
+    hpack::field(&mut block, ":path", path.as_bytes());
     block
 }
 

@@ -21,11 +21,13 @@ pub(super) fn waker() -> (Arc<Count>, Waker) {
     (count.clone(), Waker::from(count))
 }
 
-/// A server's frames, written with the frame helpers and a third-party HPACK encoder.
+/// A server's frames, written with the frame helpers and a third-party HPACK encoder
+/// (Huffman-coded values, entered in the table, indexed when they are there already:
+/// what nginx does).
 #[derive(Default)]
 pub(super) struct Server {
     pub bytes: Vec<u8>,
-    encoder: loona_hpack::Encoder<'static>,
+    encoder: httlib_hpack::Encoder<'static>,
 }
 
 impl Server {
@@ -35,11 +37,14 @@ impl Server {
     }
 
     pub fn headers(mut self, stream: u32, fields: &[(&str, &str)], end_stream: bool) -> Server {
-        let fields: Vec<(&[u8], &[u8])> = fields
-            .iter()
-            .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
-            .collect();
-        let block = self.encoder.encode(fields);
+        let mut block = Vec::new();
+        for (name, value) in fields {
+            let flags = httlib_hpack::Encoder::HUFFMAN_VALUE
+                | httlib_hpack::Encoder::WITH_INDEXING
+                | httlib_hpack::Encoder::BEST_FORMAT;
+            let field = (name.as_bytes().to_vec(), value.as_bytes().to_vec(), flags);
+            self.encoder.encode(field, &mut block).expect("encodes");
+        }
         frame::headers(&mut self.bytes, stream, end_stream, &block, 7);
         self
     }
