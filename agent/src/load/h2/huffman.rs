@@ -3,10 +3,10 @@
 //!
 //! The code is canonical (Appendix B lists codes that are consecutive within each
 //! length, in symbol order), so the code lengths alone define it: [`LENGTHS`] is the
-//! appendix's "len in bits" column. Decoding reads a bit at a time and looks up whether
-//! the bits so far are a code of that length: no tree and no table of codes to build at
-//! run time. (A crate's decoder that built a map of all codes for every string it
-//! decoded took a third of the engine's CPU under h2load's load: docs/benchmarks.md.)
+//! appendix's "len in bits" column. From them a state machine over half-bytes is built
+//! once; decoding is then two table steps a byte. (A crate's decoder that built a map of
+//! all codes for every string it decoded took a third of the engine's CPU against
+//! nginx, and reading a bit at a time still took 6%: docs/benchmarks.md.)
 
 use std::sync::LazyLock;
 
@@ -24,79 +24,115 @@ const LENGTHS: [u8; 257] = [
     22, 25, 25, 24, 24, 26, 23, 26, 27, 26, 26, 27, 27, 27, 27, 27, 28, 27, 27, 27, 27, 27, 26, 30,
 ];
 
-/// The longest code (EOS and a few control bytes).
-const MAX_LEN: usize = 30;
+const EOS: u16 = 256;
 
-/// For each code length, the first code of that length, how many there are, and where
-/// their symbols start in `symbols` (sorted by length, then symbol).
-struct Canonical {
-    first: [u32; MAX_LEN + 1],
-    count: [u32; MAX_LEN + 1],
-    start: [u16; MAX_LEN + 1],
-    symbols: [u16; 257],
+/// The decoder: a state machine over half-bytes, built once from [`LENGTHS`]. A state is
+/// an inner node of the code's tree (0 is the root; a tree of 257 leaves has 256 inner
+/// nodes, so a state fits a byte); reading four bits from a state walks at most one
+/// whole code (the shortest is five bits long), so a step emits at most one symbol.
+struct Machine {
+    /// For state `s` and half-byte `n`, at `16 * s + n`: the next state, the symbol
+    /// emitted (or [`NONE`]), and [`FAIL`] when the bits spell EOS.
+    steps: Vec<u32>,
+    /// The states that may end a string: the root, or 1 to 7 one-bits into a code
+    /// (padding is the start of EOS, shorter than a byte).
+    accepting: [bool; 256],
 }
 
-static CANONICAL: LazyLock<Canonical> = LazyLock::new(|| {
-    let mut count = [0u32; MAX_LEN + 1];
-    for len in LENGTHS {
-        count[usize::from(len)] += 1;
+const NONE: u32 = 0x1ff;
+const FAIL: u32 = 1 << 17;
+
+static MACHINE: LazyLock<Machine> = LazyLock::new(|| {
+    // The canonical codes: by length, then symbol, each one more than the last, shifted
+    // left as the length grows (RFC 7541 lists exactly these).
+    let mut order: Vec<u16> = (0..=EOS).collect();
+    order.sort_by_key(|s| (LENGTHS[usize::from(*s)], *s));
+    let mut codes = [0u32; 257];
+    let (mut code, mut len) = (0u32, LENGTHS[usize::from(order[0])]);
+    for (i, symbol) in order.iter().enumerate() {
+        let this_len = LENGTHS[usize::from(*symbol)];
+        if i > 0 {
+            code = (code + 1) << (this_len - len);
+        }
+        len = this_len;
+        codes[usize::from(*symbol)] = code;
     }
-    let mut first = [0u32; MAX_LEN + 1];
-    let mut start = [0u16; MAX_LEN + 1];
-    let (mut code, mut index) = (0u32, 0u16);
-    for len in 1..=MAX_LEN {
-        first[len] = code;
-        start[len] = index;
-        code = (code + count[len]) << 1;
-        index += count[len] as u16;
+    // The tree: inner nodes' children, a leaf as 0x8000 | symbol.
+    let mut tree: Vec<[u16; 2]> = vec![[0, 0]];
+    for symbol in 0..=EOS {
+        let (code, len) = (codes[usize::from(symbol)], LENGTHS[usize::from(symbol)]);
+        let mut node = 0usize;
+        for bit in (0..len).rev() {
+            let side = ((code >> bit) & 1) as usize;
+            if bit == 0 {
+                tree[node][side] = 0x8000 | symbol;
+            } else {
+                if tree[node][side] == 0 {
+                    tree.push([0, 0]);
+                    tree[node][side] = (tree.len() - 1) as u16;
+                }
+                node = usize::from(tree[node][side]);
+            }
+        }
     }
-    let mut symbols = [0u16; 257];
-    let mut next = start;
-    for (symbol, len) in LENGTHS.iter().enumerate() {
-        let len = usize::from(*len);
-        symbols[usize::from(next[len])] = symbol as u16;
-        next[len] += 1;
+    let mut accepting = [false; 256];
+    let mut node = 0usize;
+    accepting[0] = true;
+    for _ in 0..7 {
+        node = usize::from(tree[node][1]);
+        accepting[node] = true;
     }
-    Canonical {
-        first,
-        count,
-        start,
-        symbols,
+    let mut steps = vec![0u32; tree.len() * 16];
+    for state in 0..tree.len() {
+        for nibble in 0..16u32 {
+            let (mut node, mut emitted, mut fail) = (state, NONE, 0);
+            for bit in (0..4).rev() {
+                let child = tree[node][((nibble >> bit) & 1) as usize];
+                if child & 0x8000 == 0 {
+                    node = usize::from(child);
+                    continue;
+                }
+                let symbol = child & 0x7fff;
+                if symbol == EOS {
+                    fail = FAIL;
+                }
+                emitted = u32::from(symbol);
+                node = 0;
+            }
+            steps[state * 16 + nibble as usize] = node as u32 | (emitted << 8) | fail;
+        }
     }
+    Machine { steps, accepting }
 });
 
-/// Why a Huffman string cannot be decoded (5.2): a code longer than any, EOS inside the
-/// string, or padding longer than 7 bits or not of 1s.
+/// Why a Huffman string cannot be decoded (5.2): EOS inside the string, or padding
+/// longer than 7 bits or not of 1s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("invalid Huffman-coded string")]
 pub struct HuffmanError;
 
 /// Appends the decoding of `src` to `dst`.
 pub fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), HuffmanError> {
-    let table = &*CANONICAL;
-    let (mut code, mut len) = (0u32, 0usize);
+    let machine = &*MACHINE;
+    let mut state = 0usize;
     for byte in src {
-        for shift in (0..8).rev() {
-            code = (code << 1) | u32::from((byte >> shift) & 1);
-            len += 1;
-            if code >= table.first[len] && code - table.first[len] < table.count[len] {
-                let at = usize::from(table.start[len]) + (code - table.first[len]) as usize;
-                let symbol = table.symbols[at];
-                if symbol == 256 {
-                    return Err(HuffmanError);
-                }
-                dst.push(symbol as u8);
-                (code, len) = (0, 0);
-            } else if len == MAX_LEN {
+        for nibble in [byte >> 4, byte & 0xf] {
+            let step = machine.steps[state * 16 + usize::from(nibble)];
+            if step & FAIL != 0 {
                 return Err(HuffmanError);
             }
+            let emitted = (step >> 8) & 0x1ff;
+            if emitted != NONE {
+                dst.push(emitted as u8);
+            }
+            state = (step & 0xff) as usize;
         }
     }
-    // What is left is padding: the high bits of EOS, all 1s, shorter than a byte.
-    if len > 7 || code != (1 << len) - 1 {
-        return Err(HuffmanError);
+    if machine.accepting[state] {
+        Ok(())
+    } else {
+        Err(HuffmanError)
     }
-    Ok(())
 }
 
 #[cfg(test)]
