@@ -15,7 +15,7 @@ use std::task::{Poll, Waker};
 use hyper::body::Bytes;
 
 use super::frame::{self, Head};
-use super::hpack::Decoder;
+use super::hpack::{Decoder, Status};
 use crate::load::client::Failure;
 
 /// The window we give each stream: a response body up to half of it needs no
@@ -433,20 +433,15 @@ impl Core {
         end_stream: bool,
         woken: &mut Woken,
     ) -> Result<(), ConnError> {
-        let mut status = None;
-        let mut bad_status = false;
-        let block = std::mem::take(&mut self.block);
-        let decoded = self.decoder.decode(&block, |name, value| {
-            if name == b":status" {
-                status = parse_status(value);
-                bad_status |= status.is_none();
-            }
-        });
-        self.block = block;
-        decoded.map_err(|_| ConnError {
+        let decoded = self.decoder.decode(&self.block).map_err(|_| ConnError {
             code: frame::COMPRESSION_ERROR,
             failure: Failure::Protocol,
         })?;
+        let (status, bad_status) = match decoded {
+            Status::Absent => (None, false),
+            Status::Valid(status) => (Some(status), false),
+            Status::Invalid => (None, true),
+        };
         let Some(slot) = self.streams.get_mut(&id) else {
             return Ok(());
         };
@@ -606,16 +601,6 @@ impl Core {
         woken.extend(slot.waker.take());
         self.active -= 1;
         woken.append(&mut self.room);
-    }
-}
-
-/// `:status` is three digits (RFC 9113, 8.3.2).
-fn parse_status(value: &[u8]) -> Option<u16> {
-    match value {
-        [a, b, c] if value.iter().all(u8::is_ascii_digit) && *a != b'0' => {
-            Some(u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0'))
-        }
-        _ => None,
     }
 }
 

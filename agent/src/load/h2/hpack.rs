@@ -3,14 +3,17 @@
 //! - Requests: [`field`] encodes a request's fields once per operation, as literals no
 //!   table keeps (never indexed for credentials), names from the static table where it
 //!   has them, no Huffman coding: the same bytes on every connection and every request.
-//! - Answers: [`Decoder`] keeps the connection's dynamic table and hands each field to
-//!   a callback, borrowed: raw strings straight from the block, Huffman strings
-//!   ([`super::huffman`]) decoded into two buffers reused from field to field. Nothing is
-//!   allocated per answer but the table's new entries.
+//! - Answers: [`Decoder`] keeps the connection's dynamic table and reads the one field
+//!   the engine needs, `:status`. Of the other fields it keeps only the sizes the table
+//!   counts (a Huffman string's decoded length is counted, not decoded,
+//!   [`super::huffman`]), and a block the same as the last one is not decoded again
+//!   ([`Last`]): nothing is allocated per answer.
 //!
 //! Ours because the crates measured here did not fit a hot path: `loona-hpack` built its
 //! Huffman map afresh for every string it decoded (a third of the engine's CPU against
-//! nginx), and `httlib-hpack` copies every field and drains its input field by field.
+//! nginx), and `httlib-hpack` copies every field and drains its input field by field;
+//! both keep every name and value, which nginx's answers (five fields entered in the
+//! table per answer) made an allocation and a free per field.
 
 use std::collections::VecDeque;
 
@@ -147,18 +150,68 @@ pub enum HpackError {
     LateSizeUpdate,
 }
 
-/// A dynamic table's entry: name and value.
-type Entry = (Box<[u8]>, Box<[u8]>);
+/// What a header block says of `:status`, the one field the engine reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Absent,
+    Valid(u16),
+    /// Not three digits, or more than one `:status` (RFC 9113, 8.3.2).
+    Invalid,
+}
 
-/// The decoding side of one connection: its dynamic table and reused buffers.
+impl Status {
+    fn with(self, value: Option<u16>) -> Status {
+        match (self, value) {
+            (Status::Absent, Some(v)) => Status::Valid(v),
+            _ => Status::Invalid,
+        }
+    }
+}
+
+/// `:status` is three digits (RFC 9113, 8.3.2).
+fn parse_status(value: &[u8]) -> Option<u16> {
+    match value {
+        [a, b, c] if value.iter().all(u8::is_ascii_digit) && *a != b'0' => {
+            Some(u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0'))
+        }
+        _ => None,
+    }
+}
+
+/// A dynamic table entry as far as the engine needs it: its size (which evictions
+/// count), its name's length (an entry naming it has the same), and for a `:status`
+/// entry its value. No other name or value is ever read, so none is kept: inserting
+/// allocates nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    size: usize,
+    name_len: usize,
+    /// `Some` for a `:status` entry: its value, parsed.
+    status: Option<Option<u16>>,
+}
+
+/// The last block decoded and what it did, for a block byte for byte the same: a block
+/// whose fields are all static references and literals decodes the same whatever the
+/// table holds, so its outcome and its insertions can be repeated without decoding it.
+/// Servers repeat their blocks (nginx's change only in `date`, once a second).
+#[derive(Debug, Default)]
+struct Last {
+    bytes: Vec<u8>,
+    /// `None` when the block cannot be repeated: it failed, read or resized the table.
+    status: Option<Status>,
+    inserted: Vec<Entry>,
+}
+
+/// The decoding side of one connection: its dynamic table (4096 bytes at most: we leave
+/// SETTINGS_HEADER_TABLE_SIZE at its default).
 #[derive(Debug)]
 pub struct Decoder {
     /// Newest first: index 62 is `table[0]`.
     table: VecDeque<Entry>,
     size: usize,
     max_size: usize,
-    name: Vec<u8>,
-    value: Vec<u8>,
+    scratch: Vec<u8>,
+    last: Last,
 }
 
 impl Default for Decoder {
@@ -167,8 +220,8 @@ impl Default for Decoder {
             table: VecDeque::new(),
             size: 0,
             max_size: TABLE_SIZE,
-            name: Vec::new(),
-            value: Vec::new(),
+            scratch: Vec::new(),
+            last: Last::default(),
         }
     }
 }
@@ -198,17 +251,21 @@ fn integer(buf: &[u8], at: &mut usize, prefix: u8) -> Result<usize, HpackError> 
     }
 }
 
-/// Reads a string literal at `buf[*at..]` (5.2): borrowed when raw, decoded into
-/// `scratch` when Huffman-coded.
-fn string<'a>(
-    buf: &'a [u8],
-    at: &mut usize,
-    scratch: &'a mut Vec<u8>,
-) -> Result<&'a [u8], HpackError> {
+/// A string literal at `buf[*at..]` (5.2), not yet decoded: its bytes and whether they
+/// are Huffman-coded.
+fn string<'a>(buf: &'a [u8], at: &mut usize) -> Result<(&'a [u8], bool), HpackError> {
     let huffman = buf.get(*at).ok_or(HpackError::Truncated)? & 0x80 != 0;
     let len = integer(buf, at, 7)?;
     let raw = buf.get(*at..*at + len).ok_or(HpackError::Truncated)?;
     *at += len;
+    Ok((raw, huffman))
+}
+
+/// A string's decoded bytes: borrowed when raw, decoded into `scratch` when not.
+fn bytes<'a>(
+    (raw, huffman): (&'a [u8], bool),
+    scratch: &'a mut Vec<u8>,
+) -> Result<&'a [u8], HpackError> {
     if !huffman {
         return Ok(raw);
     }
@@ -217,18 +274,31 @@ fn string<'a>(
     Ok(scratch)
 }
 
+/// A string's decoded length, without decoding it.
+fn decoded_len((raw, huffman): (&[u8], bool)) -> Result<usize, HpackError> {
+    if huffman {
+        Ok(huffman::decoded_len(raw)?)
+    } else {
+        Ok(raw.len())
+    }
+}
+
 impl Decoder {
-    /// The field at `index` of both tables (2.3.3).
-    fn entry(&self, index: usize) -> Result<(&[u8], &[u8]), HpackError> {
+    /// The entry at `index` of both tables (2.3.3), as [`Entry`].
+    fn entry(&self, index: usize) -> Result<Entry, HpackError> {
         match index {
             1..=61 => {
                 let (name, value) = STATIC[index - 1];
-                Ok((name.as_bytes(), value.as_bytes()))
+                Ok(Entry {
+                    size: name.len() + value.len() + 32,
+                    name_len: name.len(),
+                    status: (name == ":status").then(|| parse_status(value.as_bytes())),
+                })
             }
             _ => index
                 .checked_sub(62)
                 .and_then(|i| self.table.get(i))
-                .map(|(n, v)| (&n[..], &v[..]))
+                .copied()
                 .ok_or(HpackError::Index(index)),
         }
     }
@@ -236,56 +306,70 @@ impl Decoder {
     fn evict_to(&mut self, size: usize) {
         while self.size > size {
             match self.table.pop_back() {
-                Some((n, v)) => self.size -= n.len() + v.len() + 32,
+                Some(entry) => self.size -= entry.size,
                 None => break,
             }
         }
     }
 
-    /// Adds a field to the dynamic table (4.4): an entry larger than the table empties it.
-    fn insert(&mut self, name: &[u8], value: &[u8]) {
-        let size = name.len() + value.len() + 32;
-        if size > self.max_size {
+    /// Adds an entry to the dynamic table (4.4): one larger than the table empties it.
+    fn insert(&mut self, entry: Entry) {
+        if entry.size > self.max_size {
             self.table.clear();
             self.size = 0;
             return;
         }
-        self.evict_to(self.max_size - size);
-        self.table.push_front((name.into(), value.into()));
-        self.size += size;
+        self.evict_to(self.max_size - entry.size);
+        self.table.push_front(entry);
+        self.size += entry.size;
     }
 
-    /// Decodes a whole header block, calling `on_field` with each field's name and
-    /// value in order. After an error the table is not to be used again (the
-    /// connection ends).
-    pub fn decode(
-        &mut self,
-        block: &[u8],
-        mut on_field: impl FnMut(&[u8], &[u8]),
-    ) -> Result<(), HpackError> {
-        let mut name_buf = std::mem::take(&mut self.name);
-        let mut value_buf = std::mem::take(&mut self.value);
-        let outcome = self.fields(block, &mut name_buf, &mut value_buf, &mut on_field);
-        self.name = name_buf;
-        self.value = value_buf;
-        outcome
+    /// Decodes a whole header block: what it says of `:status`. After an error the
+    /// table is not to be used again (the connection ends).
+    pub fn decode(&mut self, block: &[u8]) -> Result<Status, HpackError> {
+        if let Some(status) = self.last.status
+            && self.last.bytes == block
+        {
+            for i in 0..self.last.inserted.len() {
+                self.insert(self.last.inserted[i]);
+            }
+            return Ok(status);
+        }
+        let mut inserted = std::mem::take(&mut self.last.inserted);
+        inserted.clear();
+        let outcome = self.fields(block, &mut inserted);
+        self.last.bytes.clear();
+        self.last.bytes.extend_from_slice(block);
+        self.last.inserted = inserted;
+        // Kept for the next block only when this one did not read or resize the table.
+        self.last.status = match outcome {
+            Ok((status, false)) => Some(status),
+            _ => None,
+        };
+        outcome.map(|(status, _)| status)
     }
 
+    /// The fields of `block`; the entries it inserted go in `inserted`. Returns the
+    /// `:status` and whether the block read the dynamic table or resized it (then it is
+    /// not repeated from [`Last`]).
     fn fields(
         &mut self,
         block: &[u8],
-        name_buf: &mut Vec<u8>,
-        value_buf: &mut Vec<u8>,
-        on_field: &mut impl FnMut(&[u8], &[u8]),
-    ) -> Result<(), HpackError> {
+        inserted: &mut Vec<Entry>,
+    ) -> Result<(Status, bool), HpackError> {
         let mut at = 0;
+        let mut status = Status::Absent;
+        let mut stateful = false;
         let mut any_field = false;
+        let mut scratch = std::mem::take(&mut self.scratch);
         while let Some(&first) = block.get(at) {
             if first & 0x80 != 0 {
                 // Indexed field (6.1).
                 let index = integer(block, &mut at, 7)?;
-                let (name, value) = self.entry(index)?;
-                on_field(name, value);
+                stateful |= index > STATIC.len();
+                if let Some(value) = self.entry(index)?.status {
+                    status = status.with(value);
+                }
             } else if first & 0xe0 == 0x20 {
                 // Table size update (6.3): only before the block's first field (4.2).
                 if any_field {
@@ -295,6 +379,7 @@ impl Decoder {
                 if size > TABLE_SIZE {
                     return Err(HpackError::TableSize(size));
                 }
+                stateful = true;
                 self.max_size = size;
                 self.evict_to(size);
                 continue;
@@ -303,23 +388,39 @@ impl Decoder {
                 // indexed (0001).
                 let indexing = first & 0xc0 == 0x40;
                 let index = integer(block, &mut at, if indexing { 6 } else { 4 })?;
-                let name: &[u8] = if index == 0 {
-                    string(block, &mut at, name_buf)?
+                let (name_len, is_status) = if index == 0 {
+                    let name = string(block, &mut at)?;
+                    let name = bytes(name, &mut scratch)?;
+                    (name.len(), name == b":status")
                 } else {
-                    let (name, _) = self.entry(index)?;
-                    name_buf.clear();
-                    name_buf.extend_from_slice(name);
-                    name_buf
+                    stateful |= index > STATIC.len();
+                    let named = self.entry(index)?;
+                    (named.name_len, named.status.is_some())
                 };
-                let value = string(block, &mut at, value_buf)?;
-                on_field(name, value);
+                let value = string(block, &mut at)?;
+                let (value_len, value_status) = if is_status {
+                    let value = bytes(value, &mut scratch)?;
+                    (value.len(), Some(parse_status(value)))
+                } else {
+                    (decoded_len(value)?, None)
+                };
+                if let Some(value) = value_status {
+                    status = status.with(value);
+                }
                 if indexing {
-                    self.insert(name, value);
+                    let entry = Entry {
+                        size: name_len + value_len + 32,
+                        name_len,
+                        status: value_status,
+                    };
+                    self.insert(entry);
+                    inserted.push(entry);
                 }
             }
             any_field = true;
         }
-        Ok(())
+        self.scratch = scratch;
+        Ok((status, stateful))
     }
 }
 

@@ -111,8 +111,8 @@ static MACHINE: LazyLock<Machine> = LazyLock::new(|| {
 #[error("invalid Huffman-coded string")]
 pub struct HuffmanError;
 
-/// Appends the decoding of `src` to `dst`.
-pub fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), HuffmanError> {
+/// Walks `src`, handing each symbol to `emit`.
+fn walk(src: &[u8], mut emit: impl FnMut(u8)) -> Result<(), HuffmanError> {
     let machine = &*MACHINE;
     let mut state = 0usize;
     for byte in src {
@@ -123,7 +123,7 @@ pub fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), HuffmanError> {
             }
             let emitted = (step >> 8) & 0x1ff;
             if emitted != NONE {
-                dst.push(emitted as u8);
+                emit(emitted as u8);
             }
             state = (step & 0xff) as usize;
         }
@@ -133,6 +133,18 @@ pub fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), HuffmanError> {
     } else {
         Err(HuffmanError)
     }
+}
+
+/// Appends the decoding of `src` to `dst`.
+pub fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), HuffmanError> {
+    walk(src, |symbol| dst.push(symbol))
+}
+
+/// How long the decoding of `src` is, without writing it.
+pub fn decoded_len(src: &[u8]) -> Result<usize, HuffmanError> {
+    let mut len = 0;
+    walk(src, |_| len += 1)?;
+    Ok(len)
 }
 
 #[cfg(test)]
@@ -189,6 +201,7 @@ mod tests {
             .run(&proptest::collection::vec(any::<u8>(), 0..200), |src| {
                 let mut out = Vec::new();
                 decode(&encode(&src), &mut out).expect("decodes");
+                prop_assert_eq!(decoded_len(&encode(&src)), Ok(src.len()));
                 prop_assert_eq!(out, src);
                 Ok(())
             })
