@@ -151,7 +151,6 @@ pub fn decoded_len(src: &[u8]) -> Result<usize, HuffmanError> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
     fn encode(src: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -189,14 +188,7 @@ mod tests {
 
     #[test]
     fn any_bytes_decode_to_what_a_third_party_encoder_encoded() {
-        let mut runner = TestRunner::new_with_rng(
-            Config {
-                cases: 512,
-                failure_persistence: None,
-                ..Config::default()
-            },
-            TestRng::from_seed(RngAlgorithm::ChaCha, &[19; 32]),
-        );
+        let mut runner = super::super::property_runner(512);
         runner
             .run(&proptest::collection::vec(any::<u8>(), 0..200), |src| {
                 let mut out = Vec::new();

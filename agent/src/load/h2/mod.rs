@@ -341,5 +341,19 @@ impl Future for Driver {
         Poll::Pending
     }
 }
+/// The properties' runner: a fixed seed and a bounded number of cases.
+#[cfg(test)]
+fn property_runner(cases: u32) -> proptest::test_runner::TestRunner {
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    TestRunner::new_with_rng(
+        Config {
+            cases,
+            failure_persistence: None,
+            ..Config::default()
+        },
+        TestRng::from_seed(RngAlgorithm::ChaCha, &[19; 32]),
+    )
+}
+
 #[cfg(test)]
 mod tests;

@@ -1,20 +1,13 @@
 //! Properties of the connection's state under any bytes a server may send.
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use proptest::test_runner::TestRunner;
 
 use super::tests::{Server, ready, waker};
 use super::*;
 
 fn runner() -> TestRunner {
-    TestRunner::new_with_rng(
-        Config {
-            cases: 512,
-            failure_persistence: None,
-            ..Config::default()
-        },
-        TestRng::from_seed(RngAlgorithm::ChaCha, &[19; 32]),
-    )
+    crate::load::h2::property_runner(512)
 }
 
 /// Bytes that are mostly frame-shaped: a real head of any type, flags and length (some

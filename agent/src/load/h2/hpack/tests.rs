@@ -3,19 +3,12 @@
 //! its decoder.
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use proptest::test_runner::TestRunner;
 
 use super::*;
 
 fn runner() -> TestRunner {
-    TestRunner::new_with_rng(
-        Config {
-            cases: 256,
-            failure_persistence: None,
-            ..Config::default()
-        },
-        TestRng::from_seed(RngAlgorithm::ChaCha, &[19; 32]),
-    )
+    crate::load::h2::property_runner(256)
 }
 
 fn decoded(decoder: &mut Decoder, block: &[u8]) -> Result<Status, HpackError> {
