@@ -220,6 +220,15 @@ impl Connection {
         }
     }
 
+    /// Whether the last request failed without the server processing it (HTTP/2: a
+    /// GOAWAY or REFUSED_STREAM), so that it may be sent again.
+    pub fn unprocessed(&self) -> bool {
+        match self {
+            Connection::H1(_) => false,
+            Connection::H2(conn) => conn.unprocessed(),
+        }
+    }
+
     /// Sends one request and reads its body to the end (the body is counted, never
     /// kept). Returns the status.
     pub async fn send(&mut self, op: &PreparedOp) -> Result<u16, Failure> {

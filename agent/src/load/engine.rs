@@ -103,8 +103,10 @@ struct Shared {
 
 impl Shared {
     /// One request on the worker's link, bounded by the per-request timeout (which
-    /// covers connecting when the link has to). A failure drops the connection, and so
-    /// does an answer after which it cannot be reused (`Connection: close`).
+    /// covers connecting when the link has to). On a worker's own connection a failure
+    /// drops the connection, and so does an answer after which it cannot be reused
+    /// (`Connection: close`, GOAWAY); a shared HTTP/2 connection is replaced only once
+    /// the server closed it or sent GOAWAY.
     ///
     /// `timer` is the worker's own, moved on only when it fires ([`deadline`]): a
     /// `timeout` per request inserts and removes a timer-wheel entry under the driver's
@@ -118,25 +120,35 @@ impl Shared {
     ) -> Result<u16, Failure> {
         let op = &self.operations[operation];
         let attempt = async {
-            let mut shared_conn: Option<Connection>;
-            let conn = match link {
-                Link::Own(slot) => {
-                    if slot.is_none() {
-                        *slot = Some(self.endpoint.connect().await?);
+            // A request the server did not process (HTTP/2: refused by a GOAWAY or with
+            // REFUSED_STREAM, RFC 9113 8.7) is sent once more, on a new connection when
+            // the old one is going away: it cost the server nothing, so it did not fail. A
+            // connection that cannot take more is left before a request.
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                let mut shared_conn: Option<Connection>;
+                let conn = match &mut *link {
+                    Link::Own(slot) => {
+                        if slot.as_ref().is_none_or(|c| !c.is_reusable()) {
+                            *slot = Some(self.endpoint.connect().await?);
+                        }
+                        slot.as_mut().ok_or(Failure::Connect)?
                     }
-                    slot.as_mut().ok_or(Failure::Connect)?
-                }
-                Link::Shared(slot) => {
-                    let mut guard = slot.lock().await;
-                    if guard.is_none() {
-                        *guard = Some(self.endpoint.connect().await?);
+                    Link::Shared(slot) => {
+                        let mut guard = slot.lock().await;
+                        if guard.as_ref().is_none_or(|c| !c.is_reusable()) {
+                            *guard = Some(self.endpoint.connect().await?);
+                        }
+                        shared_conn = guard.as_ref().and_then(Connection::share);
+                        shared_conn.as_mut().ok_or(Failure::Connect)?
                     }
-                    shared_conn = guard.as_ref().and_then(Connection::share);
-                    shared_conn.as_mut().ok_or(Failure::Connect)?
+                };
+                match conn.send(op).await {
+                    Err(_) if tries == 1 && conn.unprocessed() => continue,
+                    outcome => return Ok((outcome?, conn.is_reusable())),
                 }
-            };
-            let status = conn.send(op).await?;
-            Ok((status, conn.is_reusable()))
+            }
         };
         let due = started + self.timeout;
         deadline::arm(&mut timer, due);
@@ -149,11 +161,12 @@ impl Shared {
             Ok((status, reusable)) => (Ok(status), reusable),
             Err(failure) => (Err(failure), false),
         };
-        if !keep {
-            match link {
-                Link::Own(slot) => *slot = None,
-                Link::Shared(slot) => *slot.lock().await = None,
-            }
+        // A shared HTTP/2 connection stays: one stream's failure or timeout (its stream
+        // cancelled) says nothing of the others', and one the server closed or sent
+        // GOAWAY on is replaced at the next request (`is_reusable`), not here, where a
+        // worker would throw away the new one another had put in its place.
+        if !keep && let Link::Own(slot) = link {
+            *slot = None;
         }
         outcome
     }

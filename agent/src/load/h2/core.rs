@@ -31,6 +31,12 @@ pub const MAX_FRAME: usize = frame::DEFAULT_MAX_FRAME as usize;
 /// Client streams are odd and at most 2^31 - 1; a connection stops being reused well
 /// before, so that the streams already sent on it can still be numbered.
 const LAST_STREAM_ID: u32 = (1 << 31) - 1;
+/// CONTINUATION frames one header block may take: empty ones would otherwise cost CPU
+/// without growing the block (the "CONTINUATION flood").
+const MAX_CONTINUATIONS: usize = 512;
+/// Bytes queued to write past which a PING or SETTINGS is not answered but ends the
+/// connection.
+const MAX_QUEUED: usize = 1 << 20;
 const REUSE_BELOW: u32 = LAST_STREAM_ID - 4096;
 
 /// A connection error: the code sent in GOAWAY and what each request counts.
@@ -57,6 +63,9 @@ const FLOW_CONTROL: ConnError = ConnError {
 struct Slot {
     /// Set when the stream ended; taken by the request.
     outcome: Option<Result<u16, Failure>>,
+    /// Ended unprocessed by the server (above a GOAWAY's last stream, or refused with
+    /// REFUSED_STREAM): safe to send again (RFC 9113, 8.7).
+    unprocessed: bool,
     waker: Option<Waker>,
     /// The final (non-1xx) status, once its HEADERS came.
     status: Option<u16>,
@@ -92,6 +101,8 @@ pub struct Core {
     /// while CONTINUATION frames are due.
     block: Vec<u8>,
     continuing: Option<(u32, bool)>,
+    /// CONTINUATION frames of the block being gathered.
+    continuations: usize,
     settings_seen: bool,
     going_away: bool,
     closed: Option<Failure>,
@@ -114,6 +125,7 @@ impl Default for Core {
             decoder: Decoder::default(),
             block: Vec::new(),
             continuing: None,
+            continuations: 0,
             settings_seen: false,
             going_away: false,
             closed: None,
@@ -172,7 +184,9 @@ impl Core {
             return Poll::Ready(Err(Failure::Reset));
         }
         if self.active >= self.max_concurrent {
-            self.room.push(waker.clone());
+            if !self.room.iter().any(|w| w.will_wake(waker)) {
+                self.room.push(waker.clone());
+            }
             return Poll::Pending;
         }
         let id = self.next_id;
@@ -188,6 +202,7 @@ impl Core {
             id,
             Slot {
                 outcome: None,
+                unprocessed: false,
                 waker: None,
                 status: None,
                 body: body.clone(),
@@ -203,14 +218,16 @@ impl Core {
         Poll::Ready(Ok(id))
     }
 
-    /// The request's outcome once its stream ended (the stream is then forgotten).
-    pub fn poll_outcome(&mut self, id: u32, waker: &Waker) -> Poll<Result<u16, Failure>> {
+    /// The request's outcome once its stream ended (the stream is then forgotten), and
+    /// whether the server left it unprocessed.
+    pub fn poll_outcome(&mut self, id: u32, waker: &Waker) -> Poll<(Result<u16, Failure>, bool)> {
         let Some(slot) = self.streams.get_mut(&id) else {
-            return Poll::Ready(Err(self.closed.unwrap_or(Failure::Reset)));
+            return Poll::Ready((Err(self.closed.unwrap_or(Failure::Reset)), false));
         };
         if let Some(outcome) = slot.outcome.take() {
+            let unprocessed = slot.unprocessed;
             self.streams.remove(&id);
-            return Poll::Ready(outcome);
+            return Poll::Ready((outcome, unprocessed));
         }
         if !slot.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
             slot.waker = Some(waker.clone());
@@ -299,13 +316,15 @@ impl Core {
             frame::HEADERS => self.headers(head, payload, woken),
             frame::CONTINUATION => self.continuation(head, payload, woken),
             frame::RST_STREAM => {
-                if head.stream == 0 {
+                if head.stream == 0 || head.stream >= self.next_id {
                     return Err(PROTOCOL);
                 }
-                if payload.len() != 4 {
-                    return Err(FRAME_SIZE);
+                let code: [u8; 4] = payload.try_into().map_err(|_| FRAME_SIZE)?;
+                if u32::from_be_bytes(code) == frame::REFUSED_STREAM {
+                    self.end_unprocessed(head.stream, woken);
+                } else {
+                    self.end_stream(head.stream, Err(Failure::Reset), woken);
                 }
-                self.end_stream(head.stream, Err(Failure::Reset), woken);
                 Ok(())
             }
             frame::SETTINGS => self.settings(head, payload, woken),
@@ -318,6 +337,7 @@ impl Core {
                     return Err(FRAME_SIZE);
                 }
                 if head.flags & frame::ACK == 0 {
+                    self.room_for_control()?;
                     frame::ping_ack(&mut self.out, payload);
                 }
                 Ok(())
@@ -326,10 +346,11 @@ impl Core {
                 if head.stream != 0 {
                     return Err(PROTOCOL);
                 }
-                let last = payload
-                    .get(..4)
-                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & 0x7fff_ffff)
-                    .ok_or(FRAME_SIZE)?;
+                if payload.len() < 8 {
+                    return Err(FRAME_SIZE);
+                }
+                let last = u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]])
+                    & 0x7fff_ffff;
                 // Streams above `last` were never processed; the rest may still finish.
                 self.going_away = true;
                 let unprocessed: Vec<u32> = self
@@ -339,7 +360,7 @@ impl Core {
                     .filter(|id| *id > last)
                     .collect();
                 for id in unprocessed {
-                    self.end_stream(id, Err(Failure::Reset), woken);
+                    self.end_unprocessed(id, woken);
                 }
                 woken.append(&mut self.room);
                 Ok(())
@@ -397,6 +418,7 @@ impl Core {
         }
         self.block.clear();
         self.block.extend_from_slice(fragment);
+        self.continuations = 0;
         let end_stream = head.flags & frame::END_STREAM != 0;
         if head.flags & frame::END_HEADERS == 0 {
             self.continuing = Some((head.stream, end_stream));
@@ -414,7 +436,10 @@ impl Core {
         let Some((stream, end_stream)) = self.continuing else {
             return Err(PROTOCOL);
         };
-        if self.block.len() + payload.len() > MAX_HEADER_BLOCK {
+        self.continuations += 1;
+        if self.block.len() + payload.len() > MAX_HEADER_BLOCK
+            || self.continuations > MAX_CONTINUATIONS
+        {
             return Err(PROTOCOL);
         }
         self.block.extend_from_slice(payload);
@@ -486,6 +511,7 @@ impl Core {
         if !payload.len().is_multiple_of(6) {
             return Err(FRAME_SIZE);
         }
+        self.room_for_control()?;
         for setting in payload.chunks_exact(6) {
             let id = u16::from_be_bytes([setting[0], setting[1]]);
             let value = u32::from_be_bytes([setting[2], setting[3], setting[4], setting[5]]);
@@ -533,6 +559,9 @@ impl Core {
     ) -> Result<(), ConnError> {
         let bytes: [u8; 4] = payload.try_into().map_err(|_| FRAME_SIZE)?;
         let increment = i64::from(u32::from_be_bytes(bytes) & 0x7fff_ffff);
+        if head.stream >= self.next_id {
+            return Err(PROTOCOL); // an idle stream (5.1)
+        }
         if head.stream == 0 {
             if increment == 0 {
                 return Err(PROTOCOL);
@@ -577,6 +606,30 @@ impl Core {
                 self.send_window -= n as i64;
             }
         }
+    }
+
+    /// A peer that makes us answer (PING, SETTINGS) while it does not read what we
+    /// write would grow the queue without end: past [`MAX_QUEUED`] it is told
+    /// ENHANCE_YOUR_CALM and the connection ends.
+    fn room_for_control(&self) -> Result<(), ConnError> {
+        if self.out.len() > MAX_QUEUED {
+            return Err(ConnError {
+                code: frame::ENHANCE_YOUR_CALM,
+                failure: Failure::Protocol,
+            });
+        }
+        Ok(())
+    }
+
+    /// A stream the server did not process: it fails as a reset, marked safe to send
+    /// again.
+    fn end_unprocessed(&mut self, id: u32, woken: &mut Woken) {
+        if let Some(slot) = self.streams.get_mut(&id)
+            && slot.outcome.is_none()
+        {
+            slot.unprocessed = true;
+        }
+        self.end_stream(id, Err(Failure::Reset), woken);
     }
 
     /// A stream error of ours (5.4.2): RST_STREAM with `code`; the request fails.

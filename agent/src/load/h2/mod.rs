@@ -63,6 +63,9 @@ pub fn strip_connection_headers(headers: &mut HeaderMap) {
 #[derive(Debug)]
 pub struct H2Conn {
     shared: Arc<Shared>,
+    /// This handle's last request was not processed by the server (refused before its
+    /// stream opened, above a GOAWAY's last stream, or REFUSED_STREAM).
+    unprocessed: bool,
 }
 
 struct Shared {
@@ -108,6 +111,7 @@ impl Clone for H2Conn {
         self.shared.handles.fetch_add(1, Ordering::Relaxed);
         H2Conn {
             shared: self.shared.clone(),
+            unprocessed: false,
         }
     }
 }
@@ -182,7 +186,18 @@ impl H2Conn {
             written: 0,
             flush: false,
         });
-        Ok(H2Conn { shared })
+        Ok(H2Conn {
+            shared,
+            unprocessed: false,
+        })
+    }
+
+    /// Whether this handle's last request failed without the server processing it
+    /// (the connection had been told GOAWAY or had failed before it went out; it was
+    /// above a GOAWAY's last stream; REFUSED_STREAM): it may be sent again (RFC 9113,
+    /// 8.7).
+    pub fn unprocessed(&self) -> bool {
+        self.unprocessed
     }
 
     /// Whether a new request may go on this connection: not failed, no GOAWAY.
@@ -195,14 +210,19 @@ impl H2Conn {
     /// the status.
     pub async fn send(&mut self, block: &[u8], body: &Bytes) -> Result<u16, Failure> {
         let shared = &*self.shared;
-        let id = poll_fn(|cx| shared.with(|core, _| core.open(block, body, cx.waker()))).await?;
+        self.unprocessed = false;
+        let opened = poll_fn(|cx| shared.with(|core, _| core.open(block, body, cx.waker()))).await;
+        // `open` fails only before it makes a stream: nothing of the request was sent.
+        self.unprocessed = opened.is_err();
+        let id = opened?;
         let mut pending = Pending {
             shared,
             id,
             ended: false,
         };
-        let outcome = poll_fn(|cx| shared.core().poll_outcome(id, cx.waker())).await;
+        let (outcome, unprocessed) = poll_fn(|cx| shared.core().poll_outcome(id, cx.waker())).await;
         pending.ended = true;
+        self.unprocessed = unprocessed;
         outcome
     }
 }

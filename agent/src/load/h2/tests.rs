@@ -251,6 +251,8 @@ async fn after_a_goaway_the_connection_is_not_reused() {
         conn.send(&block("GET", "/"), &Bytes::new()).await,
         Err(Failure::Reset)
     );
+    // Nothing of it went out: the engine sends it again on a new connection.
+    assert!(conn.unprocessed());
 }
 
 #[tokio::test]
@@ -288,4 +290,99 @@ async fn the_last_handle_dropped_closes_the_connection() {
         .await
         .expect("the server saw the connection end")
         .expect("server task");
+}
+
+/// A server that ends every connection gracefully (GOAWAY) after `per_connection`
+/// streams, as nginx does after `keepalive_requests`.
+async fn serve_going_away(per_connection: usize) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(socket).await else {
+                    return;
+                };
+                let mut served = 0;
+                while let Some(Ok((_, mut respond))) = conn.accept().await {
+                    served += 1;
+                    if served == per_connection {
+                        conn.graceful_shutdown();
+                    }
+                    answer(&mut respond, 200, Some(Bytes::from_static(b"ok")));
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_going_away_every_50_requests_costs_the_engine_no_errors() {
+    // Many connections' worth: each ended after its 50th stream.
+    let requests = run_without_errors(serve_going_away(50).await, 4).await;
+    assert!(requests > 200, "{requests} requests");
+}
+
+/// A server that refuses every `nth` stream with REFUSED_STREAM (it did not process it).
+async fn serve_refusing(nth: usize) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(socket).await else {
+                    return;
+                };
+                let mut served = 0;
+                while let Some(Ok((_, mut respond))) = conn.accept().await {
+                    served += 1;
+                    if served % nth == 0 {
+                        respond.send_reset(h2::Reason::REFUSED_STREAM);
+                    } else {
+                        answer(&mut respond, 200, Some(Bytes::from_static(b"ok")));
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// A closed run of `streams` streams over 2 connections for 1 s against `target`: its
+/// requests, having asserted that every one was a 2xx and none an error.
+async fn run_without_errors(target: String, streams: u32) -> u64 {
+    use iohr_domain::RunStatus;
+    use iohr_domain::load::LoadSpec;
+
+    let spec = serde_json::json!({"operations": [{"path": "/"}], "model": "closed",
+        "connections": 2, "streams": streams, "duration": "1s", "http": "2"});
+    let plan = LoadSpec::from_json(&spec)
+        .and_then(|s| s.plan())
+        .expect("plan");
+    let (tx, _rx) = crate::frames::FrameSender::channel();
+    let context = crate::run_context::RunContext::<()>::new(target, tx);
+    let outcome = tokio::time::timeout(Duration::from_secs(30), crate::load::run(plan, &context))
+        .await
+        .expect("the run ends");
+    assert_eq!(outcome.status, RunStatus::Passed, "{:?}", outcome.reason);
+    let result = &outcome.result;
+    let requests = result["requests"].as_u64().expect("requests");
+    assert_eq!(
+        result["responses"]["2xx"].as_u64(),
+        Some(requests),
+        "{result}"
+    );
+    let errors: u64 = result["errors"]
+        .as_object()
+        .map_or(0, |e| e.values().filter_map(|v| v.as_u64()).sum());
+    assert_eq!(errors, 0, "{result}");
+    requests
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_the_server_refused_are_sent_again_not_counted_as_errors() {
+    // Every 10th stream refused: each is sent once more, on the same connection.
+    let requests = run_without_errors(serve_refusing(10).await, 4).await;
+    assert!(requests > 200, "{requests} requests");
 }

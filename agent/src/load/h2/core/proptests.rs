@@ -119,7 +119,10 @@ fn answers_cut_anywhere_give_each_stream_its_status() {
                 prop_assert_eq!(core.closed(), None);
                 let (_, waker) = waker();
                 for (id, (status, _, _)) in ids.iter().zip(&answers) {
-                    prop_assert_eq!(core.poll_outcome(*id, &waker), Poll::Ready(Ok(*status)));
+                    prop_assert_eq!(
+                        core.poll_outcome(*id, &waker),
+                        Poll::Ready((Ok(*status), false))
+                    );
                 }
                 Ok(())
             },

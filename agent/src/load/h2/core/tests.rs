@@ -90,6 +90,12 @@ fn open(core: &mut Core, body: &[u8]) -> u32 {
 
 fn outcome(core: &mut Core, id: u32) -> Poll<Result<u16, Failure>> {
     let (_, waker) = waker();
+    core.poll_outcome(id, &waker).map(|(outcome, _)| outcome)
+}
+
+/// The outcome and whether the server left the stream unprocessed.
+fn ended(core: &mut Core, id: u32) -> Poll<(Result<u16, Failure>, bool)> {
+    let (_, waker) = waker();
     core.poll_outcome(id, &waker)
 }
 
@@ -198,9 +204,10 @@ fn a_goaway_fails_the_streams_it_did_not_take_and_ends_reuse() {
     payload.extend_from_slice(&frame::NO_ERROR.to_be_bytes());
     let server = Server::default().raw(frame::GOAWAY, 0, 0, &payload);
     core.receive(&server.bytes, &mut Vec::new());
+    // Not processed: the engine may send it again.
     assert_eq!(
-        outcome(&mut core, not_taken),
-        Poll::Ready(Err(Failure::Reset))
+        ended(&mut core, not_taken),
+        Poll::Ready((Err(Failure::Reset), true))
     );
     assert_eq!(outcome(&mut core, taken), Poll::Pending);
     assert!(!core.is_reusable());
@@ -356,4 +363,67 @@ fn pings_are_answered_and_settings_acknowledged() {
             (frame::SETTINGS, frame::ACK, 0, Vec::new()),
         ]
     );
+}
+
+#[test]
+fn a_refused_stream_is_unprocessed_and_other_resets_are_not() {
+    let mut core = ready(&[]);
+    let refused = open(&mut core, b"");
+    let reset = open(&mut core, b"");
+    let server = Server::default()
+        .raw(
+            frame::RST_STREAM,
+            0,
+            refused,
+            &frame::REFUSED_STREAM.to_be_bytes(),
+        )
+        .raw(frame::RST_STREAM, 0, reset, &frame::CANCEL.to_be_bytes());
+    core.receive(&server.bytes, &mut Vec::new());
+    assert_eq!(
+        ended(&mut core, refused),
+        Poll::Ready((Err(Failure::Reset), true))
+    );
+    assert_eq!(
+        ended(&mut core, reset),
+        Poll::Ready((Err(Failure::Reset), false))
+    );
+}
+
+#[test]
+fn floods_end_the_connection_instead_of_growing_it() {
+    // PINGs that a server sends while it reads nothing of ours: the answers would queue
+    // without end.
+    let mut core = ready(&[]);
+    let mut pings = Server::default();
+    for _ in 0..70_000 {
+        pings = pings.raw(frame::PING, 0, 0, &[1; 8]);
+    }
+    let mut used = 0;
+    while used < pings.bytes.len() && core.closed().is_none() {
+        let end = (used + 65_536).min(pings.bytes.len());
+        used += core.receive(&pings.bytes[used..end], &mut Vec::new());
+    }
+    assert_eq!(core.closed(), Some(Failure::Protocol));
+    assert!(
+        core.out.len() < MAX_QUEUED + 65_536,
+        "{} bytes queued",
+        core.out.len()
+    );
+    let sent = frames(&core.out);
+    assert_eq!(
+        sent.last().map(|f| (f.0, f.3[4..].to_vec())),
+        Some((
+            frame::GOAWAY,
+            frame::ENHANCE_YOUR_CALM.to_be_bytes().to_vec()
+        ))
+    );
+    // Empty CONTINUATION frames that never end the block.
+    let mut core = ready(&[]);
+    let id = open(&mut core, b"");
+    let mut flood = Server::default().raw(frame::HEADERS, 0, id, &[0x88]);
+    for _ in 0..MAX_CONTINUATIONS + 1 {
+        flood = flood.raw(frame::CONTINUATION, 0, id, &[]);
+    }
+    core.receive(&flood.bytes, &mut Vec::new());
+    assert_eq!(core.closed(), Some(Failure::Protocol));
 }
