@@ -220,6 +220,15 @@ impl Connection {
         }
     }
 
+    /// Whether `other` is the same HTTP/2 connection (HTTP/1.1 connections are not
+    /// shared: never).
+    pub fn same_as(&self, other: &Connection) -> bool {
+        match (self, other) {
+            (Connection::H2(a), Connection::H2(b)) => a.same_as(b),
+            _ => false,
+        }
+    }
+
     /// Whether the last request failed without the server processing it (HTTP/2: a
     /// GOAWAY or REFUSED_STREAM), so that it may be sent again.
     pub fn unprocessed(&self) -> bool {

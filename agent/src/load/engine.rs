@@ -119,6 +119,8 @@ impl Shared {
         mut timer: Pin<&mut Sleep>,
     ) -> Result<u16, Failure> {
         let op = &self.operations[operation];
+        // The shared connection the request went on, to be told from its replacement.
+        let mut used: Option<Connection> = None;
         let attempt = async {
             // A request the server did not process (HTTP/2: refused by a GOAWAY or with
             // REFUSED_STREAM, RFC 9113 8.7) is sent once more, on a new connection when
@@ -141,6 +143,7 @@ impl Shared {
                             *guard = Some(self.endpoint.connect().await?);
                         }
                         shared_conn = guard.as_ref().and_then(Connection::share);
+                        used = guard.as_ref().and_then(Connection::share);
                         shared_conn.as_mut().ok_or(Failure::Connect)?
                     }
                 };
@@ -161,12 +164,23 @@ impl Shared {
             Ok((status, reusable)) => (Ok(status), reusable),
             Err(failure) => (Err(failure), false),
         };
-        // A shared HTTP/2 connection stays: one stream's failure or timeout (its stream
-        // cancelled) says nothing of the others', and one the server closed or sent
-        // GOAWAY on is replaced at the next request (`is_reusable`), not here, where a
-        // worker would throw away the new one another had put in its place.
-        if !keep && let Link::Own(slot) = link {
-            *slot = None;
+        // A shared HTTP/2 connection stays after one stream's failure (its stream reset,
+        // the others' go on), but not after a timeout: the connection may be stalled as a
+        // whole, and without a new one the group would time out for the rest of the run.
+        // Only the connection the request went on is dropped, not a new one another
+        // worker put in its place. One the server closed or sent GOAWAY on is replaced at
+        // the next request (`is_reusable`).
+        match link {
+            Link::Own(slot) if !keep => *slot = None,
+            Link::Shared(slot) if outcome == Err(Failure::Timeout) => {
+                let mut guard = slot.lock().await;
+                if let (Some(current), Some(used)) = (guard.as_ref(), used.as_ref())
+                    && current.same_as(used)
+                {
+                    *guard = None;
+                }
+            }
+            _ => {}
         }
         outcome
     }

@@ -34,8 +34,8 @@ const LAST_STREAM_ID: u32 = (1 << 31) - 1;
 /// CONTINUATION frames one header block may take: empty ones would otherwise cost CPU
 /// without growing the block (the "CONTINUATION flood").
 const MAX_CONTINUATIONS: usize = 512;
-/// Bytes queued to write past which a PING or SETTINGS is not answered but ends the
-/// connection.
+/// Bytes of PING and SETTINGS answers queued and not yet taken by the driver past which
+/// another is not answered but ends the connection.
 const MAX_QUEUED: usize = 1 << 20;
 const REUSE_BELOW: u32 = LAST_STREAM_ID - 4096;
 
@@ -103,6 +103,8 @@ pub struct Core {
     continuing: Option<(u32, bool)>,
     /// CONTINUATION frames of the block being gathered.
     continuations: usize,
+    /// Bytes of PING and SETTINGS answers queued since the driver last took `out`.
+    control_queued: usize,
     settings_seen: bool,
     going_away: bool,
     closed: Option<Failure>,
@@ -126,6 +128,7 @@ impl Default for Core {
             block: Vec::new(),
             continuing: None,
             continuations: 0,
+            control_queued: 0,
             settings_seen: false,
             going_away: false,
             closed: None,
@@ -609,16 +612,24 @@ impl Core {
     }
 
     /// A peer that makes us answer (PING, SETTINGS) while it does not read what we
-    /// write would grow the queue without end: past [`MAX_QUEUED`] it is told
-    /// ENHANCE_YOUR_CALM and the connection ends.
-    fn room_for_control(&self) -> Result<(), ConnError> {
-        if self.out.len() > MAX_QUEUED {
+    /// write would grow the queue without end: past [`MAX_QUEUED`] bytes of answers not
+    /// yet taken by the driver it is told ENHANCE_YOUR_CALM and the connection ends.
+    /// Requests' own bytes do not count: they are bounded by the workers and windows.
+    fn room_for_control(&mut self) -> Result<(), ConnError> {
+        if self.control_queued > MAX_QUEUED {
             return Err(ConnError {
                 code: frame::ENHANCE_YOUR_CALM,
                 failure: Failure::Protocol,
             });
         }
+        self.control_queued += frame::HEAD_LEN + 8;
         Ok(())
+    }
+
+    /// Hands the bytes queued to write to the driver (swapped with its empty buffer).
+    pub fn take_out(&mut self, into: &mut Vec<u8>) {
+        std::mem::swap(&mut self.out, into);
+        self.control_queued = 0;
     }
 
     /// A stream the server did not process: it fails as a reset, marked safe to send
@@ -627,7 +638,8 @@ impl Core {
         if let Some(slot) = self.streams.get_mut(&id)
             && slot.outcome.is_none()
         {
-            slot.unprocessed = true;
+            // Not if an answer had begun: then the server did process it.
+            slot.unprocessed = slot.status.is_none();
         }
         self.end_stream(id, Err(Failure::Reset), woken);
     }

@@ -200,6 +200,11 @@ impl H2Conn {
         self.unprocessed
     }
 
+    /// Whether `other` is a handle on the same connection.
+    pub fn same_as(&self, other: &H2Conn) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
     /// Whether a new request may go on this connection: not failed, no GOAWAY.
     pub fn is_reusable(&self) -> bool {
         self.shared.core().is_reusable()
@@ -335,7 +340,7 @@ impl Future for Driver {
                     return Poll::Ready(());
                 }
                 if this.write.is_empty() {
-                    std::mem::swap(&mut core.out, &mut this.write);
+                    core.take_out(&mut this.write);
                 }
                 core.closed().is_some()
             };

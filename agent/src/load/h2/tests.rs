@@ -324,7 +324,9 @@ async fn a_server_going_away_every_50_requests_costs_the_engine_no_errors() {
     assert!(requests > 200, "{requests} requests");
 }
 
-/// A server that refuses every `nth` stream with REFUSED_STREAM (it did not process it).
+/// A server that refuses the `nth` stream of each connection with REFUSED_STREAM (it
+/// did not process it) and ends the connection gracefully after twice as many: one
+/// refusal a connection, so a stream sent again on it is never refused.
 async fn serve_refusing(nth: usize) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -337,7 +339,10 @@ async fn serve_refusing(nth: usize) -> String {
                 let mut served = 0;
                 while let Some(Ok((_, mut respond))) = conn.accept().await {
                     served += 1;
-                    if served % nth == 0 {
+                    if served == 2 * nth {
+                        conn.graceful_shutdown();
+                    }
+                    if served == nth {
                         respond.send_reset(h2::Reason::REFUSED_STREAM);
                     } else {
                         answer(&mut respond, 200, Some(Bytes::from_static(b"ok")));
@@ -382,7 +387,55 @@ async fn run_without_errors(target: String, streams: u32) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_the_server_refused_are_sent_again_not_counted_as_errors() {
-    // Every 10th stream refused: each is sent once more, on the same connection.
+    // The 10th stream of each connection refused: it is sent once more.
     let requests = run_without_errors(serve_refusing(10).await, 4).await;
     assert!(requests > 200, "{requests} requests");
+}
+
+/// A server whose first connection never answers (as a hung backend behind a live
+/// socket) and whose later ones do.
+async fn serve_first_connection_stalled() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let mut first = true;
+        while let Ok((socket, _)) = listener.accept().await {
+            let stalled = std::mem::take(&mut first);
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(socket).await else {
+                    return;
+                };
+                let mut held = Vec::new();
+                while let Some(Ok((_, mut respond))) = conn.accept().await {
+                    if stalled {
+                        held.push(respond);
+                    } else {
+                        answer(&mut respond, 200, None);
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_connection_whose_requests_time_out_is_replaced() {
+    use iohr_domain::load::LoadSpec;
+
+    let spec = serde_json::json!({"operations": [{"path": "/"}], "model": "closed",
+        "connections": 1, "streams": 4, "duration": "1s", "timeout": "200ms", "http": "2"});
+    let plan = LoadSpec::from_json(&spec)
+        .and_then(|s| s.plan())
+        .expect("plan");
+    let (tx, _rx) = crate::frames::FrameSender::channel();
+    let target = serve_first_connection_stalled().await;
+    let context = crate::run_context::RunContext::<()>::new(target, tx);
+    let outcome = tokio::time::timeout(Duration::from_secs(30), crate::load::run(plan, &context))
+        .await
+        .expect("the run ends");
+    let result = &outcome.result;
+    // The first requests time out on the stalled connection; the rest go on a new one.
+    assert!(result["errors"]["timeout"].as_u64() >= Some(1), "{result}");
+    assert!(result["responses"]["2xx"].as_u64() > Some(50), "{result}");
 }

@@ -427,3 +427,43 @@ fn floods_end_the_connection_instead_of_growing_it() {
     core.receive(&flood.bytes, &mut Vec::new());
     assert_eq!(core.closed(), Some(Failure::Protocol));
 }
+
+#[test]
+fn request_bytes_queued_do_not_count_against_the_flood_bound() {
+    let mut core = ready(&[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 0x7fff_ffff)]);
+    let wide = Server::default().raw(
+        frame::WINDOW_UPDATE,
+        0,
+        0,
+        &(0x7fff_ffffu32 - 65_535).to_be_bytes(),
+    );
+    core.receive(&wide.bytes, &mut Vec::new());
+    open(&mut core, &vec![b'b'; 2 * MAX_QUEUED]);
+    assert!(core.out.len() > 2 * MAX_QUEUED);
+    let ping = Server::default().raw(frame::PING, 0, 0, &[2; 8]);
+    core.receive(&ping.bytes, &mut Vec::new());
+    assert_eq!(core.closed(), None);
+    assert_eq!(
+        frames(&core.out).last().map(|f| (f.0, f.1)),
+        Some((frame::PING, frame::ACK))
+    );
+}
+
+#[test]
+fn a_refusal_after_the_answer_began_is_not_sent_again() {
+    let mut core = ready(&[]);
+    let id = open(&mut core, b"");
+    let server = Server::default()
+        .headers(id, &[(":status", "200")], false)
+        .raw(
+            frame::RST_STREAM,
+            0,
+            id,
+            &frame::REFUSED_STREAM.to_be_bytes(),
+        );
+    core.receive(&server.bytes, &mut Vec::new());
+    assert_eq!(
+        ended(&mut core, id),
+        Poll::Ready((Err(Failure::Reset), false))
+    );
+}
