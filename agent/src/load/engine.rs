@@ -119,7 +119,8 @@ impl Shared {
         mut timer: Pin<&mut Sleep>,
     ) -> Result<u16, Failure> {
         let op = &self.operations[operation];
-        // The shared connection the request went on, to be told from its replacement.
+        // The handle on the shared connection the request goes on: also what tells that
+        // connection from its replacement afterwards.
         let mut used: Option<Connection> = None;
         let attempt = async {
             // A request the server did not process (HTTP/2: refused by a GOAWAY or with
@@ -129,7 +130,6 @@ impl Shared {
             let mut tries = 0;
             loop {
                 tries += 1;
-                let mut shared_conn: Option<Connection>;
                 let conn = match &mut *link {
                     Link::Own(slot) => {
                         if slot.as_ref().is_none_or(|c| !c.is_reusable()) {
@@ -142,9 +142,8 @@ impl Shared {
                         if guard.as_ref().is_none_or(|c| !c.is_reusable()) {
                             *guard = Some(self.endpoint.connect().await?);
                         }
-                        shared_conn = guard.as_ref().and_then(Connection::share);
                         used = guard.as_ref().and_then(Connection::share);
-                        shared_conn.as_mut().ok_or(Failure::Connect)?
+                        used.as_mut().ok_or(Failure::Connect)?
                     }
                 };
                 match conn.send(op).await {

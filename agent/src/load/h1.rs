@@ -144,7 +144,7 @@ impl<S> std::fmt::Debug for H1Conn<S> {
 }
 
 /// I/O errors are resets, as hyper's were counted (a timed-out socket excepted).
-fn io_failure(error: io::Error) -> Failure {
+pub(super) fn io_failure(error: io::Error) -> Failure {
     match error.kind() {
         io::ErrorKind::TimedOut => Failure::Timeout,
         _ => Failure::Reset,

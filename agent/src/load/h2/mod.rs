@@ -20,7 +20,6 @@ pub mod hpack;
 mod huffman;
 
 use std::future::{Future, poll_fn};
-use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -32,7 +31,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use self::core::{Core, MAX_FRAME};
 use super::client::Failure;
-use super::h1::Stream;
+use super::h1::{Stream, io_failure};
 
 /// The read buffer: a few whole frames of the largest size we accept.
 const READ_BUFFER: usize = 4 * (MAX_FRAME + frame::HEAD_LEN);
@@ -229,15 +228,6 @@ impl H2Conn {
         pending.ended = true;
         self.unprocessed = unprocessed;
         outcome
-    }
-}
-
-/// I/O errors are resets, as the HTTP/1.1 driver counts them (a timed-out socket
-/// excepted).
-fn io_failure(error: io::Error) -> Failure {
-    match error.kind() {
-        io::ErrorKind::TimedOut => Failure::Timeout,
-        _ => Failure::Reset,
     }
 }
 

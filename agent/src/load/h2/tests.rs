@@ -292,24 +292,44 @@ async fn the_last_handle_dropped_closes_the_connection() {
         .expect("server task");
 }
 
-/// A server that ends every connection gracefully (GOAWAY) after `per_connection`
-/// streams, as nginx does after `keepalive_requests`.
-async fn serve_going_away(per_connection: usize) -> String {
+/// How a test server answers one stream.
+#[derive(Debug, Clone, Copy)]
+enum Reply {
+    Ok,
+    /// REFUSED_STREAM: the server did not process it.
+    Refuse,
+    /// Never answered (as a hung backend behind a live socket).
+    Hold,
+}
+
+/// A server of any number of connections: `reply(connection, stream)` (the connection
+/// counted from 0, its streams from 1) says how each stream is answered, and whether the
+/// connection then ends gracefully (GOAWAY), as nginx's do after `keepalive_requests`.
+async fn serve_streams(reply: fn(usize, usize) -> (Reply, bool)) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
+        let mut connection = 0;
         while let Ok((socket, _)) = listener.accept().await {
+            let this = connection;
+            connection += 1;
             tokio::spawn(async move {
                 let Ok(mut conn) = h2::server::handshake(socket).await else {
                     return;
                 };
-                let mut served = 0;
+                let mut stream = 0;
+                let mut held = Vec::new();
                 while let Some(Ok((_, mut respond))) = conn.accept().await {
-                    served += 1;
-                    if served == per_connection {
+                    stream += 1;
+                    let (how, go_away) = reply(this, stream);
+                    if go_away {
                         conn.graceful_shutdown();
                     }
-                    answer(&mut respond, 200, Some(Bytes::from_static(b"ok")));
+                    match how {
+                        Reply::Ok => answer(&mut respond, 200, Some(Bytes::from_static(b"ok"))),
+                        Reply::Refuse => respond.send_reset(h2::Reason::REFUSED_STREAM),
+                        Reply::Hold => held.push(respond),
+                    }
                 }
             });
         }
@@ -320,38 +340,9 @@ async fn serve_going_away(per_connection: usize) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_going_away_every_50_requests_costs_the_engine_no_errors() {
     // Many connections' worth: each ended after its 50th stream.
-    let requests = run_without_errors(serve_going_away(50).await, 4).await;
+    let target = serve_streams(|_, stream| (Reply::Ok, stream == 50)).await;
+    let requests = run_without_errors(target, 4).await;
     assert!(requests > 200, "{requests} requests");
-}
-
-/// A server that refuses the `nth` stream of each connection with REFUSED_STREAM (it
-/// did not process it) and ends the connection gracefully after twice as many: one
-/// refusal a connection, so a stream sent again on it is never refused.
-async fn serve_refusing(nth: usize) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let Ok(mut conn) = h2::server::handshake(socket).await else {
-                    return;
-                };
-                let mut served = 0;
-                while let Some(Ok((_, mut respond))) = conn.accept().await {
-                    served += 1;
-                    if served == 2 * nth {
-                        conn.graceful_shutdown();
-                    }
-                    if served == nth {
-                        respond.send_reset(h2::Reason::REFUSED_STREAM);
-                    } else {
-                        answer(&mut respond, 200, Some(Bytes::from_static(b"ok")));
-                    }
-                }
-            });
-        }
-    });
-    format!("http://{addr}")
 }
 
 /// A closed run of `streams` streams over 2 connections for 1 s against `target`: its
@@ -387,36 +378,19 @@ async fn run_without_errors(target: String, streams: u32) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_the_server_refused_are_sent_again_not_counted_as_errors() {
-    // The 10th stream of each connection refused: it is sent once more.
-    let requests = run_without_errors(serve_refusing(10).await, 4).await;
+    // The 10th stream of each connection refused: it is sent once more. One refusal a
+    // connection (it ends after 20), so a stream sent again on it is never refused.
+    let target = serve_streams(|_, stream| {
+        let how = if stream == 10 {
+            Reply::Refuse
+        } else {
+            Reply::Ok
+        };
+        (how, stream == 20)
+    })
+    .await;
+    let requests = run_without_errors(target, 4).await;
     assert!(requests > 200, "{requests} requests");
-}
-
-/// A server whose first connection never answers (as a hung backend behind a live
-/// socket) and whose later ones do.
-async fn serve_first_connection_stalled() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let mut first = true;
-        while let Ok((socket, _)) = listener.accept().await {
-            let stalled = std::mem::take(&mut first);
-            tokio::spawn(async move {
-                let Ok(mut conn) = h2::server::handshake(socket).await else {
-                    return;
-                };
-                let mut held = Vec::new();
-                while let Some(Ok((_, mut respond))) = conn.accept().await {
-                    if stalled {
-                        held.push(respond);
-                    } else {
-                        answer(&mut respond, 200, None);
-                    }
-                }
-            });
-        }
-    });
-    format!("http://{addr}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -429,7 +403,16 @@ async fn a_shared_connection_whose_requests_time_out_is_replaced() {
         .and_then(|s| s.plan())
         .expect("plan");
     let (tx, _rx) = crate::frames::FrameSender::channel();
-    let target = serve_first_connection_stalled().await;
+    // The first connection never answers; later ones do.
+    let target = serve_streams(|connection, _| {
+        let how = if connection == 0 {
+            Reply::Hold
+        } else {
+            Reply::Ok
+        };
+        (how, false)
+    })
+    .await;
     let context = crate::run_context::RunContext::<()>::new(target, tx);
     let outcome = tokio::time::timeout(Duration::from_secs(30), crate::load::run(plan, &context))
         .await
