@@ -18,7 +18,7 @@
 #                       [--port PORT] [--skip-iohr] [--open RATE | --soak]
 #                       [--nginx lean|debian] [--tool-cpu PERCENT]
 #                       [--protocol h1|h1-tls|h2c|h2] [--streams M] [--stop-target-at S]
-#                       [--baseline-bin PATH]
+#                       [--baseline-bin PATH] [--floor PATH]
 #
 # --protocol picks what nginx speaks and so which peers run beside the engine:
 #   h1      HTTP/1.1 over TCP (the default): wrk, oha and hey
@@ -33,6 +33,12 @@
 # --baseline-bin PATH (closed model) also runs another build of the agent, as the tool
 # "base", right after the engine in every round, and prints iohr/base: a change to the
 # engine measured against the build before it in the same interleaved rounds.
+#
+# --floor PATH (closed model, --protocol h1) also runs iohr-bench-h1-floor from PATH
+# (cargo build --release -p iohr-bench --bin iohr-bench-h1-floor) in every round, once on
+# epoll (floor_epoll) and once on io_uring (floor_uring): a client that does nothing but
+# the socket I/O, the most any client could get from each interface, and prints each
+# against wrk and the engine against it.
 #
 # --tool-cpu PERCENT runs every tool under a CPU quota of PERCENT of its core (a cgroup of
 # its own: v2 cpu.max or v1 cpu.cfs_quota_us, a 10 ms period; needs root), so that the
@@ -60,6 +66,7 @@ CONNECTIONS=64
 DURATION=10s
 AGENT_BIN=target/release/iohr-agent
 BASELINE_BIN=
+FLOOR_BIN=
 PORT=
 SKIP_IOHR=0
 OPEN_RATE=
@@ -90,6 +97,7 @@ while [ $# -gt 0 ]; do
         --duration) DURATION=${2:?--duration needs e.g. 10s}; shift 2 ;;
         --agent-bin) AGENT_BIN=${2:?--agent-bin needs a path}; shift 2 ;;
         --baseline-bin) BASELINE_BIN=${2:?--baseline-bin needs a path}; shift 2 ;;
+        --floor) FLOOR_BIN=${2:?--floor needs a path}; shift 2 ;;
         --port) PORT=${2:?--port needs a number}; shift 2 ;;
         --skip-iohr) SKIP_IOHR=1; shift ;;
         --open) OPEN_RATE=${2:?--open needs a rate}; shift 2 ;;
@@ -171,6 +179,11 @@ if [ -n "$BASELINE_BIN" ]; then
     [ -x "$BASELINE_BIN" ] || die "no agent at --baseline-bin $BASELINE_BIN"
     { [ -z "$OPEN_RATE" ] && [ "$SOAK" = 0 ] && [ "$SKIP_IOHR" = 0 ]; } ||
         die "--baseline-bin goes with the closed model's comparison, not --open, --soak or --skip-iohr"
+fi
+if [ -n "$FLOOR_BIN" ]; then
+    [ -x "$FLOOR_BIN" ] || die "no iohr-bench-h1-floor at --floor $FLOOR_BIN"
+    { [ -z "$OPEN_RATE" ] && [ "$SOAK" = 0 ] && [ "$PROTOCOL" = h1 ]; } ||
+        die "--floor goes with the closed model over plain HTTP/1.1 (--protocol h1)"
 fi
 if [ "$SKIP_IOHR" = 0 ] && [ ! -x "$AGENT_BIN" ]; then
     die "no iohr agent at $AGENT_BIN (cargo build --release -p iohr-agent, or --agent-bin PATH, or --skip-iohr)"
@@ -488,6 +501,22 @@ rps_h2load() {
     set_rps h2load "$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$WORK/h2load.out")"
 }
 
+# floor_rps IO: one run of iohr-bench-h1-floor on IO (epoll or uring).
+floor_rps() {
+    local io=$1
+    run "floor_$io" "$FLOOR_BIN" --target "127.0.0.1:$PORT" --io "$io" \
+        --connections "$CONNECTIONS" --seconds "$DURATION_S" || exit 1
+    set_rps "floor_$io" "$(jq -r '.rps // empty' "$WORK/floor_$io.out" 2>/dev/null)"
+}
+
+rps_floor_epoll() {
+    floor_rps epoll
+}
+
+rps_floor_uring() {
+    floor_rps uring
+}
+
 rps_hey() {
     run hey hey -c "$CONNECTIONS" -z "$DURATION" "$URL" || exit 1
     if grep -q 'Error distribution' "$WORK/hey.out"; then
@@ -598,6 +627,7 @@ case "$PROTOCOL" in
 esac
 [ "$HAVE_OHA" = 0 ] || TOOLS+=(oha)
 [ "$PROTOCOL" != h1 ] || TOOLS+=(hey)
+[ -z "$FLOOR_BIN" ] || TOOLS+=(floor_epoll floor_uring)
 
 : >"$WORK/results.tsv"
 echo
@@ -658,3 +688,9 @@ case "$PROTOCOL" in
     h1-tls) ratio iohr wrk ;;
     h2c | h2) ratio iohr h2load ;;
 esac
+if [ -n "$FLOOR_BIN" ]; then
+    ratio floor_epoll wrk
+    ratio floor_uring wrk
+    ratio iohr floor_epoll
+    ratio iohr floor_uring
+fi
