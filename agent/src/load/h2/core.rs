@@ -18,6 +18,8 @@ use super::frame::{self, Head};
 use super::hpack::{Decoder, Status};
 use crate::load::client::Failure;
 
+mod control;
+
 /// The window we give each stream: a response body up to half of it needs no
 /// WINDOW_UPDATE of its own.
 pub const STREAM_WINDOW: u32 = 1 << 20;
@@ -261,6 +263,9 @@ impl Core {
         }
         self.closed = Some(failure);
         if let Some(code) = code {
+            // What is queued is for requests failed here: dropped, so the GOAWAY goes
+            // out next.
+            self.out.clear();
             frame::goaway(&mut self.out, 0, code);
         }
         for slot in self.streams.values_mut() {
@@ -369,7 +374,8 @@ impl Core {
                 Ok(())
             }
             frame::WINDOW_UPDATE => self.window_update(head, payload, woken),
-            // PRIORITY and unknown types are ignored (5.5).
+            frame::PRIORITY => self.priority(head, payload, woken),
+            // Unknown types are ignored (5.5).
             _ => Ok(()),
         }
     }
@@ -500,91 +506,6 @@ impl Core {
         Ok(())
     }
 
-    fn settings(&mut self, head: Head, payload: &[u8], woken: &mut Woken) -> Result<(), ConnError> {
-        if head.stream != 0 {
-            return Err(PROTOCOL);
-        }
-        if head.flags & frame::ACK != 0 {
-            return if payload.is_empty() {
-                Ok(())
-            } else {
-                Err(FRAME_SIZE)
-            };
-        }
-        if !payload.len().is_multiple_of(6) {
-            return Err(FRAME_SIZE);
-        }
-        self.room_for_control()?;
-        for setting in payload.chunks_exact(6) {
-            let id = u16::from_be_bytes([setting[0], setting[1]]);
-            let value = u32::from_be_bytes([setting[2], setting[3], setting[4], setting[5]]);
-            match id {
-                frame::SETTINGS_ENABLE_PUSH if value != 0 => return Err(PROTOCOL),
-                frame::SETTINGS_MAX_CONCURRENT_STREAMS => {
-                    self.max_concurrent = value as usize;
-                    woken.append(&mut self.room);
-                }
-                frame::SETTINGS_INITIAL_WINDOW_SIZE => {
-                    let value = i64::from(value);
-                    if value > frame::MAX_WINDOW {
-                        return Err(FLOW_CONTROL);
-                    }
-                    let delta = value - self.peer_initial_window;
-                    self.peer_initial_window = value;
-                    for slot in self.streams.values_mut() {
-                        slot.send_window += delta;
-                        if slot.send_window > frame::MAX_WINDOW {
-                            return Err(FLOW_CONTROL);
-                        }
-                    }
-                }
-                frame::SETTINGS_MAX_FRAME_SIZE => {
-                    if !(frame::DEFAULT_MAX_FRAME..=(1 << 24) - 1).contains(&value) {
-                        return Err(PROTOCOL);
-                    }
-                    self.peer_max_frame = value as usize;
-                }
-                // The table size is for an encoder that indexes: ours never does.
-                _ => {}
-            }
-        }
-        frame::settings_ack(&mut self.out);
-        self.settings_seen = true;
-        self.send_bodies();
-        Ok(())
-    }
-
-    fn window_update(
-        &mut self,
-        head: Head,
-        payload: &[u8],
-        woken: &mut Woken,
-    ) -> Result<(), ConnError> {
-        let bytes: [u8; 4] = payload.try_into().map_err(|_| FRAME_SIZE)?;
-        let increment = i64::from(u32::from_be_bytes(bytes) & 0x7fff_ffff);
-        if head.stream >= self.next_id {
-            return Err(PROTOCOL); // an idle stream (5.1)
-        }
-        if head.stream == 0 {
-            if increment == 0 {
-                return Err(PROTOCOL);
-            }
-            self.send_window += increment;
-            if self.send_window > frame::MAX_WINDOW {
-                return Err(FLOW_CONTROL);
-            }
-        } else if let Some(slot) = self.streams.get_mut(&head.stream) {
-            slot.send_window += increment;
-            if increment == 0 {
-                self.stream_error(head.stream, frame::PROTOCOL_ERROR, woken);
-            } else if slot.send_window > frame::MAX_WINDOW {
-                self.stream_error(head.stream, frame::FLOW_CONTROL_ERROR, woken);
-            }
-        }
-        self.send_bodies();
-        Ok(())
-    }
-
     /// Queues as much of the waiting request bodies as both windows allow.
     fn send_bodies(&mut self) {
         for (id, slot) in &mut self.streams {
@@ -609,21 +530,6 @@ impl Core {
                 self.send_window -= n as i64;
             }
         }
-    }
-
-    /// A peer that makes us answer (PING, SETTINGS) while it does not read what we
-    /// write would grow the queue without end: past [`MAX_QUEUED`] bytes of answers not
-    /// yet taken by the driver it is told ENHANCE_YOUR_CALM and the connection ends.
-    /// Requests' own bytes do not count: they are bounded by the workers and windows.
-    fn room_for_control(&mut self) -> Result<(), ConnError> {
-        if self.control_queued > MAX_QUEUED {
-            return Err(ConnError {
-                code: frame::ENHANCE_YOUR_CALM,
-                failure: Failure::Protocol,
-            });
-        }
-        self.control_queued += frame::HEAD_LEN + 8;
-        Ok(())
     }
 
     /// Hands the bytes queued to write to the driver (swapped with its empty buffer).

@@ -24,10 +24,12 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use hyper::HeaderMap;
 use hyper::body::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::time::Sleep;
 
 use self::core::{Core, MAX_FRAME};
 use super::client::Failure;
@@ -37,6 +39,9 @@ use super::h1::{Stream, io_failure};
 const READ_BUFFER: usize = 4 * (MAX_FRAME + frame::HEAD_LEN);
 /// Reads and writes one turn of the driver does before it lets other tasks run.
 const DRIVER_BUDGET: usize = 32;
+/// How long a connection failed by an error of ours is kept to send its GOAWAY and see
+/// the server close: a server that reads nothing, or never closes, costs no more.
+const CLOSE_LINGER: Duration = Duration::from_secs(1);
 
 /// The headers HTTP/2 forbids (RFC 9113, 8.2.2); hyper drops them too.
 const CONNECTION_SPECIFIC: [&str; 5] = [
@@ -162,6 +167,13 @@ impl H2Conn {
             end += n;
             start += core.receive(&read[start..end], &mut woken);
             if let Some(failure) = core.closed() {
+                // An error of ours: its GOAWAY is tried once, within the linger, and the
+                // failure stands whatever comes of it.
+                let goaway = async {
+                    io.write_all(&core.out).await?;
+                    io.shutdown().await
+                };
+                let _ = tokio::time::timeout(CLOSE_LINGER, goaway).await;
                 return Err(failure);
             }
             if end == read.len() {
@@ -184,6 +196,8 @@ impl H2Conn {
             write: Vec::with_capacity(4096),
             written: 0,
             flush: false,
+            closing: None,
+            shut: false,
         });
         Ok(H2Conn {
             shared,
@@ -245,6 +259,11 @@ struct Driver {
     written: usize,
     /// Written since the last flush (rustls sends its records there).
     flush: bool,
+    /// The close's deadline, once the connection failed by an error of ours; see
+    /// [`Driver::poll_close`].
+    closing: Option<Pin<Box<Sleep>>>,
+    /// Our side is shut: the close only reads.
+    shut: bool,
 }
 
 impl Driver {
@@ -282,6 +301,66 @@ impl Driver {
         Ok(wrote)
     }
 
+    /// Starts the close after an error of ours (`goaway`, what the state queued last):
+    /// the frame being written is finished, what is queued behind it dropped (its
+    /// requests have failed), and the GOAWAY goes next.
+    fn start_close(&mut self, mut goaway: Vec<u8>) {
+        // `write` holds whole frames from its start: keep up to the end of the one that
+        // `written` is in.
+        let mut end = 0;
+        while end < self.written {
+            let Some(head) = frame::Head::parse(&self.write[end..]) else {
+                end = self.write.len();
+                break;
+            };
+            end += frame::HEAD_LEN + head.len as usize;
+        }
+        self.write.truncate(end);
+        self.write.append(&mut goaway);
+        self.closing = Some(Box::pin(tokio::time::sleep(CLOSE_LINGER)));
+    }
+
+    /// The close after an error of ours (RFC 9113, 5.4.1), as far as the socket allows
+    /// now: the GOAWAY written and flushed, our side shut, then the server's bytes read
+    /// and dropped until it closes too, as closing with bytes unread would send a TCP
+    /// reset, which can discard the GOAWAY before the server reads it. Ready when it is
+    /// over: done, failed, or past [`CLOSE_LINGER`].
+    fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self
+            .closing
+            .as_mut()
+            .is_none_or(|linger| linger.as_mut().poll(cx).is_ready())
+        {
+            return Poll::Ready(());
+        }
+        if !self.shut {
+            if self.write_queued(cx).is_err() {
+                return Poll::Ready(());
+            }
+            if self.written < self.write.len() || self.flush {
+                // The socket holds our waker.
+                return Poll::Pending;
+            }
+            match Pin::new(&mut self.io).poll_shutdown(cx) {
+                Poll::Ready(Ok(())) => self.shut = true,
+                Poll::Ready(Err(_)) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        for _ in 0..DRIVER_BUDGET {
+            let mut buf = ReadBuf::new(&mut self.read);
+            match Pin::new(&mut self.io).poll_read(cx, &mut buf) {
+                // The server closed too: the GOAWAY was there for it to read.
+                Poll::Ready(Ok(())) if buf.filled().is_empty() => return Poll::Ready(()),
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(_)) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
     /// Reads once, if anything came, and hands the whole frames to the state; whether
     /// anything came.
     fn read_some(&mut self, cx: &mut Context<'_>) -> Result<bool, Failure> {
@@ -315,9 +394,20 @@ impl Future for Driver {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
+        if this.closing.is_some() {
+            return this.poll_close(cx);
+        }
         for _ in 0..DRIVER_BUDGET {
-            let closed = {
+            {
                 let mut core = this.shared.core();
+                if core.closed().is_some() {
+                    // Failed by an error of ours (the driver's own failures return at
+                    // once): before the queue is taken, which would mix the GOAWAY in.
+                    let goaway = std::mem::take(&mut core.out);
+                    drop(core);
+                    this.start_close(goaway);
+                    return this.poll_close(cx);
+                }
                 // Before the queue is taken: a request that queues after it wakes us.
                 if !core
                     .driver
@@ -332,16 +422,11 @@ impl Future for Driver {
                 if this.write.is_empty() {
                     core.take_out(&mut this.write);
                 }
-                core.closed().is_some()
-            };
+            }
             let wrote = match this.write_queued(cx) {
                 Ok(wrote) => wrote,
                 Err(failure) => return this.fail(failure),
             };
-            if closed {
-                // Failed by an error of ours: its GOAWAY had its one try.
-                return Poll::Ready(());
-            }
             let read = match this.read_some(cx) {
                 Ok(read) => read,
                 Err(failure) => return this.fail(failure),

@@ -378,10 +378,16 @@ async fn run_without_errors(target: String, streams: u32) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_the_server_refused_are_sent_again_not_counted_as_errors() {
-    // The 10th stream of each connection refused: it is sent once more. One refusal a
-    // connection (it ends after 20), so a stream sent again on it is never refused.
-    let target = serve_streams(|_, stream| {
-        let how = if stream == 10 {
+    // The 10th stream of the first two connections (one per group of streams) refused:
+    // it is sent once more. The engine resends once, so a resent request must not be
+    // refused again: it goes on its group's connection, the same one as a later stream
+    // or, after that one's GOAWAY (after 20), a new one that refuses nothing. Refusing the
+    // 10th stream of every connection could refuse a resent one again, when a slow
+    // worker's resend came 10th on a new connection.
+    static REFUSED: AtomicUsize = AtomicUsize::new(0);
+    let target = serve_streams(|connection, stream| {
+        let how = if stream == 10 && connection < 2 {
+            REFUSED.fetch_add(1, Ordering::Relaxed);
             Reply::Refuse
         } else {
             Reply::Ok
@@ -391,6 +397,11 @@ async fn streams_the_server_refused_are_sent_again_not_counted_as_errors() {
     .await;
     let requests = run_without_errors(target, 4).await;
     assert!(requests > 200, "{requests} requests");
+    assert_eq!(
+        REFUSED.load(Ordering::Relaxed),
+        2,
+        "both connections refused one"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -421,4 +432,191 @@ async fn a_shared_connection_whose_requests_time_out_is_replaced() {
     // The first requests time out on the stalled connection; the rest go on a new one.
     assert!(result["errors"]["timeout"].as_u64() >= Some(1), "{result}");
     assert!(result["responses"]["2xx"].as_u64() > Some(50), "{result}");
+}
+
+// The client against servers of raw frames: what a correct server never sends, and how
+// our GOAWAY for it goes out.
+
+/// A loopback listener whose connections take few bytes unread: a client's writes back
+/// up as soon as the server stops reading.
+async fn small_buffer_listener() -> (TcpListener, std::net::SocketAddr) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("receive buffer");
+    socket.bind(([127, 0, 0, 1], 0).into()).expect("bind");
+    let listener = socket.listen(1).expect("listen");
+    let addr = listener.local_addr().expect("addr");
+    (listener, addr)
+}
+
+/// The next connection, its client preface read.
+async fn accept_raw(listener: &TcpListener) -> TcpStream {
+    let (mut socket, _) = listener.accept().await.expect("accept");
+    let mut preface = [0; 24];
+    socket.read_exact(&mut preface).await.expect("preface");
+    assert_eq!(&preface[..], frame::PREFACE);
+    socket
+}
+
+fn raw_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame::Head {
+        len: payload.len() as u32,
+        kind,
+        flags,
+        stream,
+    }
+    .write(&mut out);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A server's SETTINGS, the largest stream window in it, and the connection's window
+/// raised to the largest: a request's whole body is queued at once.
+fn wide_open_settings() -> Vec<u8> {
+    let mut out = Vec::new();
+    frame::settings(
+        &mut out,
+        &[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 0x7fff_ffff)],
+    );
+    frame::window_update(&mut out, 0, 0x7fff_ffff - 65_535);
+    out
+}
+
+/// Reads the client's frames up to the first that `wanted` takes: its head and payload;
+/// None if the connection ended first.
+async fn read_until(
+    socket: &mut TcpStream,
+    wanted: impl Fn(&frame::Head) -> bool,
+) -> Option<(frame::Head, Vec<u8>)> {
+    loop {
+        let mut head = [0; frame::HEAD_LEN];
+        socket.read_exact(&mut head).await.ok()?;
+        let head = frame::Head::parse(&head)?;
+        let mut payload = vec![0; head.len as usize];
+        socket.read_exact(&mut payload).await.ok()?;
+        if wanted(&head) {
+            return Some((head, payload));
+        }
+    }
+}
+
+/// The GOAWAY's payload we send: no server stream taken (last stream 0), then `code`.
+fn goaway_payload(code: u32) -> Vec<u8> {
+    let mut payload = 0u32.to_be_bytes().to_vec();
+    payload.extend_from_slice(&code.to_be_bytes());
+    payload
+}
+
+/// Waits, bounded (5 s), for the connection's driver to end: it holds the only other
+/// reference to the state.
+async fn driver_ended(conn: &H2Conn) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while Arc::strong_count(&conn.shared) > 1 {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
+}
+
+#[tokio::test]
+async fn our_goaway_goes_out_behind_a_write_the_server_had_not_read() {
+    let (listener, addr) = small_buffer_listener().await;
+    let server = tokio::spawn(async move {
+        let mut socket = accept_raw(&listener).await;
+        socket
+            .write_all(&wide_open_settings())
+            .await
+            .expect("settings");
+        // The request's HEADERS, then nothing read: its 1 MiB body backs up in the client.
+        read_until(&mut socket, |h| h.kind == frame::HEADERS)
+            .await
+            .expect("a request");
+        let short_ping = raw_frame(frame::PING, 0, 0, &[0; 7]);
+        socket.write_all(&short_ping).await.expect("bad frame");
+        let goaway = read_until(&mut socket, |h| h.kind == frame::GOAWAY).await;
+        let after = socket.read(&mut [0; 1]).await.map_err(|e| e.kind());
+        (goaway.map(|(_, payload)| payload), after)
+    });
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_send_buffer_size(4096).expect("send buffer");
+    let tcp = socket.connect(addr).await.expect("connect");
+    let conn = H2Conn::handshake(Stream::Plain(tcp))
+        .await
+        .expect("client handshake");
+    let mut sender = conn.clone();
+    let body = Bytes::from(vec![b'x'; 1 << 20]);
+    let request = tokio::spawn(async move { sender.send(&block("POST", "/"), &body).await });
+    let (goaway, after) = tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the server is done in time")
+        .expect("server task");
+    assert_eq!(goaway, Some(goaway_payload(frame::FRAME_SIZE_ERROR)));
+    assert_eq!(after, Ok(0), "the client closes after its GOAWAY");
+    assert_eq!(request.await.expect("request task"), Err(Failure::Protocol));
+    assert!(driver_ended(&conn).await, "the driver ended");
+}
+
+#[tokio::test]
+async fn a_server_that_never_closes_after_our_goaway_holds_the_driver_only_for_the_linger() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tokio::spawn(async move {
+        let mut socket = accept_raw(&listener).await;
+        socket
+            .write_all(&wide_open_settings())
+            .await
+            .expect("settings");
+        // Our SETTINGS acknowledged: the client's handshake is over, its driver runs.
+        read_until(&mut socket, |h| {
+            h.kind == frame::SETTINGS && h.flags & frame::ACK != 0
+        })
+        .await
+        .expect("settings acknowledged");
+        let priority_on_stream_0 = raw_frame(frame::PRIORITY, 0, 0, &[0; 5]);
+        socket
+            .write_all(&priority_on_stream_0)
+            .await
+            .expect("bad frame");
+        let goaway = read_until(&mut socket, |h| h.kind == frame::GOAWAY).await;
+        // Kept open and never read again.
+        (socket, goaway.map(|(_, payload)| payload))
+    });
+    let conn = connect(addr).await;
+    let (_held, goaway) = tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the server is done in time")
+        .expect("server task");
+    assert_eq!(goaway, Some(goaway_payload(frame::PROTOCOL_ERROR)));
+    // The server's side still open: the driver gives up at the linger's end.
+    let waited = tokio::time::Instant::now();
+    assert!(driver_ended(&conn).await, "the driver ended");
+    assert!(
+        waited.elapsed() < 2 * CLOSE_LINGER,
+        "{:?}",
+        waited.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_server_whose_first_frame_is_not_settings_is_sent_a_goaway() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tokio::spawn(async move {
+        let mut socket = accept_raw(&listener).await;
+        let ping = raw_frame(frame::PING, 0, 0, &[0; 8]);
+        socket.write_all(&ping).await.expect("ping");
+        read_until(&mut socket, |h| h.kind == frame::GOAWAY)
+            .await
+            .map(|(_, payload)| payload)
+    });
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let outcome = H2Conn::handshake(Stream::Plain(tcp)).await;
+    assert_eq!(outcome.map(|_| ()), Err(Failure::Protocol));
+    let goaway = tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the server is done in time")
+        .expect("server task");
+    assert_eq!(goaway, Some(goaway_payload(frame::PROTOCOL_ERROR)));
 }

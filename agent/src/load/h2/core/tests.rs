@@ -467,3 +467,88 @@ fn a_refusal_after_the_answer_began_is_not_sent_again() {
         Poll::Ready((Err(Failure::Reset), false))
     );
 }
+
+#[test]
+fn a_priority_frame_of_the_wrong_size_resets_its_stream_only() {
+    let mut core = ready(&[]);
+    let bad = open(&mut core, b"");
+    let good = open(&mut core, b"");
+    core.out.clear();
+    let server = Server::default()
+        .raw(frame::PRIORITY, 0, bad, &[0; 4])
+        .raw(frame::PRIORITY, 0, good, &[0, 0, 0, 0, 16])
+        .headers(good, &[(":status", "200")], true);
+    core.receive(&server.bytes, &mut Vec::new());
+    assert_eq!(outcome(&mut core, bad), Poll::Ready(Err(Failure::Protocol)));
+    assert_eq!(outcome(&mut core, good), Poll::Ready(Ok(200)));
+    assert_eq!(
+        frames(&core.out),
+        vec![(
+            frame::RST_STREAM,
+            0,
+            bad,
+            frame::FRAME_SIZE_ERROR.to_be_bytes().to_vec()
+        )]
+    );
+    assert!(core.is_reusable());
+    // On a stream already closed it is dropped: nothing but PRIORITY may go there (5.1).
+    let late = Server::default().raw(frame::PRIORITY, 0, bad, &[0; 6]);
+    core.out.clear();
+    core.receive(&late.bytes, &mut Vec::new());
+    assert_eq!(core.closed(), None);
+    assert!(core.out.is_empty());
+}
+
+#[test]
+fn a_priority_frame_on_stream_0_or_the_wrong_size_on_an_idle_stream_ends_the_connection() {
+    let cases = [
+        ("stream 0", 0, 5, frame::PROTOCOL_ERROR),
+        ("idle stream", 99, 4, frame::FRAME_SIZE_ERROR),
+        ("server's stream", 2, 6, frame::FRAME_SIZE_ERROR),
+    ];
+    for (name, stream, len, code) in cases {
+        let mut core = ready(&[]);
+        let id = open(&mut core, b"");
+        core.out.clear();
+        let server = Server::default().raw(frame::PRIORITY, 0, stream, &vec![0; len]);
+        core.receive(&server.bytes, &mut Vec::new());
+        assert_eq!(core.closed(), Some(Failure::Protocol), "{name}");
+        assert_eq!(
+            outcome(&mut core, id),
+            Poll::Ready(Err(Failure::Protocol)),
+            "{name}"
+        );
+        assert_eq!(
+            frames(&core.out),
+            vec![(frame::GOAWAY, 0, 0, goaway_payload(code))],
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_connection_error_drops_what_was_queued_so_the_goaway_goes_next() {
+    let mut core = ready(&[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 0x7fff_ffff)]);
+    let wide = Server::default().raw(
+        frame::WINDOW_UPDATE,
+        0,
+        0,
+        &(0x7fff_ffffu32 - 65_535).to_be_bytes(),
+    );
+    core.receive(&wide.bytes, &mut Vec::new());
+    // A body queued and not yet taken by the driver: its request fails with the rest.
+    open(&mut core, &vec![b'b'; 1 << 20]);
+    let short_ping = Server::default().raw(frame::PING, 0, 0, &[0; 7]);
+    core.receive(&short_ping.bytes, &mut Vec::new());
+    assert_eq!(
+        frames(&core.out),
+        vec![(frame::GOAWAY, 0, 0, goaway_payload(frame::FRAME_SIZE_ERROR))]
+    );
+}
+
+/// A GOAWAY's payload from us: no server stream taken (last stream 0), then `code`.
+fn goaway_payload(code: u32) -> Vec<u8> {
+    let mut payload = 0u32.to_be_bytes().to_vec();
+    payload.extend_from_slice(&code.to_be_bytes());
+    payload
+}
