@@ -11,8 +11,10 @@
 #
 # Rounds are interleaved (round 1: iohr, wrk, oha, hey; round 2: the same, ...) so a
 # machine that slows down over time slows every tool alike. Prints a markdown table of
-# requests/s, peak RSS and how busy nginx's core was per run (near 100%: the target, not
-# the tool, was the limit), the median per tool and the ratios iohr/wrk and iohr/oha.
+# requests/s, peak RSS, how busy nginx's core was per run (near 100%: the target, not
+# the tool, was the limit) and the tool's own CPU per request (GNU time's user + system
+# over its requests), the median per tool and the ratios iohr/wrk and iohr/oha, of
+# requests/s and of requests per CPU-second.
 #
 #   bench/load-tools.sh [--rounds N] [--connections C] [--duration D] [--agent-bin PATH]
 #                       [--port PORT] [--skip-iohr] [--open RATE | --soak]
@@ -631,8 +633,8 @@ esac
 
 : >"$WORK/results.tsv"
 echo
-echo "| tool | round | requests/s | peak RSS (MiB) | nginx core busy | nginx CPU per request (µs) |"
-echo "|---|---|---|---|---|---|"
+echo "| tool | round | requests/s | peak RSS (MiB) | nginx core busy | nginx CPU per request (µs) | tool CPU per request (µs) |"
+echo "|---|---|---|---|---|---|---|"
 for round in $(seq 1 "$ROUNDS"); do
     for tool in "${TOOLS[@]}"; do
         cpu_before=$(nginx_cpu_ns)
@@ -649,21 +651,28 @@ for round in $(seq 1 "$ROUNDS"); do
             'BEGIN { printf "%.1f %.2f\n", 100 * c / w, (r > 0 ? c / 1000 / (r * d) : 0) }')
         rps=$RPS
         rss=$(peak_rss_mib "$tool")
-        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$round" "$rps" "$rss" "$busy" "$per_request" >>"$WORK/results.tsv"
-        printf '| %s | %s | %.1f | %s | %s%% | %s |\n' "$tool" "$round" "$rps" "$rss" "$busy" "$per_request"
+        # The tool's own CPU (user + system, start-up included; GNU time's 10 ms steps) per
+        # request: requests per CPU-second is "at equal CPU" without the quota, which a
+        # tool faster than nginx per request does not use up (it waits for answers).
+        tool_per_request=$(awk -F': *' -v r="$RPS" -v d="$DURATION_S" \
+            '/User time|System time/ { s += $2 } END { printf "%.2f", (r > 0 ? s * 1e6 / (r * d) : 0) }' "$WORK/$tool.time")
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$round" "$rps" "$rss" "$busy" "$per_request" "$tool_per_request" >>"$WORK/results.tsv"
+        printf '| %s | %s | %.1f | %s | %s%% | %s | %s |\n' "$tool" "$round" "$rps" "$rss" "$busy" "$per_request" "$tool_per_request"
     done
 done
 
 echo
-echo "| tool | median requests/s | median peak RSS (MiB) | median nginx core busy | median nginx CPU per request (µs) |"
-echo "|---|---|---|---|---|"
+echo "| tool | median requests/s | median peak RSS (MiB) | median nginx core busy | median nginx CPU per request (µs) | median tool CPU per request (µs) |"
+echo "|---|---|---|---|---|---|"
 declare -A MEDIAN
+declare -A CPU_MEDIAN
 for tool in "${TOOLS[@]}"; do
     MEDIAN[$tool]=$(awk -F'\t' -v t="$tool" '$1 == t { print $3 }' "$WORK/results.tsv" | median)
     rss=$(awk -F'\t' -v t="$tool" '$1 == t { print $4 }' "$WORK/results.tsv" | median)
     busy=$(awk -F'\t' -v t="$tool" '$1 == t { print $5 }' "$WORK/results.tsv" | median)
     per_request=$(awk -F'\t' -v t="$tool" '$1 == t { print $6 }' "$WORK/results.tsv" | median)
-    echo "| $tool | ${MEDIAN[$tool]} | $rss | $busy% | $per_request |"
+    CPU_MEDIAN[$tool]=$(awk -F'\t' -v t="$tool" '$1 == t { print $7 }' "$WORK/results.tsv" | median)
+    echo "| $tool | ${MEDIAN[$tool]} | $rss | $busy% | $per_request | ${CPU_MEDIAN[$tool]} |"
 done
 
 echo
@@ -671,7 +680,10 @@ ratio() {
     local a=$1 b=$2
     if [ -n "${MEDIAN[$a]:-}" ] && [ -n "${MEDIAN[$b]:-}" ]; then
         awk -v x="${MEDIAN[$a]}" -v y="${MEDIAN[$b]}" -v a="$a" -v b="$b" \
-            'BEGIN { if (y > 0) printf "%s/%s (median requests/s): %.3f\n", a, b, x / y }'
+            -v cx="${CPU_MEDIAN[$a]}" -v cy="${CPU_MEDIAN[$b]}" \
+            'BEGIN { if (y > 0) printf "%s/%s (median requests/s): %.3f", a, b, x / y
+                     if (cx > 0) printf "; per CPU-second (median tool CPU per request): %.3f", cy / cx
+                     print "" }'
     else
         echo "$a/$b: n/a (a tool was skipped)"
     fi

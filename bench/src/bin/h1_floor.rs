@@ -275,3 +275,96 @@ fn main() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+
+    use proptest::prelude::*;
+    use proptest::test_runner::RngSeed;
+
+    use super::*;
+
+    const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\nServer: t\r\nContent-Length: 5\r\n\r\nhello";
+
+    #[test]
+    fn an_answer_is_whole_at_its_heads_end_plus_its_length() {
+        for cut in 0..ANSWER.len() {
+            assert_eq!(whole_answer(&ANSWER[..cut]).expect("answer"), None, "{cut}");
+        }
+        assert_eq!(whole_answer(ANSWER).expect("answer"), Some(ANSWER.len()));
+        assert!(whole_answer(b"HTTP/1.1 204 No Content\r\n\r\n").is_err());
+        let huge = b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n";
+        assert!(whole_answer(huge).is_err());
+        let over = b"HTTP/1.1 200 OK\r\nContent-Length: 16385\r\n\r\n";
+        assert!(whole_answer(over).is_err());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 512,
+            rng_seed: RngSeed::Fixed(0x1012_f100_0123),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        /// Whatever the target sends, the floor answers whole, not yet, or an error; a
+        /// whole answer never ends past the bytes there are.
+        #[test]
+        fn any_bytes_give_an_answer_or_an_error(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            if let Ok(Some(whole)) = whole_answer(&bytes) {
+                prop_assert!(whole <= bytes.len());
+            }
+        }
+    }
+
+    /// A loopback server that answers every request head with [`ANSWER`].
+    fn serve() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                std::thread::spawn(move || {
+                    let mut read = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    while let Ok(n @ 1..) = stream.read(&mut buffer) {
+                        read.extend_from_slice(&buffer[..n]);
+                        while let Some(end) = memchr::memmem::find(&read, b"\r\n\r\n") {
+                            read.drain(..end + 4);
+                            if stream.write_all(ANSWER).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    fn run(io: Io) -> u64 {
+        let args = Args {
+            target: serve(),
+            io,
+            connections: 4,
+            seconds: 1,
+        };
+        let request = format!("GET / HTTP/1.1\r\nhost: {}\r\n\r\n", args.target);
+        match io {
+            Io::Epoll => run_epoll(&args, request.as_bytes()),
+            Io::Uring => run_uring(&args, request.as_bytes()),
+        }
+        .expect("the run")
+    }
+
+    #[test]
+    fn the_epoll_floor_reads_answers_from_a_real_server() {
+        assert!(run(Io::Epoll) > 100);
+    }
+
+    #[test]
+    fn the_io_uring_floor_reads_answers_from_a_real_server() {
+        assert!(run(Io::Uring) > 100);
+    }
+}
