@@ -39,8 +39,9 @@
 # --floor PATH (closed model, --protocol h1) also runs iohr-bench-h1-floor from PATH
 # (cargo build --release -p iohr-bench --bin iohr-bench-h1-floor) in every round, once on
 # epoll (floor_epoll) and once on io_uring (floor_uring): a client that does nothing but
-# the socket I/O, the most any client could get from each interface, and prints each
-# against wrk and the engine against it.
+# the socket I/O, the most any client could get from each interface; and both again with
+# the engine's own work per request (the clock, the head parsed, the latency recorded:
+# floor_epoll_rec, floor_uring_rec). Prints each against wrk and the engine against them.
 #
 # --tool-cpu PERCENT runs every tool under a CPU quota of PERCENT of its core (a cgroup of
 # its own: v2 cpu.max or v1 cpu.cfs_quota_us, a 10 ms period; needs root), so that the
@@ -503,20 +504,29 @@ rps_h2load() {
     set_rps h2load "$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$WORK/h2load.out")"
 }
 
-# floor_rps IO: one run of iohr-bench-h1-floor on IO (epoll or uring).
+# floor_rps NAME IO [--record]: one run of iohr-bench-h1-floor on IO (epoll or uring).
 floor_rps() {
-    local io=$1
-    run "floor_$io" "$FLOOR_BIN" --target "127.0.0.1:$PORT" --io "$io" \
-        --connections "$CONNECTIONS" --seconds "$DURATION_S" || exit 1
-    set_rps "floor_$io" "$(jq -r '.rps // empty' "$WORK/floor_$io.out" 2>/dev/null)"
+    local name=$1 io=$2
+    shift 2
+    run "$name" "$FLOOR_BIN" --target "127.0.0.1:$PORT" --io "$io" \
+        --connections "$CONNECTIONS" --seconds "$DURATION_S" "$@" || exit 1
+    set_rps "$name" "$(jq -r '.rps // empty' "$WORK/$name.out" 2>/dev/null)"
 }
 
 rps_floor_epoll() {
-    floor_rps epoll
+    floor_rps floor_epoll epoll
 }
 
 rps_floor_uring() {
-    floor_rps uring
+    floor_rps floor_uring uring
+}
+
+rps_floor_epoll_rec() {
+    floor_rps floor_epoll_rec epoll --record
+}
+
+rps_floor_uring_rec() {
+    floor_rps floor_uring_rec uring --record
 }
 
 rps_hey() {
@@ -629,7 +639,7 @@ case "$PROTOCOL" in
 esac
 [ "$HAVE_OHA" = 0 ] || TOOLS+=(oha)
 [ "$PROTOCOL" != h1 ] || TOOLS+=(hey)
-[ -z "$FLOOR_BIN" ] || TOOLS+=(floor_epoll floor_uring)
+[ -z "$FLOOR_BIN" ] || TOOLS+=(floor_epoll floor_uring floor_epoll_rec floor_uring_rec)
 
 : >"$WORK/results.tsv"
 echo
@@ -703,6 +713,8 @@ esac
 if [ -n "$FLOOR_BIN" ]; then
     ratio floor_epoll wrk
     ratio floor_uring wrk
+    ratio floor_epoll_rec wrk
+    ratio floor_uring_rec wrk
     ratio iohr floor_epoll
-    ratio iohr floor_uring
+    ratio iohr floor_epoll_rec
 fi

@@ -14,7 +14,13 @@
 //!   ready connection's next pair submitted in one `io_uring_enter` (registered files,
 //!   poll-first receives, task work deferred to that call): what io_uring could give.
 //!
-//! Prints one JSON object: `{"io":..,"connections":..,"seconds":..,"requests":..,"rps":..}`.
+//! `--record` adds the work the engine does per request on any interface: the clock read
+//! when a request goes and when its answer is whole, the answer's head parsed (httparse,
+//! as the engine's first answer on a connection) and its latency recorded in a histogram.
+//! With it, `--io uring` sizes an engine on io_uring without tokio's readiness round trip.
+//!
+//! Prints one JSON object: `{"io":..,"record":..,"connections":..,"seconds":..,"requests":..,
+//! "rps":..,"p99_us":..}` (`p99_us` only with `--record`).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -44,6 +50,9 @@ struct Args {
     /// Seconds to run.
     #[arg(long, default_value_t = 10)]
     seconds: u64,
+    /// Time, parse and record every answer, as the engine does.
+    #[arg(long)]
+    record: bool,
 }
 
 /// An answer's bytes are read into a buffer this big; the bench page's answer is ~850.
@@ -53,6 +62,44 @@ struct Connection {
     stream: TcpStream,
     buffer: Box<[u8]>,
     filled: usize,
+    /// When its request went (only with `--record`).
+    sent_at: Instant,
+}
+
+/// What `--record` keeps: every answer's latency, in microseconds.
+struct Recorder(Option<hdrhistogram::Histogram<u64>>);
+
+impl Recorder {
+    fn new(record: bool) -> anyhow::Result<Recorder> {
+        let histogram = hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 3);
+        Ok(Recorder(if record { Some(histogram?) } else { None }))
+    }
+
+    /// The request on `connection` goes now.
+    fn sending(&self, connection: &mut Connection) {
+        if self.0.is_some() {
+            connection.sent_at = Instant::now();
+        }
+    }
+
+    /// `head` (an answer's, whole) came for `connection`'s request: parsed and timed.
+    fn answer(&mut self, connection: &Connection, head: &[u8]) -> anyhow::Result<()> {
+        let Some(histogram) = &mut self.0 else {
+            return Ok(());
+        };
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut response = httparse::Response::new(&mut headers);
+        if !response.parse(head)?.is_complete() || response.code != Some(200) {
+            bail!("not a whole 200 answer: {:?}", response.code);
+        }
+        let micros = u64::try_from(connection.sent_at.elapsed().as_micros())?;
+        histogram.saturating_record(micros.max(1));
+        Ok(())
+    }
+
+    fn p99(&self) -> Option<u64> {
+        self.0.as_ref().map(|h| h.value_at_quantile(0.99))
+    }
 }
 
 /// The length of the whole answer at the start of `bytes`, once it has all arrived.
@@ -80,10 +127,11 @@ fn whole_answer(bytes: &[u8]) -> anyhow::Result<Option<usize>> {
 }
 
 /// Takes `connection`'s received bytes; true when they make a whole answer, which is then
-/// dropped. An answer's bytes never run past it: there is one request in flight.
-fn answered(connection: &mut Connection) -> anyhow::Result<bool> {
+/// recorded and dropped. An answer's bytes never run past it: one request is in flight.
+fn answered(connection: &mut Connection, recorder: &mut Recorder) -> anyhow::Result<bool> {
     match whole_answer(&connection.buffer[..connection.filled])? {
         Some(whole) if whole == connection.filled => {
+            recorder.answer(connection, &connection.buffer[..whole])?;
             connection.filled = 0;
             Ok(true)
         }
@@ -103,6 +151,7 @@ fn connect(target: SocketAddr, connections: usize) -> anyhow::Result<Vec<Connect
                 stream,
                 buffer: vec![0; BUFFER].into_boxed_slice(),
                 filled: 0,
+                sent_at: Instant::now(),
             })
         })
         .collect()
@@ -117,7 +166,7 @@ fn send(stream: &mut TcpStream, request: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_epoll(args: &Args, request: &[u8]) -> anyhow::Result<u64> {
+fn run_epoll(args: &Args, request: &[u8], recorder: &mut Recorder) -> anyhow::Result<u64> {
     let mut connections = connect(args.target, args.connections)?;
     let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?;
     for (index, connection) in connections.iter().enumerate() {
@@ -125,6 +174,7 @@ fn run_epoll(args: &Args, request: &[u8]) -> anyhow::Result<u64> {
         epoll.add(connection.stream.as_fd(), event)?;
     }
     for connection in &mut connections {
+        recorder.sending(connection);
         send(&mut connection.stream, request)?;
     }
     let until = Instant::now() + Duration::from_secs(args.seconds);
@@ -147,8 +197,9 @@ fn run_epoll(args: &Args, request: &[u8]) -> anyhow::Result<u64> {
                     Err(error) if error.kind() == ErrorKind::WouldBlock => break,
                     Err(error) => return Err(error).context("recv"),
                 }
-                if answered(connection)? {
+                if answered(connection, recorder)? {
                     answers += 1;
+                    recorder.sending(connection);
                     send(&mut connection.stream, request)?;
                     break;
                 }
@@ -158,7 +209,7 @@ fn run_epoll(args: &Args, request: &[u8]) -> anyhow::Result<u64> {
     Ok(answers)
 }
 
-fn run_uring(args: &Args, request: &[u8]) -> anyhow::Result<u64> {
+fn run_uring(args: &Args, request: &[u8], recorder: &mut Recorder) -> anyhow::Result<u64> {
     use io_uring::{IoUring, opcode, squeue, types};
     /// io_uring's IORING_RECVSEND_POLL_FIRST: right after its request the answer is not
     /// there, so wait for it instead of trying a receive that would say EAGAIN.
@@ -183,9 +234,13 @@ fn run_uring(args: &Args, request: &[u8]) -> anyhow::Result<u64> {
     // Queues connection `index`'s receive, after its request when `with_request`.
     let queue = |ring: &mut IoUring,
                  connection: &mut Connection,
+                 recorder: &Recorder,
                  index: usize,
                  with_request: bool|
      -> anyhow::Result<()> {
+        if with_request {
+            recorder.sending(connection);
+        }
         let file = types::Fixed(u32::try_from(index)?);
         let free = &mut connection.buffer[connection.filled..];
         let receive = opcode::Recv::new(file, free.as_mut_ptr(), u32::try_from(free.len())?)
@@ -209,7 +264,7 @@ fn run_uring(args: &Args, request: &[u8]) -> anyhow::Result<u64> {
     };
 
     for (index, connection) in connections.iter_mut().enumerate() {
-        queue(&mut ring, connection, index, true)?;
+        queue(&mut ring, connection, recorder, index, true)?;
     }
     let until = Instant::now() + Duration::from_secs(args.seconds);
     let mut answers = 0u64;
@@ -230,13 +285,13 @@ fn run_uring(args: &Args, request: &[u8]) -> anyhow::Result<u64> {
                 read if read < 0 => bail!("recv: {}", std::io::Error::from_raw_os_error(-read)),
                 read => connection.filled += usize::try_from(read)?,
             }
-            let whole = answered(connection)?;
+            let whole = answered(connection, recorder)?;
             answers += u64::from(whole);
             next.push((index, whole));
         }
         for (index, with_request) in next.drain(..) {
             let connection = connections.get_mut(index).context("no connection")?;
-            queue(&mut ring, connection, index, with_request)?;
+            queue(&mut ring, connection, recorder, index, with_request)?;
         }
     }
     // The ring goes first: its queued receives point into the connections' buffers.
@@ -258,10 +313,11 @@ fn main() -> anyhow::Result<()> {
         "GET / HTTP/1.1\r\nhost: {}\r\nuser-agent: iohr-load/0.1.0\r\n\r\n",
         args.target
     );
+    let mut recorder = Recorder::new(args.record)?;
     let started = Instant::now();
     let requests = match args.io {
-        Io::Epoll => run_epoll(&args, request.as_bytes())?,
-        Io::Uring => run_uring(&args, request.as_bytes())?,
+        Io::Epoll => run_epoll(&args, request.as_bytes(), &mut recorder)?,
+        Io::Uring => run_uring(&args, request.as_bytes(), &mut recorder)?,
     };
     let seconds = started.elapsed().as_secs_f64();
     let io = match args.io {
@@ -270,8 +326,9 @@ fn main() -> anyhow::Result<()> {
     };
     println!(
         "{}",
-        json!({"io": io, "connections": args.connections, "seconds": seconds,
-               "requests": requests, "rps": requests as f64 / seconds})
+        json!({"io": io, "record": args.record, "connections": args.connections,
+               "seconds": seconds, "requests": requests, "rps": requests as f64 / seconds,
+               "p99_us": recorder.p99()})
     );
     Ok(())
 }
@@ -343,28 +400,38 @@ mod tests {
         addr
     }
 
-    fn run(io: Io) -> u64 {
+    /// The answers of a 1 s run, and how many were recorded.
+    fn run(io: Io, record: bool) -> (u64, u64) {
         let args = Args {
             target: serve(),
             io,
             connections: 4,
             seconds: 1,
+            record,
         };
         let request = format!("GET / HTTP/1.1\r\nhost: {}\r\n\r\n", args.target);
-        match io {
-            Io::Epoll => run_epoll(&args, request.as_bytes()),
-            Io::Uring => run_uring(&args, request.as_bytes()),
+        let mut recorder = Recorder::new(record).expect("recorder");
+        let answers = match io {
+            Io::Epoll => run_epoll(&args, request.as_bytes(), &mut recorder),
+            Io::Uring => run_uring(&args, request.as_bytes(), &mut recorder),
         }
-        .expect("the run")
+        .expect("the run");
+        (answers, recorder.0.map_or(0, |h| h.len()))
     }
 
     #[test]
     fn the_epoll_floor_reads_answers_from_a_real_server() {
-        assert!(run(Io::Epoll) > 100);
+        let (answers, recorded) = run(Io::Epoll, false);
+        assert!(answers > 100 && recorded == 0, "{answers} {recorded}");
+        let (answers, recorded) = run(Io::Epoll, true);
+        assert!(answers > 100 && recorded == answers, "{answers} {recorded}");
     }
 
     #[test]
     fn the_io_uring_floor_reads_answers_from_a_real_server() {
-        assert!(run(Io::Uring) > 100);
+        let (answers, recorded) = run(Io::Uring, false);
+        assert!(answers > 100 && recorded == 0, "{answers} {recorded}");
+        let (answers, recorded) = run(Io::Uring, true);
+        assert!(answers > 100 && recorded == answers, "{answers} {recorded}");
     }
 }
