@@ -80,6 +80,20 @@ pub(super) fn ready(values: &[(u16, u32)]) -> Core {
     core
 }
 
+/// A [`ready`] connection whose stream and connection windows are the largest there
+/// are: a request's body is queued whole at once.
+fn wide_open() -> Core {
+    let mut core = ready(&[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 0x7fff_ffff)]);
+    let wide = Server::default().raw(
+        frame::WINDOW_UPDATE,
+        0,
+        0,
+        &(0x7fff_ffffu32 - 65_535).to_be_bytes(),
+    );
+    core.receive(&wide.bytes, &mut Vec::new());
+    core
+}
+
 fn open(core: &mut Core, body: &[u8]) -> u32 {
     let (_, waker) = waker();
     match core.open(b"\x82", &Bytes::copy_from_slice(body), &waker) {
@@ -430,14 +444,7 @@ fn floods_end_the_connection_instead_of_growing_it() {
 
 #[test]
 fn request_bytes_queued_do_not_count_against_the_flood_bound() {
-    let mut core = ready(&[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 0x7fff_ffff)]);
-    let wide = Server::default().raw(
-        frame::WINDOW_UPDATE,
-        0,
-        0,
-        &(0x7fff_ffffu32 - 65_535).to_be_bytes(),
-    );
-    core.receive(&wide.bytes, &mut Vec::new());
+    let mut core = wide_open();
     open(&mut core, &vec![b'b'; 2 * MAX_QUEUED]);
     assert!(core.out.len() > 2 * MAX_QUEUED);
     let ping = Server::default().raw(frame::PING, 0, 0, &[2; 8]);
@@ -528,14 +535,7 @@ fn a_priority_frame_on_stream_0_or_the_wrong_size_on_an_idle_stream_ends_the_con
 
 #[test]
 fn a_connection_error_drops_what_was_queued_so_the_goaway_goes_next() {
-    let mut core = ready(&[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 0x7fff_ffff)]);
-    let wide = Server::default().raw(
-        frame::WINDOW_UPDATE,
-        0,
-        0,
-        &(0x7fff_ffffu32 - 65_535).to_be_bytes(),
-    );
-    core.receive(&wide.bytes, &mut Vec::new());
+    let mut core = wide_open();
     // A body queued and not yet taken by the driver: its request fails with the rest.
     open(&mut core, &vec![b'b'; 1 << 20]);
     let short_ping = Server::default().raw(frame::PING, 0, 0, &[0; 7]);
