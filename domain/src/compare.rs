@@ -5,14 +5,18 @@
 //! order-statistic intervals from the histograms, [`crate::quantile`], widened by a block
 //! bootstrap over the runs' blocks for the total and each operation that keeps them) do
 //! not overlap **and** the change is larger than a noise floor (2% by default); otherwise "no
-//! measurable difference". Surface checks whose verdict changed, invariants that broke or
-//! healed and load thresholds that turned count too. The answer starts with one word.
+//! measurable difference". Throughput (block bootstrap over the same blocks) and error
+//! rates (Wilson intervals) are judged alike. Surface checks whose verdict changed,
+//! invariants that broke or healed and load thresholds that turned count too. The answer
+//! starts with one word, and the lines that decide it come first.
 
 mod bootstrap;
 mod capacity;
 mod checks;
+mod errors;
 mod latency;
 mod load;
+mod throughput;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -242,7 +246,30 @@ pub fn compare(before: &Side, after: &Side, noise_floor: f64) -> Result<Comparis
     } else {
         Verdict::Improved
     };
+    out.decisive_first();
     Ok(out)
+}
+
+impl Comparison {
+    /// The differences that decide the verdict first (the worse ones of a regression), and
+    /// among them what a percentile of the sent requests can hide: lost throughput, a
+    /// rising error rate, the tail. A stable sort: otherwise in the order compared.
+    fn decisive_first(&mut self) {
+        let regressed = self.verdict == Verdict::Regressed;
+        let rank = |d: &Difference| {
+            if d.measure == "throughput" {
+                0
+            } else if d.measure.starts_with("error rate") {
+                1
+            } else if d.measure.starts_with("p99.9") {
+                2
+            } else {
+                3
+            }
+        };
+        self.differences
+            .sort_by_key(|d| (d.worse != regressed, rank(d)));
+    }
 }
 
 fn verdict_change(
@@ -289,6 +316,7 @@ pub fn add_new_findings(out: &mut Comparison, before: &[RunFinding], after: &[Ru
         });
         out.verdict = Verdict::Regressed;
     }
+    out.decisive_first();
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! Capacity results compared: p50 and p99 at every offered rate both sweeps measured, and
-//! the knee recomputed over the range of rates both share, normalised alike.
+//! Capacity results compared: p50, p99 and the error rate at every offered rate both
+//! sweeps measured, and the knee recomputed over the range of rates both share,
+//! normalised alike.
 
 use serde_json::Value;
 
@@ -8,6 +9,7 @@ use crate::capacity::{
     rate_text,
 };
 
+use super::errors::error_rate_difference;
 use super::latency::{histogram, latency_difference};
 use super::{COMPARED, Comparison, Difference};
 
@@ -52,6 +54,7 @@ fn compare_capacity(before: &CapacityResult, after: &CapacityResult, out: &mut C
         for (label, q) in COMPARED {
             latency_difference(out, &format!("{label} @ {rate}"), &hb, &ha, q, None);
         }
+        error_rate_difference(out, &format!("error rate @ {rate}"), &b.counts, &a.counts);
     }
     let alone = before.points.len() + after.points.len() - 2 * matched;
     if alone > 0 {

@@ -12,7 +12,7 @@ pub(super) fn histogram(text: &str) -> Option<Histogram<u64>> {
     decode(text).ok()
 }
 
-fn ms(us: u64) -> String {
+pub(super) fn ms(us: u64) -> String {
     format!("{:.2} ms", us as f64 / 1000.0)
 }
 

@@ -1,6 +1,7 @@
 //! Load (and replay) results compared: p50 and p99 of the total and of each operation
-//! both runs measured, their intervals widened by the block bootstrap where both runs keep
-//! blocks, and the thresholds whose verdict changed.
+//! both runs measured and p99.9 of the total, their intervals widened by the block
+//! bootstrap where both runs keep blocks; throughput and the error rate; the maximum as
+//! information; and the thresholds whose verdict changed.
 
 use std::collections::BTreeMap;
 
@@ -10,8 +11,14 @@ use rand_chacha::ChaCha8Rng;
 use crate::load::LoadResult;
 
 use super::bootstrap::{MIN_BLOCKS, REPLICATES, block_intervals};
-use super::latency::{histogram, latency_difference};
+use super::errors::error_rate_difference;
+use super::latency::{histogram, latency_difference, ms};
+use super::throughput::compare_throughput;
 use super::{COMPARED, Comparison, verdict_change};
+
+/// The total's percentiles: the tail too, judged where both runs have the samples for it
+/// (a stall that holds one request in a thousand shows there first).
+const TOTAL_COMPARED: [(&str, f64); 3] = [COMPARED[0], COMPARED[1], ("p99.9", 0.999)];
 
 /// One measure compared in a load result: the total or an operation, with its
 /// histograms and blocks (empty when the result has none) before and after.
@@ -130,12 +137,17 @@ pub(crate) fn compare_load(before: &LoadResult, after: &LoadResult, out: &mut Co
             (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
         });
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let qs: Vec<f64> = COMPARED.iter().map(|(_, q)| *q).collect();
     // Where both runs have blocks (the total's, and each operation's in results that
     // record them), the intervals also cover a block bootstrap over them, so that two
     // runs of one build do not differ by chance more often than the level says.
     let mut used = IntervalsUsed::default();
     for (index, pair) in pairs.iter().enumerate() {
+        let compared: &[(&str, f64)] = if index == 0 {
+            &TOTAL_COMPARED
+        } else {
+            &COMPARED
+        };
+        let qs: Vec<f64> = compared.iter().map(|(_, q)| *q).collect();
         let widen = block_intervals(
             pair.before_blocks,
             pair.after_blocks,
@@ -149,11 +161,21 @@ pub(crate) fn compare_load(before: &LoadResult, after: &LoadResult, out: &mut Co
                 .push(format!("{}: a histogram could not be read", pair.name));
             continue;
         };
-        for (at, (label, q)) in COMPARED.into_iter().enumerate() {
+        for (at, (label, q)) in compared.iter().enumerate() {
             let widen = widen.as_ref().map(|(bw, aw)| (bw[at], aw[at]));
-            latency_difference(out, &format!("{label} {}", pair.name), &b, &a, q, widen);
+            latency_difference(out, &format!("{label} {}", pair.name), &b, &a, *q, widen);
+        }
+        if index == 0 && !b.is_empty() && !a.is_empty() {
+            // One request's latency: no interval bounds it, so it informs and never decides.
+            out.notes.push(format!(
+                "max total: {} -> {} (information, not judged)",
+                ms(b.max()),
+                ms(a.max())
+            ));
         }
     }
+    compare_throughput(before, after, out, &mut rng);
+    error_rate_difference(out, "error rate", &before.counts, &after.counts);
     if let Some(note) = used.note(
         after.block_seconds.max(1),
         after.operation_block_seconds.max(1),

@@ -28,7 +28,7 @@ fn sample(rng: &mut ChaCha8Rng, n: usize, scale: f64) -> Histogram<u64> {
     h
 }
 
-fn empty() -> Comparison {
+pub(super) fn empty() -> Comparison {
     Comparison {
         before: "a".into(),
         after: "b".into(),
@@ -195,7 +195,11 @@ fn load_result(operations: &[(&str, Vec<Histogram<u64>>)], operation_blocks: boo
             requests: 0,
             discarded: true,
         },
-        counts: Counts::default(),
+        counts: Counts {
+            requests: total.len(),
+            responses: [("2xx".to_string(), total.len())].into(),
+            errors: Default::default(),
+        },
         error_rate: 0.0,
         intended: total.len(),
         sent: total.len(),
@@ -302,10 +306,16 @@ fn one_slow_block_of_an_operation_is_judged_with_its_block_bootstrap() {
     assert_eq!(new.verdict, Verdict::Unchanged, "{:?}", new.lines());
     assert!(new.unchanged.contains(&"p99 GET /a".to_string()));
     assert_eq!(
-        new.notes,
+        new.notes[1..],
         vec![format!(
             "total and operation intervals (2 operations): exact binomial widened by a block bootstrap (60 and 60 blocks of 1 s, {REPLICATES} resamples)"
         )]
+    );
+    assert!(
+        new.notes[0].starts_with("max total: ")
+            && new.notes[0].ends_with(" (information, not judged)"),
+        "{:?}",
+        new.notes
     );
     // A shift of every second is still a regression.
     let slower = [
@@ -347,9 +357,19 @@ fn results_without_operation_blocks_still_read_and_compare() {
             compare(&load_side("r1", b), &load_side("r2", a), NOISE_FLOOR).expect("comparable");
         assert_eq!(out.verdict, Verdict::Unchanged, "{:?}", out.lines());
         assert_eq!(
-            out.unchanged.len(),
-            6,
-            "p50 and p99 of the total and each operation"
+            out.unchanged,
+            vec![
+                "p50 total",
+                "p99 total",
+                "p99.9 total",
+                "p50 GET /a",
+                "p99 GET /a",
+                "p50 GET /b",
+                "p99 GET /b",
+                "throughput (open model at its intended rate: not judged)",
+                "error rate"
+            ],
+            "p50 and p99 of the total and each operation, the total's tail, throughput and errors"
         );
         assert!(
             out.notes
@@ -473,4 +493,125 @@ fn a_saturated_generator_on_either_side_refuses_a_verdict() {
     )
     .expect("comparable");
     assert_eq!(out.verdict, Verdict::Regressed);
+}
+
+/// A closed-model result of one operation's `blocks`: its rate is what they counted.
+fn closed(blocks: Vec<Histogram<u64>>) -> Value {
+    let seconds = blocks.len() as f64;
+    let requests: u64 = blocks.iter().map(Histogram::len).sum();
+    let mut result = load_result(&[("GET /", blocks)], true);
+    result["model"] = Value::from("closed");
+    result["intended_rate"] = Value::Null;
+    result["achieved_rate"] = Value::from(requests as f64 / seconds);
+    result
+}
+
+/// Eight seconds of about 2,000 answers around 100 ms, or (stalled) half as many with
+/// 20 answers of each second held for two seconds, as a target that stops answering
+/// for part of every second gives a closed model.
+fn closed_seconds(rng: &mut ChaCha8Rng, stalled: bool) -> Vec<Histogram<u64>> {
+    (0..8)
+        .map(|_| {
+            let n = rng.random_range(1980..2020);
+            if !stalled {
+                return sample(rng, n, 100_000.0);
+            }
+            let mut h = sample(rng, n / 2, 100_000.0);
+            h.record_n(2_000_000, 20).expect("record");
+            h
+        })
+        .collect()
+}
+
+#[test]
+fn a_closed_model_that_loses_throughput_regresses_with_that_line_first() {
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    let steady = closed(closed_seconds(&mut rng, false));
+    let again = closed(closed_seconds(&mut rng, false));
+    let out = compare(
+        &load_side("r1", &steady),
+        &load_side("r2", &again),
+        NOISE_FLOOR,
+    )
+    .expect("comparable");
+    assert_eq!(out.verdict, Verdict::Unchanged, "{:?}", out.lines());
+    assert!(out.unchanged.contains(&"throughput".to_string()));
+
+    let stalled = closed(closed_seconds(&mut rng, true));
+    let out = compare(
+        &load_side("r1", &steady),
+        &load_side("r3", &stalled),
+        NOISE_FLOOR,
+    )
+    .expect("comparable");
+    assert_eq!(out.verdict, Verdict::Regressed, "{:?}", out.lines());
+    let measures: Vec<&str> = out.differences.iter().map(|d| d.measure.as_str()).collect();
+    assert_eq!(measures[..2], ["throughput", "p99.9 total"], "{measures:?}");
+    assert!(out.differences[..2].iter().all(|d| d.worse));
+    let line = &out.differences[0].line;
+    assert!(
+        line.starts_with("throughput: 1,999/s [") && line.ends_with("(-49%)"),
+        "{line}"
+    );
+    // The maximum informs, it does not decide.
+    assert!(
+        out.notes
+            .iter()
+            .any(|n| n.starts_with("max total: ") && n.contains("-> 2000.")),
+        "{:?}",
+        out.notes
+    );
+    // The other way round: throughput gained, an improvement.
+    let out = compare(
+        &load_side("r3", &stalled),
+        &load_side("r1", &steady),
+        NOISE_FLOOR,
+    )
+    .expect("comparable");
+    assert_eq!(out.verdict, Verdict::Improved, "{:?}", out.lines());
+    assert_eq!(out.differences[0].measure, "throughput");
+}
+
+#[test]
+fn results_before_blocks_leave_throughput_unjudged_not_in_error() {
+    let mut rng = ChaCha8Rng::seed_from_u64(22);
+    let mut old = closed(closed_seconds(&mut rng, false));
+    old["blocks"] = Value::Array(Vec::new());
+    old["operations"][0]
+        .as_object_mut()
+        .expect("operation")
+        .remove("blocks");
+    let new = closed(closed_seconds(&mut rng, true));
+    let out =
+        compare(&load_side("r1", &old), &load_side("r2", &new), NOISE_FLOOR).expect("comparable");
+    assert!(
+        out.unchanged.contains(
+            &"throughput (not judged: a run keeps fewer than 5 whole blocks of seconds)"
+                .to_string()
+        ),
+        "{:?}",
+        out.unchanged
+    );
+}
+
+#[test]
+fn a_rising_error_rate_regresses_a_load_run() {
+    let mut rng = ChaCha8Rng::seed_from_u64(23);
+    let healthy = closed(closed_seconds(&mut rng, false));
+    let mut failing = closed(closed_seconds(&mut rng, false));
+    let requests = failing["requests"].as_u64().expect("requests");
+    failing["responses"] = serde_json::json!({"2xx": requests - 200, "5xx": 200});
+    let out = compare(
+        &load_side("r1", &healthy),
+        &load_side("r2", &failing),
+        NOISE_FLOOR,
+    )
+    .expect("comparable");
+    assert_eq!(out.verdict, Verdict::Regressed, "{:?}", out.lines());
+    assert_eq!(
+        out.differences[0].measure,
+        "error rate",
+        "{:?}",
+        out.lines()
+    );
 }
