@@ -180,7 +180,7 @@ mod tests {
 
     #[test]
     fn one_stalled_second_of_six_is_within_the_block_bootstrap() {
-        // Why the test of a stall holds answers in every other second: resamples that miss
+        // Why the test of a stall holds answers in every second: resamples that miss
         // the one stalled second are a third of all (5/6 to the sixth), so the interval
         // reaches the steady run's rate. The seconds are exchangeable to the bootstrap.
         let mut rng = ChaCha8Rng::seed_from_u64(4);
