@@ -232,14 +232,18 @@ LINK=$(wait_line controller '^agent link listening on https://[^ ]+' | sed 's/^a
 
 say "starting agent $AGENT_NAME"
 # examples/checks-api.json sends `Authorization: ${env:SAMPLE_TARGET_TOKEN}`: the agent
-# reads the value from its own environment (this demo value is no secret).
+# reads the value from its own environment, and only because --secret-env grants that
+# name to runs (none is by default; this demo value is no secret). The agent is this
+# account's own, so its deny-list is off and it reaches the sample target on loopback
+# (a platform agent would need --allow-target 127.0.0.0/8; docs/security.md).
 # Its fault policy lets faults runs act on the sample target's port (through the fault
 # proxy) and nothing else; its fault ledger lives in the data dir.
 printf '{"target_ports": [%s]}\n' "${TARGET##*:}" > "$DATA/agent-policy.json"
 SAMPLE_TARGET_TOKEN="${SAMPLE_TARGET_TOKEN:-quickstart-demo}" \
     start_bg agent "$BIN/iohr-agent" run --controller "$LINK" --identity "$AGENT_DIR" \
     --environment staging --max-concurrent-jobs 4 \
-    --policy "$DATA/agent-policy.json" --state-dir "$DATA/agent-state"
+    --policy "$DATA/agent-policy.json" --state-dir "$DATA/agent-state" \
+    --secret-env SAMPLE_TARGET_TOKEN
 
 iohr() { "$BIN/iohr" --server "$SERVER" --token "$(cat "$TOKEN_FILE")" "$@"; }
 

@@ -94,6 +94,24 @@ pub struct RunArgs {
     /// Off by default: the agent listens on nothing else.
     #[arg(long, value_name = "ADDR", env = "IOHR_AGENT_METRICS_ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Let runs read this environment variable through `${env:NAME}` in their headers and
+    /// faults configuration (repeatable): a NAME, or PREFIX_* for every name starting with
+    /// PREFIX_. None by default: a run naming any other is refused, and says so. A
+    /// platform agent reads none, whatever this says.
+    #[arg(long = "secret-env", value_name = "NAME|PREFIX_*")]
+    pub secret_env: Vec<iohr_agent::secrets::SecretPattern>,
+    /// Hold targets to the deny-list: loopback, link-local, metadata, private (RFC 1918),
+    /// shared (RFC 6598), unique-local IPv6 and unspecified addresses, metadata and local
+    /// host names, and the controller's addresses, checked on the address a name resolves
+    /// to as each connection is made. Always on for a platform agent; off otherwise, so an
+    /// agent next to its private targets reaches them.
+    #[arg(long)]
+    pub deny_private: bool,
+    /// Let runs reach this network, address or host name, on one port or any, where the
+    /// deny-list would refuse it (repeatable), e.g. 127.0.0.1, 10.0.0.0/8:8080,
+    /// [fd00::1]:443, api.internal. A host name is trusted with whatever it resolves to.
+    #[arg(long = "allow-target", value_name = "CIDR|HOST[:PORT]")]
+    pub allow_targets: Vec<iohr_agent::egress::AllowRule>,
     #[command(flatten)]
     pub faults: FaultArgs,
 }

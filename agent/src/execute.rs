@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::kinds::faults::FaultsConfig;
 use crate::kinds::registry::{self, Leased};
-use crate::kinds::{Outcome, RunContext};
+use crate::kinds::{EnvVars, Outcome, RunContext};
 use crate::leases::Leases;
 use crate::load::TargetOptions;
 
@@ -122,6 +122,7 @@ pub fn start(
     leases: &Leases,
     agent: &str,
     options: &TargetOptions,
+    env: EnvVars,
     faults: Option<Arc<FaultsConfig>>,
     accepted: Accepted,
 ) {
@@ -152,6 +153,7 @@ pub fn start(
     // completion that counts them.
     let ctx = RunContext::new(target.clone(), leases.frame_sender(&lease_id))
         .with_options(options.clone())
+        .with_env(env)
         .with_cancel(cancel)
         .with_faults(faults)
         .with_verdicts(leases.verdicts(&lease_id));
@@ -168,7 +170,11 @@ pub fn start(
                 Ok(())
             };
             let mut outcome = match together {
-                Ok(()) => run_plan(plan, &ctx).await,
+                Ok(()) => match ctx.options.egress.preflight(&target).await {
+                    Ok(()) => run_plan(plan, &ctx).await,
+                    // Said at once, before anything is sent; each connection checks again.
+                    Err(why) => Outcome::error(format!("target refused: {why}"), 0),
+                },
                 Err(why) => Outcome::error(why, 0),
             };
             let lease = Leased {

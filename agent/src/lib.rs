@@ -9,6 +9,7 @@
 pub mod backoff;
 pub mod cpu_quota;
 pub mod dry_run;
+pub mod egress;
 pub mod enroll;
 pub mod execute;
 pub mod faults;
@@ -21,5 +22,7 @@ pub mod load;
 pub mod metrics;
 pub mod renew;
 pub mod run_context;
+pub mod secrets;
+pub mod state_dir;
 pub mod stress;
 pub mod verdicts;

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use iohr_domain::RunKind;
@@ -58,6 +58,9 @@ pub struct AgentConfig {
     /// to move back to it while it holds no run (`None`: never).
     pub return_after: Option<Duration>,
     pub target_options: crate::load::TargetOptions,
+    /// Which environment variables runs may read (`--secret-env`); a platform agent's
+    /// read none, whatever this says.
+    pub secrets: crate::secrets::SecretGrant,
     /// The fault policy and ledger; without them faults runs end in an error.
     pub faults: Option<std::sync::Arc<crate::kinds::faults::FaultsConfig>>,
 }
@@ -114,6 +117,9 @@ pub async fn run(
     let last_heard = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let lease_ttl = Arc::new(AtomicU64::new(15_000));
+    // Set by a welcome that says this agent is the platform's; it stays set (an agent's
+    // account does not change), so no later session can loosen it.
+    let platform = Arc::new(AtomicBool::new(false));
     tokio::spawn(fence_when_silent(
         leases.clone(),
         last_heard.clone(),
@@ -144,6 +150,7 @@ pub async fn run(
                     leases: &leases,
                     last_heard: &last_heard,
                     lease_ttl: &lease_ttl,
+                    platform: &platform,
                     started,
                     incarnation: &incarnation,
                 };
@@ -246,6 +253,8 @@ struct Session<'a> {
     leases: &'a Leases,
     last_heard: &'a Arc<AtomicU64>,
     lease_ttl: &'a Arc<AtomicU64>,
+    /// Whether a controller said this agent is a platform agent.
+    platform: &'a AtomicBool,
     started: Instant,
     incarnation: &'a str,
 }
@@ -341,6 +350,11 @@ impl Session<'_> {
         let ttl = Duration::from_millis(u64::from(welcome.lease_ttl_ms.max(10)));
         self.lease_ttl
             .store(ttl.as_millis() as u64, Ordering::Relaxed);
+        if welcome.platform && !self.platform.swap(true, Ordering::Relaxed) {
+            tracing::info!(
+                "a platform agent: runs read no environment variable and targets are held to the deny-list"
+            );
+        }
         for lease_id in &welcome.revoked_lease_ids {
             tracing::warn!(lease = %lease_id, "controller revoked a lease this agent held: stopped");
             self.leases.revoke(lease_id);
@@ -422,6 +436,22 @@ impl Session<'_> {
         }
     }
 
+    /// What a leased run is given: the operator's target policy and grant, or on a
+    /// platform agent the deny-list and no environment at all.
+    fn run_options(&self) -> (crate::load::TargetOptions, crate::run_context::EnvVars) {
+        let options = &self.config.target_options;
+        let env = crate::run_context::EnvVars::process();
+        if self.platform.load(Ordering::Relaxed) {
+            let options = crate::load::TargetOptions {
+                egress: Arc::new(options.egress.denying()),
+                ..options.clone()
+            };
+            (options, env.granting(crate::secrets::SecretGrant::Platform))
+        } else {
+            (options.clone(), env.granting(self.config.secrets.clone()))
+        }
+    }
+
     async fn handle(&self, body: controller_message::Body, tx: &mpsc::Sender<AgentMessage>) {
         match body {
             controller_message::Body::Welcome(_) | controller_message::Body::Heartbeat(_) => {}
@@ -445,10 +475,12 @@ impl Session<'_> {
                 send(tx, agent_message::Body::LeaseAnswer(answer_message)).await;
                 if let Ok((kind, plan)) = answer {
                     tracing::info!(run = %offer.run_id, kind = %kind, "lease accepted");
+                    let (options, env) = self.run_options();
                     execute::start(
                         self.leases,
                         &self.config.name,
-                        &self.config.target_options,
+                        &options,
+                        env,
                         self.config.faults.clone(),
                         execute::Accepted {
                             lease_id: offer.lease_id.clone(),

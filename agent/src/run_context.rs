@@ -1,8 +1,8 @@
 //! What every executor is given ([`RunContext`]) and what it returns ([`Outcome`]).
 //!
-//! A leaf of the crate (iohr-domain, tokio and std only), like [`crate::frames`] and
-//! [`crate::stress::meter`]: the load engine runs on it without knowing the kinds, the
-//! faults or the lease table.
+//! A leaf of the crate (iohr-domain, tokio and std only, and the leaves [`crate::egress`]
+//! and [`crate::secrets`]), like [`crate::frames`] and [`crate::stress::meter`]: the load
+//! engine runs on it without knowing the kinds, the faults or the lease table.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -11,7 +11,9 @@ use std::sync::Arc;
 use iohr_domain::RunStatus;
 use tokio_util::sync::CancellationToken;
 
+use crate::egress::Egress;
 use crate::frames::FrameSender;
+use crate::secrets::{EnvRefusal, SecretGrant};
 use crate::stress::Meter;
 use crate::verdicts::StepVerdicts;
 
@@ -41,28 +43,48 @@ impl Outcome {
 pub struct TargetOptions {
     /// PEM roots trusted for https targets besides the system's.
     pub extra_ca: Option<PathBuf>,
+    /// Which addresses the run may connect to ([`crate::egress`]); by default any.
+    pub egress: Arc<Egress>,
 }
 
 /// Where `${env:NAME}` values are read: the agent's own environment, or (tests) a lookup
 /// of their own, so that they need not mutate the process environment (unsafe in edition
-/// 2024).
+/// 2024); and which names a run may read at all ([`SecretGrant`]).
 #[derive(Clone)]
-pub struct EnvVars(Arc<Lookup>);
+pub struct EnvVars {
+    lookup: Arc<Lookup>,
+    grant: Arc<SecretGrant>,
+}
 
 type Lookup = dyn Fn(&str) -> Option<String> + Send + Sync;
 
 impl EnvVars {
-    /// The process environment.
+    /// The process environment, every name readable (`exec`; an agent's leased runs are
+    /// given [`EnvVars::granting`] its operator's grant).
     pub fn process() -> EnvVars {
         EnvVars::from_fn(|name| std::env::var(name).ok())
     }
 
     pub fn from_fn(lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> EnvVars {
-        EnvVars(Arc::new(lookup))
+        EnvVars {
+            lookup: Arc::new(lookup),
+            grant: Arc::new(SecretGrant::All),
+        }
     }
 
-    pub fn get(&self, name: &str) -> Option<String> {
-        (self.0)(name)
+    /// The same lookup, reading only the names `grant` allows.
+    pub fn granting(self, grant: SecretGrant) -> EnvVars {
+        EnvVars {
+            grant: Arc::new(grant),
+            ..self
+        }
+    }
+
+    /// The value of `name`, or why a run gets none: not granted, or not set. A refused
+    /// name is never looked up.
+    pub fn get(&self, name: &str) -> Result<String, EnvRefusal> {
+        self.grant.check(name)?;
+        (self.lookup)(name).ok_or_else(|| EnvRefusal::NotSet(name.to_string()))
     }
 }
 
@@ -185,7 +207,7 @@ impl<F> RunContext<F> {
     }
 
     /// The environment lookup as the closure header resolution takes.
-    pub fn env_fn(&self) -> impl Fn(&str) -> Option<String> + '_ {
+    pub fn env_fn(&self) -> impl Fn(&str) -> Result<String, EnvRefusal> + '_ {
         |name| self.env.get(name)
     }
 }

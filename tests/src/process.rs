@@ -80,7 +80,15 @@ impl Controller {
         agent_port: Option<u16>,
         extra: &[&str],
     ) -> Controller {
-        Standby::spawn(install, "controller", heartbeat_ms, agent_port, extra)
+        Standby::spawn(install, "controller", heartbeat_ms, agent_port, extra, true)
+            .serving()
+            .await
+    }
+
+    /// Without the loopback exception every other start adds: the webhook target policy
+    /// as an installation has it by default (tenant_controller.rs).
+    pub async fn start_default_policy(install: &Installation, extra: &[&str]) -> Controller {
+        Standby::spawn(install, "controller-default-policy", 200, None, extra, false)
             .serving()
             .await
     }
@@ -94,6 +102,7 @@ impl Controller {
             heartbeat_ms,
             Some(agent_port),
             &["--standby"],
+            true,
         )
     }
 
@@ -104,7 +113,7 @@ impl Controller {
         heartbeat_ms: u64,
         agent_port: Option<u16>,
     ) -> Controller {
-        Standby::spawn(install, name, heartbeat_ms, agent_port, &["--replica"])
+        Standby::spawn(install, name, heartbeat_ms, agent_port, &["--replica"], true)
             .serving()
             .await
     }
@@ -151,6 +160,7 @@ impl Standby {
         heartbeat_ms: u64,
         agent_port: Option<u16>,
         extra: &[&str],
+        allow_loopback_webhooks: bool,
     ) -> Standby {
         let (log, file) = log_file(install, log_name);
         let mut command = Command::new(bin("iohr-controller"));
@@ -171,6 +181,11 @@ impl Standby {
             .stdout(Stdio::piped())
             .stderr(file)
             .kill_on_drop(true);
+        if allow_loopback_webhooks {
+            // Webhook receivers of the tests listen on loopback, which the controller
+            // refuses by default (tenant_controller.rs shows the refusals).
+            command.args(["--allow-webhook-target", "127.0.0.0/8"]);
+        }
         let mut child = command.spawn().expect("spawn iohr-controller");
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         Standby { child, stdout, log }
@@ -242,7 +257,13 @@ pub struct AgentOptions<'a> {
     /// More environment variables for the agent process (such as a debug build's test
     /// hooks).
     pub env: &'a [(&'a str, &'a str)],
+    /// Each an `--allow-target`: by default loopback, where every test's targets are, so
+    /// that an agent with the deny-list on (a platform agent's) still reaches them.
+    pub allow_targets: &'a [&'a str],
 }
+
+/// The `--allow-target`s an agent of the tests is given unless a test says otherwise.
+pub const LOOPBACK_TARGETS: &[&str] = &["127.0.0.0/8", "::1"];
 
 impl Default for AgentOptions<'_> {
     fn default() -> Self {
@@ -251,6 +272,7 @@ impl Default for AgentOptions<'_> {
             max_jobs: 4,
             extra: &[],
             env: &[],
+            allow_targets: LOOPBACK_TARGETS,
         }
     }
 }
@@ -287,6 +309,9 @@ impl Agent {
             .kill_on_drop(true);
         for env in options.environments {
             command.args(["--environment", env]);
+        }
+        for allowed in options.allow_targets {
+            command.args(["--allow-target", allowed]);
         }
         command.envs(options.env.iter().copied());
         let child = command.spawn().expect("spawn iohr-agent");

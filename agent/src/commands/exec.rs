@@ -46,8 +46,11 @@ pub async fn exec(args: ExecArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    // The operator's own spec on the operator's own machine: every target its host can
+    // reach, and the whole environment for `${env:NAME}`.
     let options = TargetOptions {
         extra_ca: target_ca,
+        ..TargetOptions::default()
     };
     let source = SpecSource {
         file: spec,

@@ -30,6 +30,16 @@ impl FaultArgs {
             Some(dir) => dir,
             None => default_state_dir()?,
         };
+        // Before the ledger is made in it: private whatever the umask.
+        let wider = iohr_agent::state_dir::ensure_private(&state_dir)
+            .with_context(|| format!("making the state directory {}", state_dir.display()))?;
+        if let Some(mode) = wider {
+            tracing::warn!(
+                dir = %state_dir.display(),
+                mode = format!("{mode:o}"),
+                "the agent's state directory is readable by others: chmod 700 it"
+            );
+        }
         let ledger_dir = state_dir.join("ledger");
         let hog_program = std::env::current_exe().context("finding the agent's own binary")?;
         let ledger = Ledger::open(&ledger_dir)

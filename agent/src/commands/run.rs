@@ -1,13 +1,17 @@
 //! `iohr-agent run`: fault start-up, then the link to the controller until a signal.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use iohr_agent::egress::Egress;
 use iohr_agent::leases::Leases;
 use iohr_agent::link::{self, AgentConfig};
 use iohr_agent::load::TargetOptions;
 use iohr_agent::metrics;
+use iohr_agent::secrets::SecretGrant;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::RunArgs;
@@ -25,6 +29,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         frame_buffer_mib,
         target_ca,
         metrics_addr,
+        secret_env,
+        deny_private,
+        allow_targets,
         faults,
     } = args;
     // Before any work: what a crashed agent left applied is undone first.
@@ -36,7 +43,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .map(|n| n.trim().to_string())
         .unwrap_or_default();
     let config = AgentConfig {
-        controllers: controller,
+        controllers: controller.clone(),
         identity_dir: identity,
         name,
         environments,
@@ -47,7 +54,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         return_after: (return_after_secs > 0).then(|| Duration::from_secs(return_after_secs)),
         target_options: TargetOptions {
             extra_ca: target_ca,
+            egress: Arc::new(Egress::new(
+                deny_private,
+                allow_targets,
+                controller_addresses(&controller).await,
+            )),
         },
+        secrets: SecretGrant::Only(secret_env),
         faults: Some(faults),
     };
     let shutdown = CancellationToken::new();
@@ -72,6 +85,26 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     shutdown.cancel();
     agent.await.context("agent task")??;
     Ok(())
+}
+
+/// The addresses the controllers' host names resolve to now: the deny-list refuses them,
+/// so a run cannot reach the controller's other ports from its agent. A name that does not
+/// resolve adds nothing (the link reports it when it dials).
+async fn controller_addresses(controllers: &[String]) -> Vec<IpAddr> {
+    let mut addresses = Vec::new();
+    for controller in controllers {
+        let Ok((host, port)) = iohr_agent::egress::host_port(controller) else {
+            continue;
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        match tokio::net::lookup_host((host, port)).await {
+            Ok(resolved) => addresses.extend(resolved.map(|a| a.ip())),
+            Err(error) => {
+                tracing::warn!(%controller, %error, "resolving the controller for the deny-list")
+            }
+        }
+    }
+    addresses
 }
 
 async fn wait_for_signal() {

@@ -114,6 +114,34 @@ pub struct Run<'a, D, E, T> {
     pub env: EnvVars,
 }
 
+/// The experiment read from the agent's environment through the operator's grant. The
+/// domain's lookup knows only "no value": a variable the grant refused is named as refused
+/// (with the flag that grants it) rather than as unset.
+fn resolve_granted(
+    experiment: &Experiment,
+    env: &EnvVars,
+    target: &str,
+) -> Result<iohr_domain::faults::experiment::Resolved, iohr_domain::request::SpecError> {
+    let refused = std::sync::Mutex::new(None);
+    let lookup = |name: &str| match env.get(name) {
+        Ok(value) => Some(value),
+        Err(why) => {
+            if why.is_refused()
+                && let Ok(mut first) = refused.lock()
+            {
+                first.get_or_insert(why);
+            }
+            None
+        }
+    };
+    let resolved = experiment.resolve(&lookup, target);
+    let refused = refused.into_inner().ok().flatten();
+    match (resolved, refused) {
+        (Err(e), Some(why)) => Err(iohr_domain::request::spec_error(e.field, why.to_string())),
+        (resolved, _) => resolved,
+    }
+}
+
 /// How much longer than its own timeout (or burst) a probe may take before the lifecycle
 /// gives up on it.
 pub const PROBE_SLACK: Duration = Duration::from_secs(5);
@@ -127,8 +155,7 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> Run<'a, D, E, T
     /// experiment as read (declarations, never values), and no secret's value appears in
     /// it or in a timeline step.
     pub async fn execute(self, experiment: &Experiment) -> Journal {
-        let env = self.env.clone();
-        let resolved = experiment.resolve(&|name| env.get(name), &self.target);
+        let resolved = resolve_granted(experiment, &self.env, &self.target);
         let mask = match &resolved {
             Ok(r) => r.mask.clone(),
             Err(_) => Mask::default(),

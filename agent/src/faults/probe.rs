@@ -60,7 +60,7 @@ impl Prober {
     pub async fn probe(
         &self,
         provider: &Provider,
-        env: &(impl Fn(&str) -> Option<String> + Send + Sync + Clone + 'static),
+        env: &EnvVars,
     ) -> Result<ProbeOutput, ProbeError> {
         match provider {
             Provider::Http(h) => self.http(h, env).await,
@@ -73,11 +73,7 @@ impl Prober {
         }
     }
 
-    async fn http(
-        &self,
-        probe: &HttpProbe,
-        env: &impl Fn(&str) -> Option<String>,
-    ) -> Result<ProbeOutput, ProbeError> {
+    async fn http(&self, probe: &HttpProbe, env: &EnvVars) -> Result<ProbeOutput, ProbeError> {
         let fail = |m: String| ProbeError(m);
         let operation = Operation {
             name: None,
@@ -92,7 +88,7 @@ impl Prober {
         };
         let endpoint = Endpoint::new(&self.send_to, HttpVersion::Http1, None)
             .map_err(|e| fail(e.to_string()))?;
-        let request = PreparedOp::new(&operation, &endpoint, env)
+        let request = PreparedOp::new(&operation, &endpoint, &|name| env.get(name))
             .map_err(|e| fail(e.to_string()))?
             .request();
         let (host, port) = host_port(&self.send_to)?;
@@ -130,11 +126,7 @@ impl Prober {
         })
     }
 
-    async fn load(
-        &self,
-        probe: &LoadProbe,
-        env: &(impl Fn(&str) -> Option<String> + Send + Sync + Clone + 'static),
-    ) -> Result<ProbeOutput, ProbeError> {
+    async fn load(&self, probe: &LoadProbe, env: &EnvVars) -> Result<ProbeOutput, ProbeError> {
         let plan = probe.plan().map_err(|e| ProbeError(e.to_string()))?;
         // The burst's per-second frames are not the faults run's: they go nowhere.
         let (frames, _) = FrameSender::channel();
@@ -143,7 +135,7 @@ impl Prober {
         let _stop = cancel.clone().drop_guard();
         let ctx = RunContext::<()>::new(&self.send_to, frames)
             .with_cancel(cancel)
-            .with_env(EnvVars::from_fn(env.clone()));
+            .with_env(env.clone());
         let outcome = crate::load::run(plan, &ctx).await;
         self.sent.fetch_add(outcome.units_spent, Ordering::Relaxed);
         let result: LoadResult = serde_json::from_value(outcome.result).map_err(|_| {
@@ -219,8 +211,8 @@ mod tests {
         .provider
     }
 
-    fn no_env(_: &str) -> Option<String> {
-        None
+    fn no_env() -> EnvVars {
+        EnvVars::from_fn(|_| None)
     }
 
     #[tokio::test]
@@ -228,7 +220,7 @@ mod tests {
         let (base, mut seen) = test_server::start_server().await;
         let prober = Prober::new(&base, &base);
         let out = prober
-            .probe(&provider(json!({"type": "http", "path": "/ok"})), &no_env)
+            .probe(&provider(json!({"type": "http", "path": "/ok"})), &no_env())
             .await
             .unwrap();
         match &out {
@@ -257,7 +249,9 @@ mod tests {
                     json!({"type": "http", "url": format!("{base}/status/503"), "method": "POST",
                                  "headers": {"Authorization": "${env:PROBE_TOKEN}"}}),
                 ),
-                &|name: &str| (name == "PROBE_TOKEN").then(|| "Bearer s3cret".to_string()),
+                &EnvVars::from_fn(|name| {
+                    (name == "PROBE_TOKEN").then(|| "Bearer s3cret".to_string())
+                }),
             )
             .await
             .unwrap();
@@ -271,7 +265,7 @@ mod tests {
         let elsewhere = prober
             .probe(
                 &provider(json!({"type": "http", "url": "http://10.1.2.3:1/"})),
-                &no_env,
+                &no_env(),
             )
             .await
             .unwrap_err();
@@ -288,7 +282,7 @@ mod tests {
         let hang = prober
             .probe(
                 &provider(json!({"type": "http", "path": "/hang", "timeout": 0.2})),
-                &no_env,
+                &no_env(),
             )
             .await
             .unwrap_err();
@@ -296,7 +290,7 @@ mod tests {
         let closed = prober
             .probe(
                 &provider(json!({"type": "http", "path": "/close"})),
-                &no_env,
+                &no_env(),
             )
             .await
             .unwrap_err();
@@ -306,7 +300,7 @@ mod tests {
                 &provider(
                     json!({"type": "http", "path": "/ok", "headers": {"X-Api-Key": "${env:NOPE}"}}),
                 ),
-                &no_env,
+                &no_env(),
             )
             .await
             .unwrap_err();
@@ -320,7 +314,7 @@ mod tests {
         let ok = prober
             .probe(
                 &provider(json!({"type": "iohr", "probe": "load", "rate": 50, "duration": "1s", "path": "/ok"})),
-                &no_env,
+                &no_env(),
             )
             .await
             .unwrap();
@@ -340,7 +334,7 @@ mod tests {
         let failing = prober
             .probe(
                 &provider(json!({"type": "iohr", "probe": "load", "rate": 20, "duration": "1s", "path": "/status/503"})),
-                &no_env,
+                &no_env(),
             )
             .await
             .unwrap();
@@ -353,14 +347,14 @@ mod tests {
         let prober = Prober::new(&base, &base);
         assert_eq!(prober.sent(), 0);
         prober
-            .probe(&provider(json!({"type": "http", "path": "/ok"})), &no_env)
+            .probe(&provider(json!({"type": "http", "path": "/ok"})), &no_env())
             .await
             .unwrap();
         // Sent and never answered: still sent.
         prober
             .probe(
                 &provider(json!({"type": "http", "path": "/hang", "timeout": 0.2})),
-                &no_env,
+                &no_env(),
             )
             .await
             .unwrap_err();
@@ -368,7 +362,7 @@ mod tests {
         prober
             .probe(
                 &provider(json!({"type": "iohr", "probe": "load", "rate": 20, "duration": "1s", "path": "/ok"})),
-                &no_env,
+                &no_env(),
             )
             .await
             .unwrap();
@@ -376,13 +370,13 @@ mod tests {
         // Nothing reaches a closed port: nothing is sent.
         let nowhere = Prober::new("http://127.0.0.1:9", "http://127.0.0.1:9");
         nowhere
-            .probe(&provider(json!({"type": "http", "path": "/"})), &no_env)
+            .probe(&provider(json!({"type": "http", "path": "/"})), &no_env())
             .await
             .unwrap_err();
         assert_eq!(nowhere.sent(), 0);
         // A clone counts into the same total: the run reads what its driver's copy sent.
         let copy = prober.clone();
-        copy.probe(&provider(json!({"type": "http", "path": "/ok"})), &no_env)
+        copy.probe(&provider(json!({"type": "http", "path": "/ok"})), &no_env())
             .await
             .unwrap();
         assert_eq!(prober.sent(), 23);

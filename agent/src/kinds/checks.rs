@@ -30,6 +30,7 @@ use super::target::Target;
 use super::{Outcome, RunContext, emit, to_json};
 use crate::dry_run::Described;
 use crate::http_client::{self, HttpClient};
+use crate::secrets::EnvRefusal;
 
 const AGENT_USER_AGENT: &str = concat!("iohr-agent/", env!("CARGO_PKG_VERSION"));
 
@@ -80,7 +81,7 @@ pub async fn run(spec: ChecksSpec, ctx: &RunContext) -> Outcome {
     )
     .await;
 
-    let client = http_client::pooled();
+    let client = http_client::pooled(ctx.options.egress.clone());
     let timeout = Duration::from_millis(spec.timeout_ms);
 
     let mut verdicts: Vec<CheckVerdict> = Vec::with_capacity(spec.checks.len());
@@ -167,7 +168,7 @@ async fn run_check(
     check: &Check,
     timeout: Duration,
     cancel: &CancellationToken,
-    env: &impl Fn(&str) -> Option<String>,
+    env: &impl Fn(&str) -> Result<String, EnvRefusal>,
 ) -> Step {
     let (request, secrets) = match build_request(base, check, env) {
         Ok(built) => built,
@@ -250,7 +251,7 @@ enum BuildError {
 fn build_request(
     base: &Target,
     check: &Check,
-    env: &impl Fn(&str) -> Option<String>,
+    env: &impl Fn(&str) -> Result<String, EnvRefusal>,
 ) -> Result<(Request<Full<Bytes>>, Vec<String>), BuildError> {
     let method = Method::from_bytes(check.method.as_bytes())
         .map_err(|_| BuildError::Method(check.method.clone()))?;

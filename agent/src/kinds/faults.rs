@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use super::registry::{Kind, RunOf, read};
 use super::{EnvVars, Outcome, RunContext, to_json};
+use crate::egress::Egress;
 use crate::faults::ledger::{Ledger, LedgerEntry};
 use crate::faults::lifecycle::{
     Deadline, Driver, ProbeError, Retry, Run, SystemClock, recover, timeline_frames,
@@ -166,12 +167,7 @@ impl Driver for AgentDriver<'_> {
 
     async fn probe(&self, provider: &Provider) -> Result<ProbeOutput, ProbeError> {
         match &self.prober {
-            Some(prober) => {
-                let env = self.env.clone();
-                prober
-                    .probe(provider, &move |name: &str| env.get(name))
-                    .await
-            }
+            Some(prober) => prober.probe(provider, &self.env).await,
             None => Err(ProbeError("no probes while recovering".into())),
         }
     }
@@ -213,8 +209,9 @@ pub async fn recover_left_overs(
         .collect())
 }
 
-/// The target's socket address (resolved) and port.
-async fn upstream_of(target: &str) -> Result<SocketAddr, String> {
+/// The target's socket address (resolved, and allowed by the agent's target policy: the
+/// proxy dials this address and no other, so it cannot be rebound later) and port.
+async fn upstream_of(target: &str, egress: &Egress) -> Result<SocketAddr, String> {
     let url: hyper::Uri = target
         .parse()
         .map_err(|e| format!("target {target:?}: {e}"))?;
@@ -226,10 +223,12 @@ async fn upstream_of(target: &str) -> Result<SocketAddr, String> {
     let host = url.host().ok_or("the target has no host")?;
     let port = url.port_u16().unwrap_or(80);
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    tokio::net::lookup_host((host, port))
+    egress
+        .resolve(host, port)
         .await
-        .map_err(|e| format!("resolving {host}: {e}"))?
-        .next()
+        .map_err(|e| e.to_string())?
+        .first()
+        .copied()
         .ok_or_else(|| format!("{host} resolves to no address"))
 }
 
@@ -240,7 +239,7 @@ pub async fn run(plan: FaultsPlan, ctx: &RunContext) -> Outcome {
         return Outcome::error("this agent has no faults configuration".into(), 0);
     };
     let target = ctx.target.as_str();
-    let upstream = match upstream_of(target).await {
+    let upstream = match upstream_of(target, &ctx.options.egress).await {
         Ok(addr) => addr,
         Err(e) => return Outcome::error(e, 0),
     };

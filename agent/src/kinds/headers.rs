@@ -1,5 +1,5 @@
 //! A spec's headers made ready to send: `${env:NAME}` references read from the agent's
-//! environment, credential values marked sensitive, and every value that must never be
+//! environment (only the names its operator grants, [`crate::secrets`]), credential values marked sensitive, and every value that must never be
 //! echoed collected so that messages can be scrubbed of it.
 
 use std::collections::BTreeMap;
@@ -8,11 +8,13 @@ use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use iohr_domain::redact::{REDACTED, is_credential_header};
 use iohr_domain::request::env_reference;
 
+use crate::secrets::EnvRefusal;
+
 /// Why a header cannot be sent. Messages name headers and variables, never values.
 #[derive(Debug, thiserror::Error)]
 pub enum HeaderError {
-    #[error("header {header}: environment variable {var} is not set on the agent")]
-    MissingEnv { header: String, var: String },
+    #[error("header {header}: {why}")]
+    Env { header: String, why: EnvRefusal },
     #[error("header {header}: not a valid header name")]
     Name { header: String },
     #[error("header {header}: value is not a valid header value")]
@@ -28,16 +30,16 @@ pub struct ResolvedHeaders {
 
 pub fn resolve_headers(
     spec: &BTreeMap<String, String>,
-    env: &impl Fn(&str) -> Option<String>,
+    env: &impl Fn(&str) -> Result<String, EnvRefusal>,
 ) -> Result<ResolvedHeaders, HeaderError> {
     let mut resolved = ResolvedHeaders::default();
     for (name, raw) in spec {
         let credential = is_credential_header(name);
         let value = match env_reference(raw) {
             Some(var) => {
-                let value = env(var).ok_or_else(|| HeaderError::MissingEnv {
+                let value = env(var).map_err(|why| HeaderError::Env {
                     header: name.clone(),
-                    var: var.to_string(),
+                    why,
                 })?;
                 // Whatever came from the environment is treated as secret.
                 resolved.secrets.push(value.clone());
@@ -84,7 +86,11 @@ mod tests {
             ("Authorization".to_string(), "${env:T}".to_string()),
             ("X-Trace".to_string(), "plain".to_string()),
         ]);
-        let env = |name: &str| (name == "T").then(|| "Bearer s3cret".to_string());
+        let env = |name: &str| {
+            (name == "T")
+                .then(|| "Bearer s3cret".to_string())
+                .ok_or_else(|| EnvRefusal::NotSet(name.to_string()))
+        };
         let resolved = resolve_headers(&spec, &env).expect("resolves");
         assert_eq!(resolved.secrets, ["Bearer s3cret"]);
         let auth = resolved.headers.get("authorization").expect("sent");
@@ -95,7 +101,8 @@ mod tests {
             scrub("got Bearer s3cret back".into(), &resolved.secrets),
             "got [redacted] back"
         );
-        let missing = resolve_headers(&spec, &|_: &str| None).expect_err("unset");
+        let missing = resolve_headers(&spec, &|name: &str| Err(EnvRefusal::NotSet(name.into())))
+            .expect_err("unset");
         assert_eq!(
             missing.to_string(),
             "header Authorization: environment variable T is not set on the agent"

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use iohr_domain::load::HttpVersion;
 use rustls::pki_types::ServerName;
-use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use super::h1::{H1Conn, Stream};
 use super::h2::H2Conn;
 use super::request::PreparedOp;
+use crate::egress::Egress;
 
 /// Why a request got no response: the kinds `load` frames count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -68,6 +68,8 @@ pub struct Endpoint {
     base_path: String,
     tls: Option<(TlsConnector, ServerName<'static>)>,
     http: HttpVersion,
+    /// Which addresses a connection may go to, resolved as each is made.
+    egress: Arc<Egress>,
 }
 
 impl Endpoint {
@@ -112,7 +114,14 @@ impl Endpoint {
             base_path,
             tls,
             http,
+            egress: Arc::default(),
         })
+    }
+
+    /// The same endpoint, connecting only where `egress` allows.
+    pub fn with_egress(mut self, egress: Arc<Egress>) -> Endpoint {
+        self.egress = egress;
+        self
     }
 
     pub fn authority(&self) -> &str {
@@ -139,7 +148,9 @@ impl Endpoint {
 
     /// A new connection, ready for requests.
     pub async fn connect(&self) -> Result<Connection, Failure> {
-        let tcp = TcpStream::connect((self.host.as_str(), self.port))
+        let tcp = self
+            .egress
+            .connect(&self.host, self.port)
             .await
             .map_err(|_| Failure::Connect)?;
         let _ = tcp.set_nodelay(true);

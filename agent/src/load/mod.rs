@@ -25,6 +25,7 @@ pub mod schedule;
 use std::sync::Arc;
 
 use crate::run_context::{Outcome, RunContext};
+use crate::secrets::EnvRefusal;
 use client::Endpoint;
 use engine::{Arrivals, Engine, LATE_TOLERANCE, Report};
 use iohr_domain::RunStatus;
@@ -84,10 +85,11 @@ pub fn prepare(
     plan: &LoadPlan,
     target: &str,
     options: &TargetOptions,
-    env: &impl Fn(&str) -> Option<String>,
+    env: &impl Fn(&str) -> Result<String, EnvRefusal>,
 ) -> Result<(Endpoint, Vec<PreparedOp>), String> {
-    let endpoint =
-        Endpoint::new(target, plan.http, options.extra_ca.as_deref()).map_err(|e| e.to_string())?;
+    let endpoint = Endpoint::new(target, plan.http, options.extra_ca.as_deref())
+        .map_err(|e| e.to_string())?
+        .with_egress(options.egress.clone());
     let operations = plan
         .operations
         .iter()

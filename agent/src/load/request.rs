@@ -13,6 +13,7 @@ use iohr_domain::load::{HttpVersion, Operation};
 use iohr_domain::request::env_reference;
 
 use super::client::Endpoint;
+use crate::secrets::EnvRefusal;
 
 pub const LOAD_USER_AGENT: &str = concat!("iohr-load/", env!("CARGO_PKG_VERSION"));
 
@@ -49,7 +50,7 @@ impl PreparedOp {
     pub fn new(
         op: &Operation,
         endpoint: &Endpoint,
-        env: &impl Fn(&str) -> Option<String>,
+        env: &impl Fn(&str) -> Result<String, EnvRefusal>,
     ) -> Result<PreparedOp, PrepareError> {
         let fail = |message: String| PrepareError {
             operation: op.display_name(),
@@ -79,11 +80,7 @@ impl PreparedOp {
             let header = HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| fail(format!("{name:?} is not a header name")))?;
             let value = match env_reference(raw) {
-                Some(var) => env(var).ok_or_else(|| {
-                    fail(format!(
-                        "header {name}: environment variable {var} is not set on this agent"
-                    ))
-                })?,
+                Some(var) => env(var).map_err(|why| fail(format!("header {name}: {why}")))?,
                 None => raw.clone(),
             };
             let value = HeaderValue::from_str(&value)
@@ -197,7 +194,9 @@ mod tests {
         let op: Operation = serde_json::from_value(op).expect("operation");
         let endpoint = Endpoint::new(target, http, None).expect("endpoint");
         PreparedOp::new(&op, &endpoint, &|name| {
-            (name == "TOKEN").then(|| "s3cret".to_string())
+            (name == "TOKEN")
+                .then(|| "s3cret".to_string())
+                .ok_or_else(|| EnvRefusal::NotSet(name.to_string()))
         })
         .expect("prepared")
     }

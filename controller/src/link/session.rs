@@ -155,6 +155,7 @@ impl Session {
             lease_ttl_ms: timing_ms(self.shared.timing.lease_ttl),
             revoked_lease_ids: revoked.clone(),
             reconnect_max_ms: timing_ms(self.shared.timing.reconnect_max),
+            platform: self.identity.is_platform,
         };
         if !self.send(controller_message::Body::Welcome(welcome)) {
             self.shared.dispatcher.agent_down(self.id).await;

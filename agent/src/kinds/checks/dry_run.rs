@@ -7,6 +7,7 @@ use serde::Serialize;
 use crate::dry_run::{Described, DryRun, PlanLines, ms_text};
 use crate::kinds::RunContext;
 use crate::kinds::headers::resolve_headers;
+use crate::secrets::EnvRefusal;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CheckDry {
@@ -31,7 +32,7 @@ pub struct ChecksDry {
 
 impl ChecksDry {
     /// `env` reads `${env:NAME}` header values as the run will.
-    pub fn new(spec: &ChecksSpec, env: &impl Fn(&str) -> Option<String>) -> ChecksDry {
+    pub fn new(spec: &ChecksSpec, env: &impl Fn(&str) -> Result<String, EnvRefusal>) -> ChecksDry {
         ChecksDry {
             checks: spec
                 .checks

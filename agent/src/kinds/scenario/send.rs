@@ -20,6 +20,7 @@ use crate::kinds::describe::describe;
 use crate::kinds::headers::{HeaderError, resolve_headers, scrub};
 use crate::kinds::target::Target;
 use crate::load::client::Failure;
+use crate::secrets::EnvRefusal;
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
@@ -88,7 +89,8 @@ impl Sender {
     pub fn new(
         spec: &ScenarioSpec,
         base: &Target,
-        env: &impl Fn(&str) -> Option<String>,
+        env: &impl Fn(&str) -> Result<String, EnvRefusal>,
+        egress: std::sync::Arc<crate::egress::Egress>,
     ) -> Result<Sender, PrepareError> {
         let resolved = resolve_headers(&spec.headers, env)?;
         let ops = spec
@@ -118,7 +120,7 @@ impl Sender {
         };
         let user_agents = [user_agent(false)?, user_agent(true)?];
         Ok(Sender {
-            client: http_client::pooled(),
+            client: http_client::pooled(egress),
             ops,
             headers: resolved.headers,
             secrets: resolved.secrets,

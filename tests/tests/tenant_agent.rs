@@ -1,0 +1,283 @@
+//! What a tenant's run may reach on an agent (issue 38), through real processes: a run
+//! reads only the environment variables the agent's operator grants (`--secret-env`), a
+//! platform agent none at all; an agent with the deny-list on (`--deny-private`, and every
+//! platform agent) refuses loopback, link-local, metadata, private, unique-local and
+//! unspecified targets and names resolving to them before connecting, and an
+//! `--allow-target` lets one through. Nothing is ever sent outside 127.0.0.0/8: denied
+//! targets are refused before any connection is made.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use iohr_tests::process::AgentOptions;
+use iohr_tests::{Agent, Api, Backend, Controller, Installation};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+const LIMIT: Duration = Duration::from_secs(60);
+const SECRET: &str = "tenant-must-not-see-4f2a9c";
+
+/// A loopback HTTP listener that keeps every request head it is sent and answers 200.
+struct Recorder {
+    port: u16,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+impl Recorder {
+    async fn start() -> Recorder {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let kept = heads.clone();
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                let kept = kept.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    let read = async {
+                        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65_536 {
+                            match tcp.read(&mut chunk).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => head.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                    };
+                    let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
+                    kept.lock()
+                        .expect("heads")
+                        .push(String::from_utf8_lossy(&head).into_owned());
+                    let _ = tcp
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                        )
+                        .await;
+                });
+            }
+        });
+        Recorder { port, heads }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().expect("heads").clone()
+    }
+}
+
+fn checks(target: &str, executor: &str, headers: Value) -> Value {
+    json!({"kind": "checks", "environment": "staging", "target": target, "executor": executor,
+        "spec": {"checks": [{"path": "/probe", "headers": headers}]}})
+}
+
+async fn run_to_end(api: &Api, body: &Value) -> Value {
+    let record = api.create_run(body).await;
+    api.wait_ended(record["id"].as_str().expect("id"), LIMIT)
+        .await
+}
+
+async fn start_agent(
+    install: &Installation,
+    account: &str,
+    name: &str,
+    controller: &Controller,
+    options: AgentOptions<'_>,
+) -> Agent {
+    let identity = install.agent_identity(account, name);
+    Agent::start(install, name, &identity, &controller.link_url(), options).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_read_only_the_secrets_and_reach_only_the_targets_an_operator_allows() {
+    let install = Installation::new(Backend::Sqlite).await;
+    install.create_account("platform", 100, true);
+    let controller = Controller::start(&install, 200, None).await;
+    let api = Api::new(&controller.api_url(), &install.full_token());
+    let secret_env: &[(&str, &str)] = &[("SOME_SECRET", SECRET)];
+    // An operator's own agent granting nothing (the default), one granting SOME_*, one
+    // with the deny-list on and nothing allowed, and a platform agent that also "grants"
+    // SOME_* and allows only 127.0.0.1.
+    let mut agents = vec![
+        start_agent(
+            &install,
+            "default",
+            "plain",
+            &controller,
+            AgentOptions {
+                env: secret_env,
+                ..AgentOptions::default()
+            },
+        )
+        .await,
+        start_agent(
+            &install,
+            "default",
+            "granting",
+            &controller,
+            AgentOptions {
+                env: secret_env,
+                extra: &["--secret-env", "SOME_*"],
+                ..AgentOptions::default()
+            },
+        )
+        .await,
+        start_agent(
+            &install,
+            "default",
+            "strict",
+            &controller,
+            AgentOptions {
+                extra: &["--deny-private"],
+                allow_targets: &[],
+                ..AgentOptions::default()
+            },
+        )
+        .await,
+        start_agent(
+            &install,
+            "platform",
+            "cloud-1",
+            &controller,
+            AgentOptions {
+                env: secret_env,
+                extra: &["--secret-env", "SOME_*"],
+                allow_targets: &["127.0.0.1"],
+                ..AgentOptions::default()
+            },
+        )
+        .await,
+    ];
+    for name in ["plain", "granting", "strict"] {
+        api.wait_online(name, LIMIT).await;
+    }
+    Api::new(
+        &controller.api_url(),
+        &install.token("platform", &["reliability:read"], None),
+    )
+    .wait_online("cloud-1", LIMIT)
+    .await;
+    let recorder = Recorder::start().await;
+    let leak = json!({"X-Leak": "${env:SOME_SECRET}"});
+
+    // Not granted: the check is not sent, and the run says which flag would grant it.
+    let refused = run_to_end(&api, &checks(&recorder.url(), "agent:plain", leak.clone())).await;
+    let text = refused.to_string();
+    assert_ne!(refused["status"], "passed", "{refused}");
+    assert!(
+        text.contains("SOME_SECRET") && text.contains("--secret-env"),
+        "the run names the variable and the flag: {refused}"
+    );
+    assert!(!text.contains(SECRET), "{refused}");
+    let home = run_to_end(
+        &api,
+        &checks(
+            &recorder.url(),
+            "agent:plain",
+            json!({"X-Home": "${env:HOME}"}),
+        ),
+    )
+    .await;
+    assert!(home.to_string().contains("--secret-env"), "{home}");
+    assert!(
+        recorder.heads().is_empty(),
+        "nothing was sent: {:?}",
+        recorder.heads()
+    );
+
+    // Granted by the operator: sent.
+    let granted = run_to_end(
+        &api,
+        &checks(&recorder.url(), "agent:granting", leak.clone()),
+    )
+    .await;
+    assert_eq!(granted["status"], "passed", "{granted}");
+    let heads = recorder.heads();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(
+        heads[0]
+            .to_ascii_lowercase()
+            .contains(&format!("x-leak: {SECRET}")),
+        "{heads:?}"
+    );
+    assert!(
+        !granted.to_string().contains(SECRET),
+        "never in the record: {granted}"
+    );
+
+    // The deny-list: every class refused before connecting, with the reason.
+    let port = recorder.port;
+    let denied = [
+        format!("http://127.0.0.1:{port}"),
+        format!("http://127.0.0.2:{port}"),
+        "http://169.254.169.254".to_string(),
+        "http://10.1.2.3:8080".to_string(),
+        "http://[fd00::1]".to_string(),
+        format!("http://0.0.0.0:{port}"),
+        format!("http://[::1]:{port}"),
+        // A name the agent's resolver turns into 127.0.0.1.
+        format!("http://127.1:{port}"),
+    ];
+    for target in &denied {
+        let record = run_to_end(&api, &checks(target, "agent:strict", json!({}))).await;
+        assert_eq!(record["status"], "error", "{target}: {record}");
+        let reason = record["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("is denied by this agent's target policy")
+                && reason.contains("--allow-target"),
+            "{target}: {record}"
+        );
+    }
+    assert_eq!(
+        recorder.heads().len(),
+        1,
+        "no denied target reached the listener"
+    );
+
+    // A platform agent: the deny-list without asking, its allow-list lets 127.0.0.1
+    // through, and no environment variable is read whatever its flags say.
+    let metadata = run_to_end(
+        &api,
+        &checks(
+            "http://169.254.169.254",
+            "cloud",
+            json!({"Metadata-Flavor": "Google"}),
+        ),
+    )
+    .await;
+    assert_eq!(metadata["status"], "error", "{metadata}");
+    assert!(
+        metadata["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("a cloud metadata address"),
+        "{metadata}"
+    );
+    let other_loopback = run_to_end(
+        &api,
+        &checks(&format!("http://127.0.0.2:{port}"), "cloud", json!({})),
+    )
+    .await;
+    assert_eq!(other_loopback["status"], "error", "{other_loopback}");
+    let allowed = run_to_end(&api, &checks(&recorder.url(), "cloud", json!({}))).await;
+    assert_eq!(
+        allowed["status"], "passed",
+        "--allow-target lets it through: {allowed}"
+    );
+    assert_eq!(allowed["agent"], "cloud-1");
+    assert_eq!(recorder.heads().len(), 2);
+    let platform_leak = run_to_end(&api, &checks(&recorder.url(), "cloud", leak)).await;
+    let text = platform_leak.to_string();
+    assert_ne!(platform_leak["status"], "passed", "{platform_leak}");
+    assert!(text.contains("platform"), "{platform_leak}");
+    assert!(!text.contains(SECRET), "{platform_leak}");
+    assert_eq!(recorder.heads().len(), 2, "the platform agent sent nothing");
+
+    for agent in agents.drain(..) {
+        agent.kill().await;
+    }
+}
