@@ -8,6 +8,10 @@
 //! false "regressed" in 20, the limit), so one stray pair in three is tolerated; a
 //! compare that flags A/A pairs as a rule fails here. Overlapping pairs (1-2, 2-3, ...)
 //! would let one stray run spoil two pairs.
+//!
+//! Then the same of a closed model (128 connections against a 100 ms service: about
+//! 7,700 answers in 6 s, enough for p99.9), whose throughput and tail compare judges
+//! too: three pairs again, at most one with a difference.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
@@ -27,6 +31,35 @@ async fn consecutive_runs_of_one_build_show_no_measurable_difference() {
     let load = json!({"kind": "load", "environment": "staging", "target": target.url(),
         "spec": {"operations": [{"path": "/"}], "model": "open", "rate": 125, "duration": "4s",
                  "warmup": "1s", "connections": 16}});
+    three_pairs_at_most_one_differs(&stack, &load).await;
+    target.stop().await;
+
+    let target = Target::start_with(&["--service-ms", "100"]).await;
+    let closed = json!({"kind": "load", "environment": "staging", "target": target.url(),
+        "spec": {"operations": [{"path": "/"}], "model": "closed", "connections": 128,
+                 "duration": "6s", "warmup": "1s"}});
+    let judged = three_pairs_at_most_one_differs(&stack, &closed).await;
+    for answer in &judged {
+        let unchanged = answer["unchanged"].to_string();
+        assert!(
+            unchanged.contains("\"throughput\"")
+                || answer["differences"].to_string().contains("throughput"),
+            "a closed model's throughput is judged: {answer}"
+        );
+        assert!(
+            !unchanged.contains("p99.9 total ("),
+            "6 s of 128 connections bound a p99.9: {answer}"
+        );
+    }
+    target.stop().await;
+}
+
+/// Six runs of `load`, compared in three disjoint pairs (at most one may differ): the
+/// three answers.
+async fn three_pairs_at_most_one_differs(
+    stack: &OneAgent,
+    load: &serde_json::Value,
+) -> Vec<serde_json::Value> {
     let mut runs = Vec::new();
     for _ in 0..6 {
         let run = stack.api.create_run(&load).await;
@@ -39,6 +72,7 @@ async fn consecutive_runs_of_one_build_show_no_measurable_difference() {
         runs.push(id);
     }
     let mut differing = Vec::new();
+    let mut answers = Vec::new();
     for pair in runs.chunks_exact(2) {
         let (status, answer) = stack
             .api
@@ -53,12 +87,13 @@ async fn consecutive_runs_of_one_build_show_no_measurable_difference() {
             answer["verdict"], answer["differences"], answer["unchanged"]
         );
         if answer["verdict"] != "unchanged" {
-            differing.push(answer);
+            differing.push(answer.clone());
         }
+        answers.push(answer);
     }
     assert!(
         differing.len() <= 1,
         "A/A pairs with a difference: {differing:?}"
     );
-    target.stop().await;
+    answers
 }
