@@ -369,7 +369,8 @@ async fn a_secret_from_the_agents_environment_is_stored_nowhere(backend: Backend
     let stack = OneAgent::start(
         backend,
         AgentOptions {
-            extra: &["--policy", policy.as_str()],
+            // The experiment's `env` configuration and secrets: granted by the operator.
+            extra: &["--policy", policy.as_str(), "--secret-env", "CTK_*"],
             env: &env(),
             ..AgentOptions::default()
         },
