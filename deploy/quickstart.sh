@@ -192,8 +192,10 @@ trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-say "building the binaries (cargo build --bins)"
-cargo build --bins
+# Only the four binaries this script runs: `--bins` would also build the iohr-bench-*
+# tools and their dependencies, which a first try never needs.
+say "building the binaries (cargo build --bin iohr-controller --bin iohr-agent --bin iohr --bin iohr-sample-target)"
+cargo build --bin iohr-controller --bin iohr-agent --bin iohr --bin iohr-sample-target
 
 mkdir -p "$LOGS" "$PIDS"
 chmod 700 "$STATE"

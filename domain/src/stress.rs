@@ -86,8 +86,10 @@ impl StressSecond {
     }
 }
 
+/// A CPU count as people write it: `2`, `0.5`, `0.005` (three places, so that the small
+/// quotas a container or a test grants do not print as `0`).
 fn trim(x: f64) -> String {
-    let s = format!("{x:.2}");
+    let s = format!("{x:.3}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 

@@ -1,8 +1,14 @@
-//! The generator's own verdict with real processes: an agent held to 5% of one CPU by a
-//! cgroup quota runs a load whose result says `generator_saturated` (the CPU near its
-//! share), the CLI says so, and compare refuses to call its difference from a healthy
-//! run's `regressed` or `improved`; the same load on an unconstrained agent is not marked
-//! and streams a `stress` frame a second.
+//! The generator's own verdict with real processes: an agent held by a cgroup quota to a
+//! fifth or less of the CPU the same load took on an unconstrained agent runs it, its
+//! result says `generator_saturated` (the CPU at its share), the CLI says so, and compare
+//! refuses to call its difference from the healthy run's `regressed` or `improved`; the
+//! unconstrained agent is not marked and streams a `stress` frame a second.
+//!
+//! Why the quota is measured, not fixed: what one request costs the agent depends on the
+//! processor. A fixed 5% of a CPU starved the agent on one machine and not on a faster
+//! one, so the test first measures the unconstrained agent's CPU at the load's rate and
+//! gives the starved agent at most a fifth of it: starved on any machine, by the agent's
+//! own measure.
 //!
 //! Needs a writable cgroup CPU controller (v2's `cpu.max`, or v1's `cpu.cfs_quota_us`):
 //! the test fails, naming it, where there is none. One store (SQLite): the verdict is the
@@ -19,18 +25,34 @@ use iohr_tests::{Backend, Target};
 use serde_json::{Value, json};
 
 const LIMIT: Duration = Duration::from_secs(90);
-/// The starved agent's quota: 5 ms of CPU every 100 ms.
-const QUOTA_US: u64 = 5_000;
+/// The starved agent's share of one CPU is the largest of these at or under a fifth of
+/// what the healthy agent used: round figures, so the verdict's text is known.
+const SHARES: [f64; 6] = [0.05, 0.02, 0.01, 0.005, 0.002, 0.001];
+/// How much less than it needs the starved agent gets, at least.
+const STARVED_BY: f64 = 5.0;
+/// The cgroup's quota may not be under 1 ms a period, nor the period over 1 s: the
+/// smallest share is 0.001 of a CPU, and a share under 0.01 takes a longer period.
+const MIN_QUOTA_US: u64 = 1_000;
 const PERIOD_US: u64 = 100_000;
 
 /// A cgroup with a CPU quota, removed (once empty) when dropped.
 struct Quota {
     dir: PathBuf,
     procs: PathBuf,
+    /// The file that sets the quota, and what lifts it.
+    limit: PathBuf,
+    unlimited: String,
 }
 
 impl Quota {
-    fn new() -> Quota {
+    /// A cgroup that lets its processes use `share` of one CPU.
+    fn new(share: f64) -> Quota {
+        let quota_us = ((share * PERIOD_US as f64).round() as u64).max(MIN_QUOTA_US);
+        let period_us = (quota_us as f64 / share).round() as u64;
+        assert!(
+            period_us <= 1_000_000,
+            "{share} of a CPU is under the cgroup's least"
+        );
         let name = format!("iohr-stress-test.{}", std::process::id());
         let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers");
         if v2.exists() {
@@ -41,10 +63,12 @@ impl Quota {
             std::fs::create_dir(&dir).unwrap_or_else(|e| {
                 panic!("this test needs a writable cgroup v2 at {root:?} (root): {e}")
             });
-            std::fs::write(dir.join("cpu.max"), format!("{QUOTA_US} {PERIOD_US}"))
+            std::fs::write(dir.join("cpu.max"), format!("{quota_us} {period_us}"))
                 .expect("cpu.max");
             return Quota {
                 procs: dir.join("cgroup.procs"),
+                limit: dir.join("cpu.max"),
+                unlimited: format!("max {period_us}"),
                 dir,
             };
         }
@@ -58,12 +82,20 @@ impl Quota {
         let dir = mount.join(&name);
         std::fs::create_dir(&dir)
             .unwrap_or_else(|e| panic!("this test needs a writable {mount:?} (root): {e}"));
-        std::fs::write(dir.join("cpu.cfs_period_us"), PERIOD_US.to_string()).expect("period");
-        std::fs::write(dir.join("cpu.cfs_quota_us"), QUOTA_US.to_string()).expect("quota");
+        std::fs::write(dir.join("cpu.cfs_period_us"), period_us.to_string()).expect("period");
+        std::fs::write(dir.join("cpu.cfs_quota_us"), quota_us.to_string()).expect("quota");
         Quota {
             procs: dir.join("cgroup.procs"),
+            limit: dir.join("cpu.cfs_quota_us"),
+            unlimited: "-1".to_string(),
             dir,
         }
+    }
+
+    /// Lifts the quota: what a starved agent does after its measure is not under test,
+    /// and at a hundredth of a CPU its ending alone would take minutes.
+    fn lift(&self) {
+        std::fs::write(&self.limit, &self.unlimited).expect("lift the quota");
     }
 
     /// Moves a process (all its threads) into the cgroup.
@@ -88,6 +120,20 @@ impl Drop for Quota {
         }
         eprintln!("could not remove the cgroup {:?}", self.dir);
     }
+}
+
+/// The largest of [`SHARES`] at which an agent that needs `used` CPUs is starved by
+/// [`STARVED_BY`]; fails, saying so, where even the least share would not starve it.
+fn starved_share(used: f64) -> f64 {
+    SHARES
+        .into_iter()
+        .find(|share| share * STARVED_BY <= used)
+        .unwrap_or_else(|| {
+            panic!(
+                "the load took only {used:.4} CPUs of the healthy agent, under {STARVED_BY} \
+                 times the least share a cgroup grants (0.001): raise the test's rate"
+            )
+        })
 }
 
 fn load(target: &Target, agent: &str) -> Value {
@@ -164,8 +210,21 @@ async fn a_starved_agent_is_marked_saturated_and_its_compare_refused() {
         "{stress:?}"
     );
 
-    // A second agent, held to 5% of one CPU before it takes any run.
-    let quota = Quota::new();
+    // What the load took of the healthy agent's CPU over its measured seconds (the
+    // median, in CPUs), and the starved agent's share: a fifth of that or less.
+    let mut used: Vec<f64> = stress
+        .iter()
+        .filter(|s| s["measure_second"].as_u64().is_some())
+        .filter_map(|s| s["cpu_agent_percent"].as_f64())
+        .map(|percent| percent / 100.0)
+        .collect();
+    used.sort_by(f64::total_cmp);
+    let used = used[used.len() / 2];
+    let share = starved_share(used);
+    eprintln!("the healthy agent used {used:.4} CPUs; the starved one may use {share}");
+
+    // A second agent, held to that share before it takes any run.
+    let quota = Quota::new(share);
     let starved = Agent::enrol(
         &stack.install,
         &stack.api,
@@ -175,7 +234,24 @@ async fn a_starved_agent_is_marked_saturated_and_its_compare_refused() {
     )
     .await;
     quota.hold(starved.pid().expect("the agent's pid"));
-    let saturated = finished(&stack, &load(&target, "edge-2")).await;
+    let run = stack.api.create_run(&load(&target, "edge-2")).await;
+    let id = run["id"].as_str().expect("id").to_string();
+    // Starved until its last measured second is sampled (or its stream ends first).
+    let mut stream = stack.api.events(&id, None).await;
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while let Some(event) = stream
+        .next(deadline.saturating_duration_since(tokio::time::Instant::now()))
+        .await
+    {
+        if event.event == "stress" && event.data["data"]["measure_second"].as_u64() >= Some(3) {
+            break;
+        }
+    }
+    quota.lift();
+    let saturated = stack
+        .api
+        .wait_status(&id, &["passed", "failed"], LIMIT)
+        .await;
     let saturated_id = saturated["id"].as_str().expect("id").to_string();
     let verdict = &saturated["result"]["generator_saturated"];
     assert_eq!(verdict["basis"], "measure", "{verdict}");
@@ -198,7 +274,7 @@ async fn a_starved_agent_is_marked_saturated_and_its_compare_refused() {
         cpu["text"]
             .as_str()
             .unwrap_or_default()
-            .contains("of the 0.05 CPUs it may use"),
+            .contains(&format!("of the {share} CPUs it may use")),
         "{cpu}"
     );
 

@@ -8,7 +8,7 @@ use iohr_domain::stress::StressSecond;
 use sysinfo::{MemoryRefreshKind, Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 
 /// What a sampler keeps between seconds: `sysinfo`'s state (CPU usage is a difference of
-/// two reads) and the agent's CPU time at the last read.
+/// two reads) and the agent's CPU time at the last read (microseconds).
 pub struct Probe {
     system: System,
     pid: Option<Pid>,
@@ -32,7 +32,7 @@ impl Probe {
         };
         // The first read sets the base the next second's usage is measured from.
         probe.system.refresh_cpu_usage();
-        probe.last = probe.cpu_time().map(|ms| (Instant::now(), ms));
+        probe.last = cpu_time_us().map(|us| (Instant::now(), us));
         probe
     }
 
@@ -42,23 +42,20 @@ impl Probe {
         self.system
             .refresh_memory_specifics(MemoryRefreshKind::nothing().with_ram());
         let now = Instant::now();
-        let cpu_ms = self.cpu_time();
-        let cpu_agent_percent = match (self.last, cpu_ms) {
+        let cpu_us = cpu_time_us();
+        let cpu_agent_percent = match (self.last, cpu_us) {
             (Some((then, before)), Some(after)) => {
                 let wall = now.saturating_duration_since(then).as_secs_f64();
                 if wall > 0.0 {
-                    after.saturating_sub(before) as f64 / 1000.0 / wall * 100.0
+                    after.saturating_sub(before) as f64 / 1e6 / wall * 100.0
                 } else {
                     0.0
                 }
             }
             _ => 0.0,
         };
-        self.last = cpu_ms.map(|ms| (now, ms));
-        let agent_memory_bytes = self
-            .pid
-            .and_then(|pid| self.system.process(pid))
-            .map_or(0, sysinfo::Process::memory);
+        self.last = cpu_us.map(|us| (now, us));
+        let agent_memory_bytes = self.resident_memory();
         let load = System::load_average();
         StressSecond {
             second: 0,
@@ -76,19 +73,29 @@ impl Probe {
         }
     }
 
-    /// The agent's CPU time so far (user and system, milliseconds), its resident memory
-    /// refreshed with it.
-    fn cpu_time(&mut self) -> Option<u64> {
-        let pid = self.pid?;
+    /// The agent process's resident memory, read afresh.
+    fn resident_memory(&mut self) -> u64 {
+        let Some(pid) = self.pid else {
+            return 0;
+        };
         self.system.refresh_processes_specifics(
             ProcessesToUpdate::Some(&[pid]),
             false,
-            ProcessRefreshKind::nothing().with_cpu().with_memory(),
+            ProcessRefreshKind::nothing().with_memory(),
         );
-        self.system
-            .process(pid)
-            .map(sysinfo::Process::accumulated_cpu_time)
+        self.system.process(pid).map_or(0, sysinfo::Process::memory)
     }
+}
+
+/// The agent process's CPU time so far, all its threads, user and system (microseconds).
+///
+/// Why not `sysinfo`'s: it reads `/proc/PID/stat`, counted in clock ticks of 10 ms, so
+/// an agent under a quota of a hundredth of a CPU read 0% in one second and 200% in the
+/// next. The process CPU clock is the scheduler's own sum, to the nanosecond.
+fn cpu_time_us() -> Option<u64> {
+    let spent = nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID).ok()?;
+    let us = i128::from(spent.tv_sec()) * 1_000_000 + i128::from(spent.tv_nsec()) / 1_000;
+    u64::try_from(us).ok()
 }
 
 /// CPUs this process may use: its affinity (`available_parallelism` counts it, and a

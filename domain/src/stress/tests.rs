@@ -55,6 +55,19 @@ fn cpu_near_the_share_counts_by_the_cpus_allowed() {
 }
 
 #[test]
+fn a_quota_under_a_hundredth_of_a_cpu_is_named_not_rounded_to_nothing() {
+    let mut s = Saturation::new(Basis::Measure);
+    s.stress(1, &sample(1, 0.5, 0.005, 1.0));
+    let v = s.verdict().expect("saturated");
+    assert!(
+        v.reasons[0].text.contains("of the 0.005 CPUs it may use"),
+        "{}",
+        v.reasons[0].text
+    );
+    assert!(sample(1, 0.5, 0.005, 1.0).line().contains("of 0.005 cpus"));
+}
+
+#[test]
 fn lag_past_the_bound_and_late_sends_past_their_share_count_once_per_second() {
     let mut s = Saturation::new(Basis::Measure);
     s.stress(1, &sample(1, 10.0, 2.0, LAG_BOUND_MS)); // at the bound: not past it
