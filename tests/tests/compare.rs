@@ -1,8 +1,10 @@
 //! Compare through the API and the CLI with real runs: a target whose service time grows
-//! by 30% regresses with that line, a check that turns from pass to fail regresses, and
+//! by 30% regresses with that line, one that fails one answer in twenty regresses on its
+//! error rate, a check that turns from pass to fail regresses, and
 //! mismatched runs or unknown ids are refused, over REST, the CLI and gRPC.
 //!
-//! The A/A comparison of real runs is in `compare_aa.rs`, alone in its binary.
+//! The A/A comparison of real runs is in `compare_aa.rs`, alone in its binary; a closed
+//! model's throughput and tail in `compare_closed.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
@@ -82,6 +84,23 @@ async fn a_30_percent_slower_target_regresses(backend: Backend) {
     let (code, text) = cli(&stack, &[&b, &a1, "--format", "markdown"]);
     assert_eq!(code, 0, "improved exits 0: {text}");
     assert!(text.starts_with("**improved**"), "{text}");
+
+    // As fast as the first, but one answer in twenty a 500: the error rate regresses, and
+    // its line comes first.
+    _slower.stop().await;
+    let _failing = Target::start_at(&addr, &["--service-ms", "10", "--error-percent", "5"]).await;
+    let c = finished(&stack, &load).await;
+    let (status, answer) = compare(&stack, &a1, &c).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["verdict"], "regressed", "{answer}");
+    let first = &answer["differences"][0];
+    assert_eq!(first["measure"], "error rate", "{answer}");
+    assert!(
+        first["line"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("error rate: 0.00% [0.00%, ")),
+        "{answer}"
+    );
 }
 
 async fn a_failing_check_regresses_and_mismatches_are_refused(backend: Backend) {

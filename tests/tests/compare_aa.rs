@@ -62,7 +62,7 @@ async fn three_pairs_at_most_one_differs(
 ) -> Vec<serde_json::Value> {
     let mut runs = Vec::new();
     for _ in 0..6 {
-        let run = stack.api.create_run(&load).await;
+        let run = stack.api.create_run(load).await;
         let id = run["id"].as_str().expect("id").to_string();
         let done = stack
             .api
