@@ -37,4 +37,6 @@ pub struct Shared {
     pub shutdown: CancellationToken,
     /// The bound and poll of the product-event feeds (`GET /v1/reliability/events`).
     pub feed: outbox::FeedLimits,
+    /// Where webhooks may be sent (the deny-list and `--allow-webhook-target`).
+    pub egress: std::sync::Arc<outbox::egress::EgressPolicy>,
 }

@@ -25,6 +25,10 @@ pub struct Limits {
     /// answered 429 `too_many_feeds`.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub max_event_feeds: u32,
+    /// Live product-event feeds one account may hold, its share of --max-event-feeds;
+    /// one more is answered 429 `too_many_account_feeds`.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub max_event_feeds_per_account: u32,
 }
 
 impl Default for Limits {
@@ -35,6 +39,7 @@ impl Default for Limits {
             max_compares: None,
             compare_queue: 16,
             max_event_feeds: 256,
+            max_event_feeds_per_account: 32,
         }
     }
 }

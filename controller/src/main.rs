@@ -49,7 +49,8 @@ impl StoreArgs {
             .unwrap_or_else(|| sqlite_url(&self.data_dir))
     }
     async fn open(&self) -> anyhow::Result<Store> {
-        std::fs::create_dir_all(&self.data_dir)
+        // 0700 whatever the umask: it holds the store, the CA's key and the secrets key.
+        iohr_controller::store::secure_data_dir(&self.data_dir)
             .with_context(|| format!("creating {}", self.data_dir.display()))?;
         Store::open(&self.url()).await.context("opening the store")
     }
@@ -596,6 +597,9 @@ pub(crate) async fn find_account(
 }
 
 async fn init(args: &StoreArgs, server_names: &[String]) -> anyhow::Result<()> {
+    // Before the CA is written into it: 0700 from the start.
+    iohr_controller::store::secure_data_dir(&args.data_dir)
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let pki = ControllerPki::in_data_dir(&args.data_dir);
     if pki.exists() {
         println!("CA already in {}: kept", pki.dir.display());
@@ -607,6 +611,17 @@ async fn init(args: &StoreArgs, server_names: &[String]) -> anyhow::Result<()> {
         );
     }
     let store = args.open().await?;
+    let (_, made) = iohr_controller::store::sealed::SecretKey::load_or_create(&args.data_dir)
+        .context("the key webhook secrets are sealed with")?;
+    let key = iohr_controller::store::sealed::key_path(&args.data_dir);
+    if made {
+        println!(
+            "created {} (0600): keep it with the data dir",
+            key.display()
+        );
+    } else {
+        println!("{} exists: kept", key.display());
+    }
     if store.account_by_name("default").await?.is_none() {
         let account = store
             .create_account("default", DEFAULT_MAX_RUNNING, false)
@@ -679,6 +694,7 @@ async fn serve(
         retention,
         enrollment,
         mode,
+        mcp_origins: api.mcp_allowed_origins.clone(),
     };
     let Some(running) = start(config, shutdown.clone()).await? else {
         tracing::info!("stopped while standing by");

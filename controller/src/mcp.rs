@@ -9,15 +9,18 @@
 //! the controller cannot know it trusts.
 //!
 //! `/mcp` itself wants a live token (401 `unauthorized` as REST, before the MCP layer
-//! reads the body); each tool's scope is then REST's.
+//! reads the body); each tool's scope is then REST's. A request with an `Origin` (a
+//! browser's) is refused 403 `origin_not_allowed` unless it is the API's own origin or one
+//! of `serve --mcp-allowed-origin`, as the MCP specification asks (a page of another site,
+//! or a name rebound to this address, may not drive the tools with a browser's token).
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::Request;
-use axum::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use axum::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN};
+use axum::http::{Request, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use iohr_mcp::{Method, Rest, RestError, RestFuture, StreamFuture, body_stream};
@@ -26,26 +29,76 @@ use tower::ServiceExt;
 
 use crate::Shared;
 use crate::api::auth::{Authenticated, authorize};
+use crate::api::error::ApiError;
 
 /// The largest REST answer a tool reads (a list page of 500 runs is far smaller).
 const MAX_ANSWER: usize = 64 << 20;
 
-/// `rest` with the MCP endpoint mounted beside its routes.
-pub fn mount(rest: Router, shared: Shared) -> Router {
+/// `rest` with the MCP endpoint mounted beside its routes; `origins` are the browser
+/// origins allowed besides the API's own (`scheme://host[:port]`).
+pub fn mount(rest: Router, shared: Shared, origins: Vec<String>) -> Router {
     let tools = iohr_mcp::http_service(
         Arc::new(InProcess(rest.clone())),
         shared.shutdown.child_token(),
     );
+    let origins: Arc<[String]> = origins.iter().map(|o| normal_origin(o)).collect();
     let guarded = tower::ServiceBuilder::new()
-        .layer(axum::middleware::from_fn_with_state(shared, guard))
+        .layer(axum::middleware::from_fn_with_state(
+            (shared, origins),
+            guard,
+        ))
         .service(tools);
     rest.nest_service("/mcp", guarded)
 }
 
-async fn guard(State(shared): State<Shared>, request: Request<Body>, next: Next) -> Response {
-    match authorize::<Authenticated>(&shared, request.headers().get(AUTHORIZATION)).await {
-        Ok(_) => next.run(request).await,
-        Err(error) => error.into_response(),
+async fn guard(
+    State((shared, origins)): State<(Shared, Arc<[String]>)>,
+    request: Request<Body>,
+    next: Next,
+) -> Response {
+    if let Err(error) =
+        authorize::<Authenticated>(&shared, request.headers().get(AUTHORIZATION)).await
+    {
+        return error.into_response();
+    }
+    if let Some(origin) = origin_refused(&request, &origins) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "origin_not_allowed",
+            format!(
+                "Origin {origin} is neither this API's nor one its operator allows (serve --mcp-allowed-origin)"
+            ),
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+/// Lower case, without a trailing `/`.
+fn normal_origin(origin: &str) -> String {
+    origin.trim().trim_end_matches('/').to_ascii_lowercase()
+}
+
+/// The request's `Origin` when it is refused: neither the API's own (its authority that
+/// of the request's `Host`, or `:authority` on HTTP/2) nor an allowed one. A request
+/// without `Origin` (not a browser's) is not refused here.
+fn origin_refused(request: &Request<Body>, allowed: &[String]) -> Option<String> {
+    let origin = request.headers().get(ORIGIN)?;
+    let text = normal_origin(origin.to_str().unwrap_or("?"));
+    if allowed.contains(&text) {
+        return None;
+    }
+    let host = request
+        .headers()
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| request.uri().authority().map(|a| a.to_string()))
+        .map(|h| h.to_ascii_lowercase());
+    let authority = text.split_once("://").map(|(_, rest)| rest);
+    match (authority, host) {
+        (Some(authority), Some(host)) if authority == host => None,
+        _ => Some(text),
     }
 }
 
@@ -139,5 +192,47 @@ impl Rest for InProcess {
                 RestError::new("internal", format!("{path}: the answer is not JSON: {e}"))
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod origin_tests {
+    use super::*;
+
+    fn request(origin: Option<&str>, host: &str) -> Request<Body> {
+        let mut builder = Request::post("/mcp").header(HOST, host);
+        if let Some(origin) = origin {
+            builder = builder.header(ORIGIN, origin);
+        }
+        builder.body(Body::empty()).unwrap()
+    }
+
+    #[test]
+    fn same_origin_or_an_allowed_one_only() {
+        let allowed = vec![normal_origin("https://Console.example.com/")];
+        let host = "127.0.0.1:8480";
+        assert_eq!(origin_refused(&request(None, host), &allowed), None);
+        assert_eq!(
+            origin_refused(&request(Some("http://127.0.0.1:8480"), host), &allowed),
+            None
+        );
+        assert_eq!(
+            origin_refused(
+                &request(Some("https://console.example.com"), host),
+                &allowed
+            ),
+            None
+        );
+        for refused in [
+            "http://evil.example",
+            "http://127.0.0.1:8481",
+            "null",
+            "http://127.0.0.1",
+        ] {
+            assert!(
+                origin_refused(&request(Some(refused), host), &allowed).is_some(),
+                "{refused}"
+            );
+        }
     }
 }

@@ -1,5 +1,7 @@
 //! `GET /metrics`: the controller's Prometheus metrics, OpenMetrics text, no token (on the
-//! API address, or on `serve --metrics-addr` alone).
+//! API address, or on `serve --metrics-addr` alone). On the API address, which every
+//! tenant reaches, no series names an account: `iohr_queued_runs` is one total there,
+//! and by account only on `--metrics-addr`, which the operator's scrapers reach.
 //!
 //! Two sorts. Events counted where they happen (a lease offered, frames stored) live in
 //! one process-wide set, like any Prometheus client's default registry. States (runs by
@@ -76,9 +78,18 @@ struct AccountLabel {
     account: String,
 }
 
-/// The scrape: every metric, read now.
+/// The scrape on `--metrics-addr`: every metric, read now, with account names.
 pub async fn serve(State(shared): State<Shared>) -> Response {
-    match render(&shared).await {
+    answer(render(&shared, true).await)
+}
+
+/// The scrape on the API address: the same, without a series that names an account.
+pub async fn serve_public(State(shared): State<Shared>) -> Response {
+    answer(render(&shared, false).await)
+}
+
+fn answer(rendered: Result<String, String>) -> Response {
+    match rendered {
         Ok(text) => ([(CONTENT_TYPE, CONTENT)], text).into_response(),
         Err(error) => {
             tracing::warn!(%error, "a metrics scrape failed");
@@ -91,7 +102,7 @@ pub async fn serve(State(shared): State<Shared>) -> Response {
     }
 }
 
-async fn render(shared: &Shared) -> Result<String, String> {
+async fn render(shared: &Shared, by_account: bool) -> Result<String, String> {
     let mut registry = Registry::with_prefix("iohr");
 
     let runs = Family::<RunLabels, Gauge>::default();
@@ -100,20 +111,30 @@ async fn render(shared: &Shared) -> Result<String, String> {
     }
     registry.register("runs", "Runs in the store, by kind and status", runs);
 
-    let queued = Family::<AccountLabel, Gauge>::default();
-    for (account, count) in shared
+    let by_name = shared
         .store
         .queued_by_account()
         .await
-        .map_err(|e| e.to_string())?
-    {
-        queued.get_or_create(&AccountLabel { account }).set(count);
+        .map_err(|e| e.to_string())?;
+    if by_account {
+        let queued = Family::<AccountLabel, Gauge>::default();
+        for (account, count) in by_name {
+            queued.get_or_create(&AccountLabel { account }).set(count);
+        }
+        registry.register(
+            "queued_runs",
+            "Runs waiting for an agent, by account",
+            queued,
+        );
+    } else {
+        let queued = Gauge::<i64>::default();
+        queued.set(by_name.iter().map(|(_, count)| count).sum());
+        registry.register(
+            "queued_runs",
+            "Runs waiting for an agent (by account on --metrics-addr only)",
+            queued,
+        );
     }
-    registry.register(
-        "queued_runs",
-        "Runs waiting for an agent, by account",
-        queued,
-    );
 
     let agents = Gauge::<i64>::default();
     let online = shared

@@ -53,6 +53,10 @@ pub struct ApiArgs {
     #[arg(long, default_value_t = http::DEFAULT_MAX_CONNECTIONS as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub api_max_connections: u64,
+    /// A browser origin (scheme://host[:port]) whose pages may call /mcp, besides the
+    /// API's own (repeatable); a request with another Origin is refused 403.
+    #[arg(long = "mcp-allowed-origin", value_name = "ORIGIN")]
+    pub mcp_allowed_origins: Vec<String>,
 }
 
 impl ApiArgs {

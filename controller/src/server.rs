@@ -54,6 +54,8 @@ pub struct ServeConfig {
     pub enrollment: crate::link::enroll::EnrollmentConfig,
     /// Alone, standing by, or one replica of several.
     pub mode: ServeMode,
+    /// Browser origins `/mcp` allows besides the API's own (`--mcp-allowed-origin`).
+    pub mcp_origins: Vec<String>,
 }
 
 /// How a controller shares its store with others.
@@ -93,7 +95,19 @@ pub async fn start(
     shutdown: CancellationToken,
 ) -> Result<Option<Running>, ServeError> {
     let io = |what: String| move |source| ServeError::Io { what, source };
-    let store = Store::open(&config.database_url).await?;
+    crate::store::secure_data_dir(&config.data_dir)
+        .map_err(io(format!("the data dir {}", config.data_dir.display())))?;
+    let (key, made) = crate::store::sealed::SecretKey::load_or_create(&config.data_dir)
+        .map_err(StoreError::from)?;
+    if made {
+        tracing::info!(
+            path = %crate::store::sealed::key_path(&config.data_dir).display(),
+            "made the key webhook secrets are sealed with: keep it with the data dir"
+        );
+    }
+    let store = Store::open(&config.database_url)
+        .await?
+        .with_secret_key(key);
     let (store, claim) = match config.mode {
         ServeMode::Alone => {
             let claim = store.claim(&config.data_dir).await?;
@@ -109,6 +123,10 @@ pub async fn start(
             (store, seat)
         }
     };
+    let sealed = store.seal_plain_secrets().await?;
+    if sealed > 0 {
+        tracing::info!(sealed, "webhook secrets stored in clear are sealed now");
+    }
     // Checked every second from here on; losing it stops everything below.
     let stopping = shutdown.clone();
     let holding = tokio::spawn(async move {
@@ -121,21 +139,6 @@ pub async fn start(
     let hub = FrameHub::new(config.limits.viewers());
     let (dispatcher, dispatcher_task) =
         Dispatcher::start(store.clone(), hub.clone(), config.timing, shutdown.clone()).await?;
-    let shared = Shared {
-        store,
-        hub,
-        compares: ComparePool::new(
-            config.limits.compares(),
-            config.limits.compare_queue as usize,
-        ),
-        dispatcher,
-        timing: config.timing,
-        shutdown: shutdown.clone(),
-        feed: crate::outbox::FeedLimits::new(
-            config.limits.max_event_feeds as usize,
-            config.events.poll(),
-        ),
-    };
 
     let tls = tls_config(&config.pki).map_err(io(format!(
         "reading certificates in {}",
@@ -144,8 +147,6 @@ pub async fn start(
     let ca_pem = std::fs::read_to_string(config.pki.ca_cert())
         .map_err(io(format!("reading {}", config.pki.ca_cert().display())))?;
     let signer = crate::link::enroll::Signer::new(config.pki.clone(), ca_pem, config.enrollment);
-    let enrollment =
-        crate::link::enroll::EnrollmentService::new(shared.store.clone(), signer.clone());
     let agent_listener = TcpListener::bind(config.agent_addr)
         .await
         .map_err(io(format!(
@@ -161,6 +162,47 @@ pub async fn start(
     let api_addr = api_listener
         .local_addr()
         .map_err(io("API address".into()))?;
+    // Its own listener: scrapers reach it where API clients do not.
+    let metrics_listener = match config.metrics_addr {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(io(format!("binding the metrics address {addr}")))?,
+        ),
+        None => None,
+    };
+    let metrics_addr = metrics_listener
+        .as_ref()
+        .map(TcpListener::local_addr)
+        .transpose()
+        .map_err(io("metrics address".into()))?;
+    let listening: Vec<SocketAddr> = [api_addr, agent_addr]
+        .into_iter()
+        .chain(metrics_addr)
+        .collect();
+    let egress = std::sync::Arc::new(crate::outbox::egress::EgressPolicy::new(
+        config.events.allow_webhook_targets.clone(),
+        &listening,
+    ));
+    let shared = Shared {
+        store,
+        hub,
+        compares: ComparePool::new(
+            config.limits.compares(),
+            config.limits.compare_queue as usize,
+        ),
+        dispatcher,
+        timing: config.timing,
+        shutdown: shutdown.clone(),
+        feed: crate::outbox::FeedLimits::new(
+            config.limits.max_event_feeds as usize,
+            config.limits.max_event_feeds_per_account as usize,
+            config.events.poll(),
+        ),
+        egress,
+    };
+    let enrollment =
+        crate::link::enroll::EnrollmentService::new(shared.store.clone(), signer.clone());
 
     let link = tonic::transport::Server::builder()
         .tls_config(tls)?
@@ -182,28 +224,25 @@ pub async fn start(
             shutdown.clone().cancelled_owned(),
         );
     let mut router = crate::console::mount(
-        crate::mcp::mount(api::router(shared.clone()), shared.clone()),
+        crate::mcp::mount(
+            api::router(shared.clone()),
+            shared.clone(),
+            config.mcp_origins.clone(),
+        ),
         shared.clone(),
         config.api.tls.is_some(),
     );
     let metrics_route =
         || axum::routing::get(crate::metrics::serve).with_state::<()>(shared.clone());
-    let mut metrics_addr = None;
-    let metrics = match config.metrics_addr {
+    // On the API address every tenant reaches it: no account names there.
+    let public_metrics =
+        || axum::routing::get(crate::metrics::serve_public).with_state::<()>(shared.clone());
+    let metrics = match metrics_listener {
         None => {
-            router = router.route("/metrics", metrics_route());
+            router = router.route("/metrics", public_metrics());
             None
         }
-        Some(addr) => {
-            // Its own listener: scrapers reach it where API clients do not.
-            let listener = TcpListener::bind(addr)
-                .await
-                .map_err(io(format!("binding the metrics address {addr}")))?;
-            metrics_addr = Some(
-                listener
-                    .local_addr()
-                    .map_err(io("metrics address".into()))?,
-            );
+        Some(listener) => {
             let app = axum::Router::new().route("/metrics", metrics_route());
             let stop = shutdown.clone();
             Some(tokio::spawn(async move {
@@ -216,6 +255,18 @@ pub async fn start(
             }))
         }
     };
+    if config.api.tls.is_some() {
+        // Over TLS, browsers are told to come back over TLS only (a year, RFC 6797).
+        router = router.layer(axum::middleware::map_response(
+            |mut response: axum::response::Response| async move {
+                response.headers_mut().insert(
+                    axum::http::header::STRICT_TRANSPORT_SECURITY,
+                    axum::http::HeaderValue::from_static("max-age=31536000"),
+                );
+                response
+            },
+        ));
+    }
     let singletons = spawn_singletons(&shared, &config, shutdown.clone());
     let api = crate::http::serve(api_listener, router, config.api, shutdown.clone());
     let relay = shared.store.is_replica().then(|| {
@@ -283,7 +334,12 @@ fn spawn_singletons(
             None
         };
         let clock = std::sync::Arc::new(crate::schedule::SystemClock);
-        let outbox = crate::outbox::start(shared.store.clone(), &events, shutdown.clone());
+        let outbox = crate::outbox::start(
+            shared.store.clone(),
+            &events,
+            shared.egress.clone(),
+            shutdown.clone(),
+        );
         let retention = crate::retention::spawn(
             shared.store.clone(),
             &retention,

@@ -47,7 +47,7 @@ pub struct FeedQuery {
         (status = 200, description = "The events, as `text/event-stream`", body = String, content_type = "text/event-stream"),
         (status = 400, description = "`invalid_query`, `invalid_last_event_id`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
-        (status = 429, description = "`too_many_feeds` (`Retry-After`)", body = super::openapi::ApiErrorBody),
+        (status = 429, description = "`too_many_feeds`: the controller's bound; `too_many_account_feeds`: this account's share of it (`Retry-After`)", body = super::openapi::ApiErrorBody),
     )
 )]
 pub async fn events(
@@ -80,15 +80,9 @@ pub async fn events(
         ));
     }
     let after = last_event_id.or(query.after).unwrap_or(0);
-    let permit = shared.feed.join().ok_or_else(|| {
-        ApiError::too_many(
-            "too_many_feeds",
-            format!(
-                "the controller already serves {} event feeds, its limit; retry later",
-                shared.feed.max
-            ),
-            FEEDS_RETRY_AFTER,
-        )
+    let permit = shared.feed.join(caller.account_id()).map_err(|full| {
+        let (code, message) = full.refusal();
+        ApiError::too_many(code, message, FEEDS_RETRY_AFTER)
     })?;
     let stream = account_events(
         shared.store.clone(),

@@ -83,6 +83,10 @@ pub const ERROR_CODES: &[&str] = &[
     "too_many_webhooks",
     "webhook_disabled",
     "too_many_feeds",
+    "too_many_account_feeds",
+    "target_not_allowed",
+    // /mcp
+    "origin_not_allowed",
     // Schedules
     "invalid_cron",
     "schedule_too_frequent",

@@ -167,7 +167,7 @@ struct EventFeed {
     events: mpsc::Receiver<EventRow>,
     last: u64,
     _task: AbortOnDrop,
-    _place: tokio::sync::OwnedSemaphorePermit,
+    _place: crate::outbox::FeedPlace,
 }
 
 /// The next event of the connection's feed; never, without one.
@@ -346,16 +346,14 @@ impl Connection {
                 None,
             ));
         }
-        let place = self.shared.feed.join().ok_or_else(|| {
-            Refusal::new(
-                "too_many_feeds",
-                format!(
-                    "the controller already serves {} event feeds, its limit; retry later",
-                    self.shared.feed.max
-                ),
-                None,
-            )
-        })?;
+        let place = self
+            .shared
+            .feed
+            .join(self.caller.account_id())
+            .map_err(|full| {
+                let (code, message) = full.refusal();
+                Refusal::new(code, message, None)
+            })?;
         let (tx, events) = mpsc::channel(SUBSCRIPTION_BUFFER);
         let stream = account_events(
             self.shared.store.clone(),

@@ -130,6 +130,9 @@ pub struct Delivery {
     status: String,
     attempts: i64,
     last_status_code: Option<i64>,
+    /// Why the last attempt failed, as a class: `denied` (the target policy refused the
+    /// address; nothing was sent), `connect_failed`, `timeout`, `tls`, `http_status` (see
+    /// `last_status_code`) or `internal`. Never the error's text.
     last_error: Option<String>,
     next_attempt_at: Option<String>,
     created_at: String,
@@ -164,6 +167,7 @@ pub struct DeliveryPage {
         (status = 409, description = "`too_many_webhooks`", body = super::openapi::ApiErrorBody),
         (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
         (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
+        (status = 422, description = "`target_not_allowed`: the url is a loopback, link-local, private, unique-local, unspecified or metadata address or name, or the controller's own (docs/security.md)", body = super::openapi::ApiErrorBody),
     )
 )]
 pub async fn create(
@@ -173,6 +177,17 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     let JsonBody(body) = body?;
     let hook = validate(body)?;
+    if let Ok(uri) = hook.url.parse::<hyper::Uri>()
+        && let Err(refusal) = shared.egress.check_url(&uri)
+    {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "target_not_allowed",
+            format!(
+                "{refusal}; the controller's operator may allow it (serve --allow-webhook-target)"
+            ),
+        ));
+    }
     let stored = match shared
         .store
         .create_webhook(caller.account_id(), &hook, &caller.actor())

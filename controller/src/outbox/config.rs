@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::deliveries::DeliveryConfig;
+use super::egress::AllowRule;
 use super::mqtt::BrokerAddr;
 
 /// The retry schedule Standard Webhooks suggests: attempts at once, then 5 s, 5 min,
@@ -66,6 +67,17 @@ pub struct EventsConfig {
     /// Webhook attempts in flight at once.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub webhook_concurrency: u32,
+    /// Webhook attempts of one account in flight at once: its share of
+    /// --webhook-concurrency, so that one account's slow receivers do not hold the rest.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub webhook_concurrency_per_account: u32,
+    /// A webhook target the deny-list would refuse but the operator allows: CIDR, IP or
+    /// HOST, each with an optional :PORT (repeatable), such as 127.0.0.0/8 or
+    /// hooks.internal:8443. By default loopback, link-local, private, unique-local,
+    /// unspecified and metadata addresses and names and the controller's own addresses
+    /// are refused (docs/security.md).
+    #[arg(long = "allow-webhook-target", value_name = "CIDR|HOST[:PORT]")]
+    pub allow_webhook_targets: Vec<AllowRule>,
     /// How often the outbox is read for new events (deliveries, MQTT, the feed).
     #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     pub events_poll_ms: u64,
@@ -87,6 +99,8 @@ impl Default for EventsConfig {
             ),
             webhook_timeout_ms: 10_000,
             webhook_concurrency: 8,
+            webhook_concurrency_per_account: 2,
+            allow_webhook_targets: Vec::new(),
             events_poll_ms: 250,
         }
     }
@@ -102,6 +116,9 @@ impl EventsConfig {
             schedule: self.webhook_retry_schedule.clone(),
             timeout: Duration::from_millis(self.webhook_timeout_ms),
             concurrency: self.webhook_concurrency as usize,
+            per_account: self
+                .webhook_concurrency_per_account
+                .min(self.webhook_concurrency) as usize,
             poll: self.poll(),
         }
     }

@@ -6,6 +6,7 @@
 //! in the store (`next_attempt_at`), not in memory, so a restart keeps it: that is why
 //! this is not a `backon` retry loop, which holds its state in the task.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -13,32 +14,35 @@ use futures_util::StreamExt;
 use http_body_util::Full;
 use hyper::Request;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio_util::sync::CancellationToken;
 
 use super::config::RetrySchedule;
+use super::connector::{ConnectError, GuardedConnector};
+use super::egress::EgressPolicy;
 use super::signing;
 use crate::store::{AttemptOutcome, DueDelivery, EventRow, Store, now_ms};
 
 /// Events fanned out per subscription per poll.
 const FAN_OUT_BATCH: u32 = 200;
-/// The longest error text kept in the delivery log.
-const MAX_ERROR_CHARS: usize = 300;
 
 #[derive(Debug, Clone)]
 pub struct DeliveryConfig {
     pub schedule: RetrySchedule,
     pub timeout: Duration,
     pub concurrency: usize,
+    /// Attempts of one account's subscriptions in flight at once (of `concurrency`).
+    pub per_account: usize,
     pub poll: Duration,
 }
 
-type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+type HttpsClient = Client<hyper_rustls::HttpsConnector<GuardedConnector>, Full<Bytes>>;
 
-/// The client of deliveries: HTTP/1.1 over TCP, or TLS verified against the system's
-/// roots for `https://` receivers (rustls with the ring provider, as the workspace).
-fn client() -> Result<HttpsClient, rustls::Error> {
+/// The client of deliveries: HTTP/1.1 over TCP to an address the policy allows
+/// ([`GuardedConnector`]), or TLS on it verified against the system's roots for
+/// `https://` receivers (rustls with the ring provider, as the workspace). It follows no
+/// redirect: only the status counts.
+fn client(policy: Arc<EgressPolicy>) -> Result<HttpsClient, rustls::Error> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_native_certs::load_native_certs().certs {
         // A system root rustls cannot parse is skipped, as browsers do.
@@ -53,13 +57,18 @@ fn client() -> Result<HttpsClient, rustls::Error> {
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
-        .build();
+        .wrap_connector(GuardedConnector::new(policy));
     Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 
 /// The delivery task: runs until `shutdown`.
-pub async fn run(store: Store, config: DeliveryConfig, shutdown: CancellationToken) {
-    let client = match client() {
+pub async fn run(
+    store: Store,
+    config: DeliveryConfig,
+    policy: Arc<EgressPolicy>,
+    shutdown: CancellationToken,
+) {
+    let client = match client(policy) {
         Ok(client) => client,
         Err(error) => {
             tracing::error!(%error, "webhook deliveries cannot start: TLS configuration");
@@ -87,7 +96,8 @@ async fn one_pass(store: &Store, client: &HttpsClient, config: &DeliveryConfig) 
         return;
     }
     let limit = u32::try_from(config.concurrency * 4).unwrap_or(u32::MAX);
-    let due = match store.due_deliveries(now_ms(), limit).await {
+    let per_account = u32::try_from(config.per_account).unwrap_or(u32::MAX);
+    let due = match store.due_deliveries(now_ms(), limit, per_account).await {
         Ok(due) => due,
         Err(error) => {
             tracing::warn!(%error, "reading due webhook deliveries failed");
@@ -103,7 +113,7 @@ async fn one_pass(store: &Store, client: &HttpsClient, config: &DeliveryConfig) 
                     tracing::debug!(webhook = %hook, event = %due.event.id, status_code, "webhook delivered")
                 }
                 AttemptOutcome::Failed { error, retry_at, .. } => {
-                    tracing::info!(webhook = %hook, event = %due.event.id, %error, retrying = retry_at.is_some(), "webhook delivery failed")
+                    tracing::debug!(webhook = %hook, event = %due.event.id, class = %error, retrying = retry_at.is_some(), "webhook delivery failed")
                 }
                 AttemptOutcome::Gone => {
                     tracing::warn!(webhook = %hook, "webhook receiver answered 410 Gone: subscription disabled")
@@ -142,25 +152,95 @@ pub fn body(format: &str, event: &EventRow) -> String {
     serde_json::json!({ "text": text }).to_string()
 }
 
+/// What a tenant reads of a failed attempt: a class, never the error's text (which
+/// would tell an open port from a closed one, or name the controller's network). The
+/// text goes to the controller's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    /// The target policy refused the address: nothing was sent.
+    Denied,
+    /// Not resolved, not connected, or the connection broke before an answer.
+    ConnectFailed,
+    /// No answer within `--webhook-timeout-ms`.
+    Timeout,
+    /// The TLS handshake failed (certificate, protocol).
+    Tls,
+    /// The receiver answered a status other than 2xx or 410.
+    HttpStatus,
+    /// The controller could not sign or build the request.
+    Internal,
+}
+
+impl FailureClass {
+    pub const ALL: [FailureClass; 6] = [
+        FailureClass::Denied,
+        FailureClass::ConnectFailed,
+        FailureClass::Timeout,
+        FailureClass::Tls,
+        FailureClass::HttpStatus,
+        FailureClass::Internal,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Denied => "denied",
+            FailureClass::ConnectFailed => "connect_failed",
+            FailureClass::Timeout => "timeout",
+            FailureClass::Tls => "tls",
+            FailureClass::HttpStatus => "http_status",
+            FailureClass::Internal => "internal",
+        }
+    }
+
+    /// The class of a client error, from its chain of causes.
+    fn of(error: &(dyn std::error::Error + 'static)) -> FailureClass {
+        let mut next = Some(error);
+        while let Some(cause) = next {
+            if let Some(connect) = cause.downcast_ref::<ConnectError>() {
+                return match connect {
+                    ConnectError::Denied(_) => FailureClass::Denied,
+                    _ => FailureClass::ConnectFailed,
+                };
+            }
+            if cause.downcast_ref::<rustls::Error>().is_some() {
+                return FailureClass::Tls;
+            }
+            // An io::Error's source() skips the error it wraps (rustls's is inside one,
+            // itself inside another): the wrapped one is the next cause.
+            next = match cause.downcast_ref::<std::io::Error>() {
+                Some(io) => match io.get_ref() {
+                    Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+                    None => None,
+                },
+                None => cause.source(),
+            };
+        }
+        FailureClass::ConnectFailed
+    }
+}
+
 async fn attempt(
     client: &HttpsClient,
     due: &DueDelivery,
     config: &DeliveryConfig,
 ) -> AttemptOutcome {
     let made = due.delivery.attempts - due.delivery.schedule_from + 1;
-    let failed = |status_code: Option<i64>, error: String| AttemptOutcome::Failed {
-        status_code,
-        error: error.chars().take(MAX_ERROR_CHARS).collect(),
-        retry_at: config
-            .schedule
-            .next_delay(made)
-            .map(|delay| now_ms() + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2)),
+    let failed = |status_code: Option<i64>, class: FailureClass, detail: String| {
+        tracing::info!(webhook = %due.webhook.id, event = %due.event.id, class = class.as_str(), %detail, "webhook attempt failed");
+        AttemptOutcome::Failed {
+            status_code,
+            error: class.as_str().to_string(),
+            retry_at: config
+                .schedule
+                .next_delay(made)
+                .map(|delay| now_ms() + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2)),
+        }
     };
     let body = body(&due.webhook.format, &due.event);
     let timestamp = now_ms() / 1000;
     let signature = match signing::sign(&due.webhook.secret, &due.event.id, timestamp, &body) {
         Ok(signature) => signature,
-        Err(error) => return failed(None, error.to_string()),
+        Err(error) => return failed(None, FailureClass::Internal, error.to_string()),
     };
     let request = Request::post(due.webhook.url.as_str())
         .header("content-type", "application/json")
@@ -174,11 +254,15 @@ async fn attempt(
         .body(Full::new(Bytes::from(body)));
     let request = match request {
         Ok(request) => request,
-        Err(error) => return failed(None, format!("the request could not be built: {error}")),
+        Err(error) => return failed(None, FailureClass::Internal, error.to_string()),
     };
     match tokio::time::timeout(config.timeout, client.request(request)).await {
-        Err(_) => failed(None, format!("no answer within {:?}", config.timeout)),
-        Ok(Err(error)) => failed(None, error_chain(&error)),
+        Err(_) => failed(
+            None,
+            FailureClass::Timeout,
+            format!("no answer within {:?}", config.timeout),
+        ),
+        Ok(Err(error)) => failed(None, FailureClass::of(&error), error_chain(&error)),
         Ok(Ok(response)) => {
             let code = i64::from(response.status().as_u16());
             // The answer's body is not read: only the status counts, and nothing of it is kept.
@@ -186,13 +270,18 @@ async fn attempt(
             match code {
                 200..=299 => AttemptOutcome::Delivered { status_code: code },
                 410 => AttemptOutcome::Gone,
-                _ => failed(Some(code), format!("the receiver answered {code}")),
+                _ => failed(
+                    Some(code),
+                    FailureClass::HttpStatus,
+                    format!("the receiver answered {code}"),
+                ),
             }
         }
     }
 }
 
-/// An error with its causes ("client error (Connect): tcp connect error: refused").
+/// An error with its causes ("client error (Connect): tcp connect error: refused"), for
+/// the controller's log.
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

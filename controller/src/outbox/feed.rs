@@ -3,8 +3,8 @@
 //! any other stream (a WebSocket) as it is. Stored events first, then new ones as they
 //! commit, read from the store every poll; in `seq` order, without gaps or repeats.
 
-use std::collections::VecDeque;
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures_util::Stream;
@@ -16,32 +16,109 @@ use crate::store::{EventRow, Store};
 /// Events read per query.
 const PAGE: u32 = 200;
 
-/// The bound on live feeds of a controller, and how often they look for new events.
+/// The bound on live feeds of a controller, each account's share of it, and how often
+/// feeds look for new events.
 #[derive(Debug, Clone)]
 pub struct FeedLimits {
     slots: Arc<Semaphore>,
+    /// Feeds open now, per account.
+    accounts: Arc<Mutex<HashMap<String, usize>>>,
     pub max: usize,
+    /// Feeds one account may hold: one account at its share leaves the rest to others.
+    pub per_account: usize,
     pub poll: Duration,
 }
 
+/// Why a feed was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeedFull {
+    /// The controller serves `max` feeds.
+    Total(usize),
+    /// The account holds its share.
+    Account(usize),
+}
+
+/// One feed's place; dropping it frees the place.
+#[derive(Debug)]
+pub struct FeedPlace {
+    _slot: OwnedSemaphorePermit,
+    accounts: Arc<Mutex<HashMap<String, usize>>>,
+    account_id: String,
+}
+
+impl Drop for FeedPlace {
+    fn drop(&mut self) {
+        let mut accounts = lock(&self.accounts);
+        if let Some(count) = accounts.get_mut(&self.account_id) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                accounts.remove(&self.account_id);
+            }
+        }
+    }
+}
+
+/// The table's critical sections are a few map operations that cannot panic: a poisoned
+/// lock still holds a consistent table.
+fn lock(table: &Mutex<HashMap<String, usize>>) -> MutexGuard<'_, HashMap<String, usize>> {
+    table
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl FeedLimits {
-    pub fn new(max: usize, poll: Duration) -> FeedLimits {
+    pub fn new(max: usize, per_account: usize, poll: Duration) -> FeedLimits {
         FeedLimits {
             slots: Arc::new(Semaphore::new(max)),
+            accounts: Arc::default(),
             max,
+            per_account: per_account.min(max),
             poll,
         }
     }
 
-    /// A place for one more feed, or `None` at the bound.
-    pub fn join(&self) -> Option<OwnedSemaphorePermit> {
-        self.slots.clone().try_acquire_owned().ok()
+    /// A place for one more feed of `account_id`, or why not.
+    pub fn join(&self, account_id: &str) -> Result<FeedPlace, FeedFull> {
+        let mut accounts = lock(&self.accounts);
+        let held = accounts.get(account_id).copied().unwrap_or(0);
+        if held >= self.per_account {
+            return Err(FeedFull::Account(self.per_account));
+        }
+        let slot = self
+            .slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| FeedFull::Total(self.max))?;
+        accounts.insert(account_id.to_string(), held + 1);
+        Ok(FeedPlace {
+            _slot: slot,
+            accounts: self.accounts.clone(),
+            account_id: account_id.to_string(),
+        })
+    }
+}
+
+impl FeedFull {
+    /// The refusal's code and message.
+    pub fn refusal(self) -> (&'static str, String) {
+        match self {
+            FeedFull::Total(max) => (
+                "too_many_feeds",
+                format!("the controller already serves {max} event feeds, its limit; retry later"),
+            ),
+            FeedFull::Account(share) => (
+                "too_many_account_feeds",
+                format!(
+                    "this account already holds {share} event feeds, its share of the controller's; close one"
+                ),
+            ),
+        }
     }
 }
 
 impl Default for FeedLimits {
     fn default() -> Self {
-        FeedLimits::new(256, Duration::from_millis(250))
+        FeedLimits::new(256, 32, Duration::from_millis(250))
     }
 }
 
@@ -102,5 +179,31 @@ impl Reader {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_account_at_its_share_leaves_the_rest_to_others() {
+        let limits = FeedLimits::new(3, 2, Duration::from_millis(10));
+        let a1 = limits.join("a").unwrap();
+        let _a2 = limits.join("a").unwrap();
+        assert_eq!(limits.join("a").unwrap_err(), FeedFull::Account(2));
+        let b1 = limits.join("b").unwrap();
+        assert_eq!(limits.join("b").unwrap_err(), FeedFull::Total(3));
+        drop(a1);
+        let _b2 = limits.join("b").unwrap();
+        drop(b1);
+        let a3 = limits.join("a").unwrap();
+        assert_eq!(limits.join("c").unwrap_err(), FeedFull::Total(3));
+        drop(a3);
+        assert!(limits.join("c").is_ok());
+        assert!(
+            limits.accounts.lock().unwrap().get("c").is_none(),
+            "dropped at once"
+        );
     }
 }

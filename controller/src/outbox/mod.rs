@@ -4,6 +4,9 @@
 //! - [`deliveries`]: webhook subscriptions, one background task per controller that fans
 //!   new events out into delivery rows and sends the due ones, signed as Standard Webhooks
 //!   says ([`signing`]), retried on a bounded schedule.
+//! - [`egress`] and [`connector`]: where deliveries may go (a deny-list of the
+//!   controller's own network, the operator's exceptions), checked at creation and on the
+//!   resolved address at connection.
 //! - [`mqtt`]: with `serve --mqtt-url`, a publisher with its own cursor per account in the
 //!   store, QoS 1, topic `iohr/ACCOUNT/EVENT_TYPE`.
 //! - [`feed`]: "the account's events after N, then live", served as SSE by
@@ -14,13 +17,15 @@
 //! receiver deduplicates on.
 
 pub mod config;
+pub mod connector;
 pub mod deliveries;
+pub mod egress;
 pub mod feed;
 pub mod mqtt;
 pub mod signing;
 
 pub use config::{EventsConfig, RetrySchedule};
-pub use feed::{FeedLimits, account_events};
+pub use feed::{FeedFull, FeedLimits, FeedPlace, account_events};
 
 use tokio_util::sync::CancellationToken;
 
@@ -30,11 +35,13 @@ use crate::store::Store;
 pub fn start(
     store: Store,
     config: &EventsConfig,
+    policy: std::sync::Arc<egress::EgressPolicy>,
     shutdown: CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = vec![tokio::spawn(deliveries::run(
         store.clone(),
         config.deliveries(),
+        policy,
         shutdown.clone(),
     ))];
     if let Some(url) = &config.mqtt_url {

@@ -58,6 +58,7 @@ impl Setup {
             timing,
             shutdown,
             feed: Default::default(),
+            egress: Default::default(),
         };
         Setup {
             shared,

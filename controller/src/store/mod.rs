@@ -15,6 +15,7 @@ mod console;
 mod counts;
 mod enrollment;
 mod events;
+mod files;
 mod findings;
 mod frames;
 mod page;
@@ -25,6 +26,7 @@ mod retention;
 mod runs;
 mod scenarios;
 mod schedules;
+pub mod sealed;
 mod shares;
 mod split_seconds;
 mod steps;
@@ -51,6 +53,7 @@ pub use confirmations::ConfirmRefusal;
 pub use console::{ConsoleSession, MAX_SESSIONS_PER_TOKEN, SESSION_TTL_MS};
 pub use enrollment::{Consumed, EnrollmentGrant, EnrollmentTokenRow, TokenRefusal};
 pub use events::{Backlog, EVENT_TYPES, EventRow, FINDING_CREATED, RUN_FINISHED};
+pub use files::{secure_data_dir, tighten};
 pub use findings::{FindingFilter, FindingRow};
 pub use frames::{AppendOutcome, StoredFrame};
 pub use pooled::{OFFERS_CHANNEL, PoolAsk, Pooled, PooledShare};
@@ -64,7 +67,8 @@ pub use schedules::{Fire, MAX_SCHEDULES, NewSchedule, ScheduleChange, ScheduleRo
 pub use shares::lost_agent;
 pub use steps::StepVerdict;
 pub use webhooks::{
-    AttemptOutcome, DeliveryRow, DueDelivery, MAX_WEBHOOKS_PER_ACCOUNT, NewWebhook, WebhookRow,
+    AttemptOutcome, DeliveryRow, DueDelivery, FAILURE_CLASSES, MAX_WEBHOOKS_PER_ACCOUNT,
+    NewWebhook, WebhookRow,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +86,10 @@ pub enum StoreError {
     TooManyQueued { limit: i64 },
     #[error("stored data is invalid: {0}")]
     Corrupt(String),
+    #[error("store files: {0}")]
+    Files(#[from] std::io::Error),
+    #[error(transparent)]
+    Sealed(#[from] sealed::SealError),
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -101,6 +109,9 @@ pub struct Store {
     /// This process's replica number (`serve --replica`), 0 when it serves alone; see
     /// `replicas.rs`.
     replica: i64,
+    /// The key webhook secrets are sealed with (`sealed.rs`); without one (commands that
+    /// never read a secret) new secrets would be stored in clear, so `serve` sets it.
+    secrets: Option<sealed::SecretKey>,
 }
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -135,6 +146,9 @@ impl Store {
         } else {
             options
         };
+        if backend == Backend::Sqlite {
+            files::secure_sqlite(url)?;
+        }
         let pool = options.connect(url).await?;
         if backend == Backend::Sqlite {
             // WAL lets readers (the API, SSE replays) go on while a frame batch is written.
@@ -146,7 +160,14 @@ impl Store {
             backend,
             url: url.into(),
             replica: 0,
+            secrets: None,
         })
+    }
+
+    /// This store with the key webhook secrets are sealed with.
+    pub fn with_secret_key(mut self, key: sealed::SecretKey) -> Store {
+        self.secrets = Some(key);
+        self
     }
 
     pub fn backend(&self) -> Backend {

@@ -37,6 +37,8 @@ pub struct WebhookRow {
     pub url: String,
     pub events: Vec<String>,
     pub format: String,
+    /// As stored (sealed, `store/sealed.rs`), except in the rows of
+    /// [`Store::create_webhook`] and [`Store::due_deliveries`], which hold it opened.
     pub secret: String,
     pub state: String,
     pub disabled_reason: Option<String>,
@@ -94,7 +96,31 @@ pub struct DeliveryRow {
     pub delivered_at: Option<i64>,
 }
 
+/// The classes a failed attempt's `last_error` holds (outbox/deliveries.rs): what a
+/// tenant reads instead of the error's text.
+pub const FAILURE_CLASSES: [&str; 6] = [
+    "denied",
+    "connect_failed",
+    "timeout",
+    "tls",
+    "http_status",
+    "internal",
+];
+
 impl DeliveryRow {
+    /// `last_error` as a class: rows written before errors were classes held an error's
+    /// text, shown as the class it must have been.
+    fn error_class(&self) -> Option<&str> {
+        let error = self.last_error.as_deref()?;
+        Some(if FAILURE_CLASSES.contains(&error) {
+            error
+        } else if self.last_status_code.is_some() {
+            "http_status"
+        } else {
+            "connect_failed"
+        })
+    }
+
     pub fn to_api(&self) -> serde_json::Value {
         serde_json::json!({
             "event_id": self.event_id,
@@ -103,7 +129,7 @@ impl DeliveryRow {
             "status": self.status,
             "attempts": self.attempts,
             "last_status_code": self.last_status_code,
-            "last_error": self.last_error,
+            "last_error": self.error_class(),
             "next_attempt_at": self.next_attempt_at.map(format_ms),
             "created_at": format_ms(self.created_at),
             "last_attempt_at": self.last_attempt_at.map(format_ms),
@@ -184,6 +210,10 @@ impl Store {
             .unwrap_or(0);
         let id = format!("wh_{}", new_id().replace('-', ""));
         let now = now_ms();
+        let stored_secret = match &self.secrets {
+            Some(key) => key.seal(&id, &hook.secret)?,
+            None => hook.secret.clone(),
+        };
         sqlx::query(
             "INSERT INTO webhooks (id, account_id, url, events, format, secret, state, cursor,
                  created_by, created_at)
@@ -194,7 +224,7 @@ impl Store {
         .bind(&hook.url)
         .bind(to_json(&hook.events))
         .bind(&hook.format)
-        .bind(&hook.secret)
+        .bind(&stored_secret)
         .bind(cursor)
         .bind(actor)
         .bind(now)
@@ -213,9 +243,36 @@ impl Store {
             .bind(&id)
             .fetch_one(&mut *tx)
             .await?;
-        let stored = webhook_from_row(&row)?;
+        let mut stored = webhook_from_row(&row)?;
         tx.commit().await?;
+        // The creation's answer shows it, this once.
+        stored.secret = hook.secret.clone();
         Ok(stored)
+    }
+
+    /// Seals every webhook secret still stored in clear (rows written before sealing);
+    /// `serve` does it once it has its key. Returns how many were sealed.
+    pub async fn seal_plain_secrets(&self) -> Result<u64> {
+        let Some(key) = &self.secrets else {
+            return Ok(0);
+        };
+        let rows = sqlx::query("SELECT id, secret FROM webhooks WHERE secret NOT LIKE 'sealed:%'")
+            .fetch_all(&self.pool)
+            .await?;
+        let mut sealed = 0;
+        for row in rows {
+            let id: String = row.try_get("id")?;
+            let plain: String = row.try_get("secret")?;
+            // Only the value read: a concurrent change of the row is not overwritten.
+            let done = sqlx::query("UPDATE webhooks SET secret = $1 WHERE id = $2 AND secret = $3")
+                .bind(key.seal(&id, &plain)?)
+                .bind(&id)
+                .bind(&plain)
+                .execute(&self.pool)
+                .await?;
+            sealed += done.rows_affected();
+        }
+        Ok(sealed)
     }
 
     pub async fn webhooks(&self, account_id: &str) -> Result<Vec<WebhookRow>> {
@@ -328,15 +385,27 @@ impl Store {
         Ok(made)
     }
 
-    /// Pending deliveries due at `now`, the longest waiting first, at most `limit`.
-    pub async fn due_deliveries(&self, now: i64, limit: u32) -> Result<Vec<DueDelivery>> {
+    /// Pending deliveries due at `now`, the longest waiting first, at most `limit`, of
+    /// which at most `per_account` of one account's subscriptions: an account with a
+    /// backlog takes its share of the attempts, not all of them.
+    pub async fn due_deliveries(
+        &self,
+        now: i64,
+        limit: u32,
+        per_account: u32,
+    ) -> Result<Vec<DueDelivery>> {
         let rows = sqlx::query(
-            "SELECT d.* FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
-             WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND w.state = 'active'
-             ORDER BY d.next_attempt_at, d.webhook_id, d.event_seq LIMIT $2",
+            "SELECT * FROM (
+                 SELECT d.*, ROW_NUMBER() OVER (PARTITION BY w.account_id
+                     ORDER BY d.next_attempt_at, d.webhook_id, d.event_seq) AS account_rank
+                 FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+                 WHERE d.status = 'pending' AND d.next_attempt_at <= $1 AND w.state = 'active'
+             ) due WHERE account_rank <= $3
+             ORDER BY next_attempt_at, webhook_id, event_seq LIMIT $2",
         )
         .bind(now)
         .bind(i64::from(limit))
+        .bind(i64::from(per_account))
         .fetch_all(&self.pool)
         .await?;
         let mut due = Vec::with_capacity(rows.len());
@@ -349,7 +418,17 @@ impl Store {
             else {
                 continue;
             };
-            let webhook = webhook_from_row(&hook)?;
+            let mut webhook = webhook_from_row(&hook)?;
+            if let Some(key) = &self.secrets {
+                match key.open(&webhook.id, &webhook.secret) {
+                    Ok(secret) => webhook.secret = secret,
+                    Err(error) => {
+                        // Not sent unsigned nor signed wrong: it waits for the right key.
+                        tracing::error!(webhook = %webhook.id, %error, "a webhook secret does not open: its deliveries wait");
+                        continue;
+                    }
+                }
+            }
             let Some(event) = self
                 .events_after(&webhook.account_id, delivery.event_seq - 1, 1)
                 .await?
@@ -398,7 +477,8 @@ impl Store {
             AttemptOutcome::Gone => (
                 "failed",
                 Some(410),
-                Some("410 Gone: the subscription is disabled".to_string()),
+                // The subscription's disabled_reason says 410 Gone.
+                Some("http_status".to_string()),
                 None,
                 None,
             ),
@@ -484,3 +564,7 @@ impl Store {
         Ok(Some(delivery))
     }
 }
+
+#[cfg(test)]
+#[path = "webhook_secrets_tests.rs"]
+mod secrets_tests;

@@ -37,6 +37,7 @@ pub(crate) async fn shared_with_a_live_run() -> (Shared, String) {
         timing,
         shutdown,
         feed: Default::default(),
+        egress: Default::default(),
     };
     (shared, run.id)
 }

@@ -208,7 +208,7 @@ async fn webhooks_fan_out_new_events_and_keep_a_delivery_log() {
         assert_eq!((only.len(), only[0].event_type.as_str()), (1, RUN_FINISHED));
 
         let now = now_ms();
-        let due = store.due_deliveries(now, 100).await.expect("due");
+        let due = store.due_deliveries(now, 100, 100).await.expect("due");
         assert_eq!(due.len(), 4);
         assert!(
             due.iter()
@@ -244,7 +244,7 @@ async fn webhooks_fan_out_new_events_and_keep_a_delivery_log() {
         );
         assert!(
             !store
-                .due_deliveries(now, 100)
+                .due_deliveries(now, 100, 100)
                 .await
                 .expect("due")
                 .iter()
@@ -322,7 +322,7 @@ async fn webhooks_fan_out_new_events_and_keep_a_delivery_log() {
         assert!(disabled.disabled_reason.unwrap().contains("410"));
         assert!(
             store
-                .due_deliveries(now_ms(), 100)
+                .due_deliveries(now_ms(), 100, 100)
                 .await
                 .expect("due")
                 .iter()
