@@ -227,8 +227,11 @@ start_bg target "$BIN/iohr-sample-target" --listen "127.0.0.1:$TARGET_PORT" --ma
 TARGET=$(wait_line target '^listening on http://[^ ]+' | sed 's/^listening on //')
 
 say "starting the controller"
+# Webhooks to loopback are refused by default (docs/security.md); this demo allows them
+# so that a receiver on this machine can subscribe.
 start_bg controller "$BIN/iohr-controller" serve --data-dir "$DATA" \
-    --api-addr "127.0.0.1:$API_PORT" --agent-addr "127.0.0.1:$AGENT_PORT"
+    --api-addr "127.0.0.1:$API_PORT" --agent-addr "127.0.0.1:$AGENT_PORT" \
+    --allow-webhook-target 127.0.0.0/8
 SERVER=$(wait_line controller '^api listening on http://[^ ]+' | sed 's/^api listening on //')
 LINK=$(wait_line controller '^agent link listening on https://[^ ]+' | sed 's/^agent link listening on //')
 
