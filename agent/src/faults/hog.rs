@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -482,10 +483,12 @@ fn hold_memory(size_mb: u64) -> Result<Vec<u8>, FaultError> {
 }
 
 fn fill_disk(path: &Path, size_mb: u64) -> Result<(), FaultError> {
-    // Never an existing file: it would not be the agent's to fill or remove.
+    // Never an existing file (nor a symbolic link, which create_new refuses too): it
+    // would not be the agent's to fill or remove.
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(|e| FaultError::Failed(format!("creating {}: {e}", path.display())))?;
     let mut write = || -> std::io::Result<()> {

@@ -60,7 +60,7 @@ pub fn plan(fault: &Fault, policy: &Policy) -> Result<Undo, FaultError> {
             start_time: 0,
         }),
         Fault::DiskFill(d) => Ok(Undo::RemoveFile {
-            path: planned_fill(&d.directory, d.size_mb)?,
+            path: planned_fill(&d.directory, d.size_mb, &policy.directories)?,
         }),
         Fault::Netem(n) => Ok(netem::undo_for(n)),
         Fault::Network(_) | Fault::Http(_) => Err(not_host(fault)),
@@ -116,7 +116,7 @@ pub fn apply_blocking(
         }),
         Fault::MemoryHog(h) => start_hog(hog::HogSpec::Memory { size_mb: h.size_mb }),
         Fault::DiskFill(d) => {
-            let path = take_planned_fill(&d.directory, d.size_mb)?;
+            let path = take_planned_fill(&d.directory, d.size_mb, &policy.directories)?;
             start_hog(hog::HogSpec::Disk {
                 path,
                 size_mb: d.size_mb,
@@ -181,17 +181,43 @@ fn planned_fills() -> std::sync::MutexGuard<'static, HashMap<(String, u64), Path
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn planned_fill(directory: &str, size_mb: u64) -> Result<PathBuf, FaultError> {
-    let path = hog::disk_fill_path(Path::new(directory))?;
+fn planned_fill(directory: &str, size_mb: u64, allowed: &[String]) -> Result<PathBuf, FaultError> {
+    let path = hog::disk_fill_path(&fill_directory(directory, allowed)?)?;
     planned_fills().insert((directory.to_string(), size_mb), path.clone());
     Ok(path)
 }
 
-fn take_planned_fill(directory: &str, size_mb: u64) -> Result<PathBuf, FaultError> {
+fn take_planned_fill(
+    directory: &str,
+    size_mb: u64,
+    allowed: &[String],
+) -> Result<PathBuf, FaultError> {
+    // Checked again: the directory may have changed since the plan.
+    let real = fill_directory(directory, allowed)?;
     match planned_fills().remove(&(directory.to_string(), size_mb)) {
-        Some(path) => Ok(path),
-        None => hog::disk_fill_path(Path::new(directory)),
+        Some(path) if path.parent() == Some(real.as_path()) => Ok(path),
+        _ => hog::disk_fill_path(&real),
     }
+}
+
+/// Where a disk fill in `directory` really lands: the directory with every symbolic link
+/// resolved, which must still be inside one of the policy's directories (each resolved
+/// too). The policy's check compares the text of the path only, so a link under an
+/// allowed directory would otherwise send the fill anywhere the agent may write.
+fn fill_directory(directory: &str, allowed: &[String]) -> Result<PathBuf, FaultError> {
+    let real = std::fs::canonicalize(directory)
+        .map_err(|e| FaultError::NotFound(format!("directory {directory}: {e}")))?;
+    let inside = allowed
+        .iter()
+        .filter_map(|a| std::fs::canonicalize(a).ok())
+        .any(|a| real.starts_with(a));
+    if !inside {
+        return Err(FaultError::NotAllowed(format!(
+            "directory {directory:?} resolves to {} (through a symbolic link), outside the policy's directories",
+            real.display()
+        )));
+    }
+    Ok(real)
 }
 
 #[cfg(test)]
@@ -199,25 +225,69 @@ mod tests {
     use super::*;
     use iohr_domain::faults::fault::DiskFill;
 
+    fn allowing(dir: &Path) -> Policy {
+        Policy {
+            directories: vec![dir.display().to_string()],
+            max_disk_mb: 8,
+            ..Policy::default()
+        }
+    }
+
     #[test]
     fn a_disk_fill_writes_the_file_its_plan_named() {
-        let dir = std::env::temp_dir();
+        let root = tempfile::tempdir().unwrap();
+        let dir = std::fs::canonicalize(root.path()).unwrap();
         let fault = Fault::DiskFill(DiskFill {
             directory: dir.display().to_string(),
             size_mb: 3,
         });
-        let Undo::RemoveFile { path } = plan(&fault, &Policy::default()).unwrap() else {
+        let policy = allowing(&dir);
+        let Undo::RemoveFile { path } = plan(&fault, &policy).unwrap() else {
             panic!("a disk fill is undone by removing its file");
         };
         assert!(path.starts_with(&dir));
+        let text = dir.display().to_string();
         assert_eq!(
-            take_planned_fill(&dir.display().to_string(), 3).unwrap(),
+            take_planned_fill(&text, 3, &policy.directories).unwrap(),
             path
         );
         assert_ne!(
-            take_planned_fill(&dir.display().to_string(), 3).unwrap(),
+            take_planned_fill(&text, 3, &policy.directories).unwrap(),
             path
         );
+    }
+
+    #[test]
+    fn a_fill_through_a_symbolic_link_out_of_the_allowed_directory_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let allowed = root.path().join("allowed");
+        let elsewhere = root.path().join("elsewhere");
+        std::fs::create_dir(&allowed).unwrap();
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, allowed.join("link")).unwrap();
+        let policy = allowing(&allowed);
+        let through = Fault::DiskFill(DiskFill {
+            directory: allowed.join("link").display().to_string(),
+            size_mb: 1,
+        });
+        // The text of the path is inside the policy's directory ...
+        assert_eq!(policy.check(&through, 0), Ok(()));
+        // ... where it lands is not: refused before anything is written.
+        let refused = plan(&through, &policy).unwrap_err();
+        assert!(matches!(refused, FaultError::NotAllowed(_)), "{refused}");
+        assert!(refused.to_string().contains("symbolic link"), "{refused}");
+        let Undo::RemoveFile { path } = plan(
+            &Fault::DiskFill(DiskFill {
+                directory: allowed.display().to_string(),
+                size_mb: 1,
+            }),
+            &policy,
+        )
+        .unwrap() else {
+            panic!("a disk fill is undone by removing its file");
+        };
+        assert!(path.starts_with(std::fs::canonicalize(&allowed).unwrap()));
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     }
 
     #[test]
