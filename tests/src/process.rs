@@ -417,6 +417,10 @@ impl Target {
         stats
     }
 
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Stops it and waits until it is gone, so its port is free again.
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;

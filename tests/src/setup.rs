@@ -259,7 +259,17 @@ impl OneAgent {
         install: Installation,
         options: crate::process::AgentOptions<'_>,
     ) -> OneAgent {
-        let controller = crate::Controller::start(&install, 200, None).await;
+        OneAgent::start_beating(install, options, 200).await
+    }
+
+    /// With the controller's heartbeat every `heartbeat_ms` (a lease lives five of them):
+    /// the tests' 200 ms is five times faster than a link a starved agent can keep.
+    pub async fn start_beating(
+        install: Installation,
+        options: crate::process::AgentOptions<'_>,
+        heartbeat_ms: u64,
+    ) -> OneAgent {
+        let controller = crate::Controller::start(&install, heartbeat_ms, None).await;
         let api = crate::Api::new(&controller.api_url(), &install.full_token());
         let agent =
             crate::Agent::enrol(&install, &api, "edge-1", &controller.link_url(), options).await;
