@@ -615,3 +615,43 @@ fn a_rising_error_rate_regresses_a_load_run() {
         out.lines()
     );
 }
+
+#[test]
+fn an_open_model_short_of_its_rate_is_judged_on_throughput() {
+    let mut rng = ChaCha8Rng::seed_from_u64(24);
+    let open = |blocks: Vec<Histogram<u64>>, intended: f64| {
+        let mut result = closed(blocks);
+        result["model"] = Value::from("open");
+        result["intended_rate"] = Value::from(intended);
+        result
+    };
+    // Both asked for 2,000/s; the second got half: the target could not keep up.
+    let kept = open(closed_seconds(&mut rng, false), 2000.0);
+    let short = open(closed_seconds(&mut rng, true), 2000.0);
+    let out = compare(
+        &load_side("r1", &kept),
+        &load_side("r2", &short),
+        NOISE_FLOOR,
+    )
+    .expect("comparable");
+    assert_eq!(
+        out.differences[0].measure,
+        "throughput",
+        "{:?}",
+        out.lines()
+    );
+    // Both at their rate: the schedule's, not the target's, so not judged.
+    let again = open(closed_seconds(&mut rng, false), 2000.0);
+    let out = compare(
+        &load_side("r1", &kept),
+        &load_side("r3", &again),
+        NOISE_FLOOR,
+    )
+    .expect("comparable");
+    assert!(
+        out.unchanged
+            .contains(&"throughput (open model at its intended rate: not judged)".to_string()),
+        "{:?}",
+        out.unchanged
+    );
+}
