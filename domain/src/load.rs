@@ -11,7 +11,7 @@ mod threshold;
 
 pub use merge::{MergeError, MergedMeasure, merge_histograms, merge_results};
 pub(crate) use merge::{counts_of, same, total, whole_histogram, with_saturation};
-pub use plan::{read_thresholds, read_timeout, unique_names};
+pub use plan::{default_max_connections, read_thresholds, read_timeout, unique_names};
 pub use result::{
     Counts, LatencySummary, LoadResult, LoadSecond, MAX_OPERATION_BLOCKS, OPERATION_BLOCK_DIGITS,
     OperationResult, OperationSecond, ThresholdResult, WarmupResult, abort_reason, first_crossed,
@@ -55,11 +55,16 @@ pub struct LoadSpec {
     #[serde(default)]
     pub stages: Vec<StageSpec>,
     /// Closed model: the connections, each sending as fast as the target answers.
-    /// Open model: the most connections the engine may use (default 64); when all are
-    /// busy, a due request waits (late) or, with every connection's backlog full, is
-    /// dropped and counted.
+    /// Open model: the connections opened at the start (default 64).
     #[serde(default)]
     pub connections: Option<u32>,
+    /// Open model: the most connections the engine may open (k6's `maxVUs`). When a
+    /// request is due and every open connection is busy, the engine opens another, up to
+    /// this bound (default [`DEFAULT_MAX_CONNECTIONS`], or `connections` when that is
+    /// more); at the bound a due request waits for one (late, counted as held by the
+    /// target) or, a whole timeout late, is dropped and counted.
+    #[serde(default)]
+    pub max_connections: Option<u32>,
     /// How long the measured part lasts (`10s`, `1m`); with `stages`, their sum.
     #[serde(default)]
     pub duration: Option<String>,
@@ -184,6 +189,9 @@ pub struct LoadPlan {
     pub start_rate: f64,
     pub stages: Vec<(Duration, f64)>,
     pub connections: u32,
+    /// Open model: the most connections the engine may open (at least `connections`);
+    /// the closed model's is `connections`.
+    pub max_connections: u32,
     pub duration: Duration,
     pub warmup: WarmupPlan,
     pub timeout: Duration,
@@ -223,6 +231,10 @@ mod millis {
 }
 
 pub const DEFAULT_OPEN_CONNECTIONS: u32 = 64;
+/// The open model's default bound on connections: enough to keep a schedule of 1,000/s
+/// through a one-second stall of the target, and a thousand sockets (with their buffers,
+/// a few tens of MiB) is little for any agent. A larger `connections` raises it.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 1000;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[cfg(test)]

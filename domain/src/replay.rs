@@ -265,6 +265,7 @@ impl ReplaySpec {
             start_rate: 0.0,
             stages: Vec::new(),
             connections,
+            max_connections: crate::load::default_max_connections(connections),
             duration,
             warmup: WarmupPlan::None,
             timeout,

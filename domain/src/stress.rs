@@ -12,11 +12,20 @@
 //!   behind on a timer is behind on its sends and its reads of answers too, and a bound
 //!   this loose is not reached by the ordinary jitter of a busy two-core machine.
 //! - **Late sends** (open model, measured seconds): more than [`LATE_SHARE_BOUND`] of a
-//!   second's sends started late, and at least [`LATE_MIN`] of them. A target too slow
-//!   for the plan's connections makes sends late too; either way the schedule was not
-//!   kept and the run did not measure the load it meant to.
+//!   second's sends started more than [`BEHIND_BOUND_MS`] late while a connection was
+//!   free for them, and at least [`LATE_MIN`] of them: the runtime was behind its
+//!   schedule by as much as the lag bound, for many sends.
+//!
+//! A send that was late because the target held every connection the run may open (its
+//! `max_connections`) is not the generator's: the engine counts it apart, and it goes
+//! into the result's `target_held_connections` ([`held`]), never into this verdict. The
+//! target's stall is measured all the same, from the intended send times.
 
 use serde::{Deserialize, Serialize};
+
+pub mod held;
+
+pub use held::TargetHeld;
 
 /// The share of its CPUs past which the agent process is taken as saturated.
 pub const CPU_SHARE_BOUND: f64 = 0.80;
@@ -24,6 +33,10 @@ pub const CPU_SHARE_BOUND: f64 = 0.80;
 pub const LAG_BOUND_MS: f64 = 100.0;
 /// The share of a second's sends that may be late.
 pub const LATE_SHARE_BOUND: f64 = 0.10;
+/// How late (ms) a send with a connection free must start to count as the generator's:
+/// the timer's bound, for the same reason. A send 10 ms late counts as `late` for people
+/// (the engine's tolerance), but a busy host's scheduling jitter reaches that.
+pub const BEHIND_BOUND_MS: u64 = 100;
 /// Fewer late sends than this never count (a second of 20 sends with 3 late is noise).
 pub const LATE_MIN: u64 = 5;
 /// Seconds listed in a verdict; `count` says how many there were in all.
@@ -215,6 +228,7 @@ pub struct Saturation {
     cpu: Tally,
     lag: Tally,
     late: Tally,
+    held: held::HeldTally,
 }
 
 impl Saturation {
@@ -227,6 +241,7 @@ impl Saturation {
             cpu: Tally::default(),
             lag: Tally::default(),
             late: Tally::default(),
+            held: held::HeldTally::default(),
         }
     }
 
@@ -252,8 +267,12 @@ impl Saturation {
         }
     }
 
-    /// One measured second's sends (open model): `late` of `sent` started late.
-    pub fn sends(&mut self, second: u64, sent: u64, late: u64) {
+    /// One measured second's sends (open model): of `sent`, `behind` started more than
+    /// [`BEHIND_BOUND_MS`] late while a connection was free (the generator's), and `held`
+    /// waited because the target held every connection the run may open (the target's).
+    pub fn sends(&mut self, second: u64, sent: u64, behind: u64, held: u64) {
+        self.held.add(second, sent, held);
+        let late = behind;
         if sent == 0 || late < LATE_MIN {
             return;
         }
@@ -262,6 +281,17 @@ impl Saturation {
             self.late.add(share);
             self.mark(second);
         }
+    }
+
+    /// The bound on connections the engine reached when sends waited for one.
+    pub fn connection_bound(&mut self, max_connections: u32) {
+        self.held.bound(max_connections);
+    }
+
+    /// The seconds whose sends waited for a connection the target held; `None` when none
+    /// did.
+    pub fn target_held(&self) -> Option<TargetHeld> {
+        self.held.verdict(self.basis)
     }
 
     fn mark(&mut self, second: u64) {
@@ -317,8 +347,9 @@ impl Saturation {
                 worst: self.late.worst,
                 bound: LATE_SHARE_BOUND,
                 text: format!(
-                    "up to {:.0}% of a second's sends late in {} s, bound {:.0}%",
+                    "up to {:.0}% of a second's sends over {} ms late with a connection free in {} s, bound {:.0}%",
                     self.late.worst * 100.0,
+                    BEHIND_BOUND_MS,
                     self.late.seconds,
                     LATE_SHARE_BOUND * 100.0
                 ),

@@ -1,12 +1,15 @@
-//! The engine loop. Open model: every connection's worker, when free, takes the next
-//! request of the arrival timeline (a shared counter, so no queue and constant memory),
-//! waits for its intended time if it is early and sends at once if it is late; latency is
-//! measured from the *intended* time, so a stalled target shows in the tail (wrk2's
-//! correction) while the uncorrected figure is kept beside it. A request that starts more
-//! than [`LATE_TOLERANCE`] after its time counts as late; one whose time is already a
-//! whole timeout in the past when a connection gets to it could not succeed in time and
-//! is dropped and counted (as k6's `dropped_iterations`). Closed model: each connection
-//! sends as fast as the target answers. A reporter emits one `load` frame a second.
+//! The engine loop. Open model ([`open`]): every connection's worker, when free, takes
+//! the next request of the arrival timeline (a shared counter, so no queue and constant
+//! memory), waits for its intended time if it is early and sends at once if it is late;
+//! when every worker is busy as a request falls due, the pool opens another connection,
+//! up to the plan's `max_connections`. Latency is measured from the *intended* time, so a
+//! stalled target shows in the tail (wrk2's correction) while the uncorrected figure is
+//! kept beside it. A request that starts more than [`LATE_TOLERANCE`] after its time
+//! counts as late (and as held when it waited for a connection the target held at the
+//! bound); one whose time is already a whole timeout in the past when a connection gets
+//! to it could not succeed in time and is dropped and counted (as k6's
+//! `dropped_iterations`). Closed model: each connection sends as fast as the target
+//! answers. A reporter emits one `load` frame a second.
 
 use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +37,10 @@ use super::schedule::ArrivalSchedule;
 use super::schedule::timeline::{Picker, Timeline};
 use crate::frames::{FrameSender, NewFrame};
 use crate::stress::Meter;
+
+mod open;
+
+use open::Pool;
 
 /// A request that starts later than this after its intended time counts as late.
 pub const LATE_TOLERANCE: Duration = Duration::from_millis(10);
@@ -211,9 +218,9 @@ impl Engine {
             start,
             measure_start: OnceLock::new(),
         });
-        let links = make_links(workers, plan.http, plan.streams);
         let mut tasks = JoinSet::new();
         let workers_done = CancellationToken::new();
+        let mut opened: Option<Arc<Pool>> = None;
 
         match plan.model {
             Model::Open => {
@@ -239,17 +246,19 @@ impl Engine {
                     &weights,
                     plan.share,
                 ));
-                let next = Arc::new(AtomicU64::new(0));
-                for (id, link) in links.into_iter().enumerate() {
-                    tasks.spawn(open_worker(OpenWorker {
-                        id,
-                        link,
-                        shared: shared.clone(),
-                        timeline: timeline.clone(),
-                        next: next.clone(),
-                        start,
-                    }));
+                let pool = Arc::new(Pool::new(
+                    shared.clone(),
+                    timeline,
+                    start,
+                    (plan.connections, plan.max_connections),
+                    plan.http,
+                    plan.streams,
+                ));
+                pool.spawn(plan.connections, &mut tasks);
+                if let Some(meter) = &self.stress {
+                    meter.connection_bound(plan.max_connections);
                 }
+                opened = Some(pool);
             }
             Model::Closed => {
                 let counter = Arc::new(AtomicU64::new(0));
@@ -268,6 +277,7 @@ impl Engine {
                     _ => 0,
                 };
                 let poller = Poller::applies().then(|| Arc::new(Poller::default()));
+                let links = make_links(workers, plan.http, plan.streams);
                 for (id, link) in links.into_iter().enumerate() {
                     tasks.spawn(closed_worker(ClosedWorker {
                         id,
@@ -301,7 +311,11 @@ impl Engine {
             frames,
             stress: self.stress,
         };
-        reporter.run(&clock, &mut done_rx, &cancel).await
+        let report = reporter.run(&clock, &mut done_rx, &cancel).await;
+        if let (Some(pool), Some(meter)) = (opened, &reporter.stress) {
+            meter.connections_opened(pool.connections_opened());
+        }
+        report
     }
 }
 
@@ -315,69 +329,6 @@ fn make_links(workers: usize, http: HttpVersion, streams: u32) -> Vec<Link> {
             .collect()
     } else {
         (0..workers).map(|_| Link::Own(None)).collect()
-    }
-}
-
-struct OpenWorker {
-    id: usize,
-    link: Link,
-    shared: Arc<Shared>,
-    timeline: Arc<Timeline>,
-    next: Arc<AtomicU64>,
-    start: Instant,
-}
-
-async fn open_worker(mut w: OpenWorker) {
-    let recorder = &w.shared.recorder;
-    let mut timer = pin!(tokio::time::sleep(w.shared.timeout));
-    // One waiter for the whole run: a fresh `cancelled()` per request registered and
-    // unregistered itself under the token's lock each time.
-    let mut stopped = pin!(w.shared.stop.cancelled());
-    loop {
-        let i = w.next.fetch_add(1, Ordering::Relaxed);
-        let Some((offset, operation, phase)) = w.timeline.at(i) else {
-            return;
-        };
-        let intended = w.start + offset;
-        let now = Instant::now();
-        if intended > now {
-            tokio::select! {
-                biased;
-                _ = tokio::time::sleep_until(intended) => {}
-                () = stopped.as_mut() => return,
-            }
-        } else if now - intended > w.shared.timeout {
-            recorder.schedule(w.id, phase, |s| {
-                s.intended += 1;
-                s.dropped += 1;
-            });
-            continue;
-        }
-        if w.shared.stop.is_cancelled() {
-            return;
-        }
-        let started = Instant::now();
-        let late = started.saturating_duration_since(intended) > LATE_TOLERANCE;
-        recorder.schedule(w.id, phase, |s| {
-            s.intended += 1;
-            s.sent += 1;
-            s.late += u64::from(late);
-        });
-        // Biased: no random branch order (and no RNG draw) per request.
-        let outcome = tokio::select! {
-            biased;
-            outcome = w.shared.exchange(&mut w.link, operation, started, timer.as_mut()) => outcome,
-            () = stopped.as_mut() => return,
-        };
-        let ended = Instant::now();
-        recorder.record(
-            w.id,
-            phase,
-            operation,
-            outcome,
-            micros(ended - intended),
-            micros(ended - started),
-        );
     }
 }
 
@@ -517,7 +468,13 @@ impl Reporter<'_> {
                 .as_ref()
                 .filter(|_| self.plan.model == Model::Open)
             {
-                meter.sends(second, window.schedule.sent, window.schedule.late);
+                let schedule = window.schedule;
+                meter.sends(
+                    second,
+                    schedule.sent,
+                    schedule.late_behind,
+                    schedule.late_held,
+                );
             }
             measure_total.add(&window);
             blocks.add_second(&window)?;
@@ -598,6 +555,8 @@ impl Reporter<'_> {
             intended: window.schedule.intended,
             sent: window.schedule.sent,
             late: window.schedule.late,
+            late_held: window.schedule.late_held,
+            late_behind: window.schedule.late_behind,
             dropped: window.schedule.dropped,
             histogram: if measure {
                 Some(encode(&window.total_latency()?)?)

@@ -60,6 +60,10 @@ pub struct ScheduleTally {
     pub intended: u64,
     pub sent: u64,
     pub late: u64,
+    /// Of `late`, those that waited because the target held every connection.
+    pub late_held: u64,
+    /// Of `late`, those more than the generator's bound late with a connection free.
+    pub late_behind: u64,
     pub dropped: u64,
 }
 
@@ -68,6 +72,8 @@ impl ScheduleTally {
         self.intended += other.intended;
         self.sent += other.sent;
         self.late += other.late;
+        self.late_held += other.late_held;
+        self.late_behind += other.late_behind;
         self.dropped += other.dropped;
     }
 }

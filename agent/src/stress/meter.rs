@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use iohr_domain::stress::{Basis, GeneratorSaturated, Saturation, StressSecond};
+use iohr_domain::stress::{Basis, GeneratorSaturated, Saturation, StressSecond, TargetHeld};
 use tokio::time::Instant;
 
 #[derive(Debug, Clone)]
@@ -17,6 +17,22 @@ pub struct Meter(Arc<Mutex<State>>);
 struct State {
     saturation: Saturation,
     measure: Option<(Instant, Option<Instant>)>,
+    sends: Sends,
+}
+
+/// What the open model's engine said of its measured sends and connections, for the
+/// result ([`super::qualify`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sends {
+    /// Measured late sends that waited for a connection the target held; `None` when no
+    /// open-model engine reported.
+    pub late_held: Option<u64>,
+    /// Measured sends more than the generator's bound late with a connection free.
+    pub late_behind: Option<u64>,
+    /// The bound on connections (`max_connections`, this agent's part) and the most
+    /// the engine opened, once it said.
+    pub max_connections: Option<u32>,
+    pub connections_opened: Option<u32>,
 }
 
 impl Default for Meter {
@@ -30,6 +46,7 @@ impl Meter {
         Meter(Arc::new(Mutex::new(State {
             saturation: Saturation::new(Basis::Run),
             measure: None,
+            sends: Sends::default(),
         })))
     }
 
@@ -47,6 +64,9 @@ impl Meter {
             if s.measure.is_none() {
                 s.measure = Some((at, None));
                 s.saturation = Saturation::new(Basis::Measure);
+                if let Some(max) = s.sends.max_connections {
+                    s.saturation.connection_bound(max);
+                }
             }
         });
     }
@@ -59,9 +79,38 @@ impl Meter {
         });
     }
 
-    /// A measured second's sends (open model).
-    pub fn sends(&self, second: u64, sent: u64, late: u64) {
-        self.with(|s| s.saturation.sends(second, sent, late));
+    /// A measured second's sends (open model): of `sent`, `behind` late by the
+    /// generator and `held` by the target ([`Saturation::sends`]).
+    pub fn sends(&self, second: u64, sent: u64, behind: u64, held: u64) {
+        self.with(|s| {
+            s.saturation.sends(second, sent, behind, held);
+            let total = s.sends.late_held.get_or_insert(0);
+            *total = total.saturating_add(held);
+            let total = s.sends.late_behind.get_or_insert(0);
+            *total = total.saturating_add(behind);
+        });
+    }
+
+    /// The open model's bound on connections (`max_connections`, this agent's part).
+    pub fn connection_bound(&self, max_connections: u32) {
+        self.with(|s| {
+            s.sends.max_connections = Some(max_connections);
+            s.saturation.connection_bound(max_connections);
+        });
+    }
+
+    /// The most connections the open model's engine opened in the run.
+    pub fn connections_opened(&self, opened: u32) {
+        self.with(|s| s.sends.connections_opened = Some(opened));
+    }
+
+    /// What the engine said of its sends and connections.
+    pub fn sent(&self) -> Sends {
+        self.with(|s| s.sends)
+    }
+
+    pub fn target_held(&self) -> Option<TargetHeld> {
+        self.with(|s| s.saturation.target_held())
     }
 
     /// A sample read at `at`: marks its measured second and judges it.

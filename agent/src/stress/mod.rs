@@ -18,13 +18,13 @@ pub mod sample;
 use std::time::Duration;
 
 use iohr_domain::FrameKind;
-use iohr_domain::stress::GeneratorSaturated;
+use iohr_domain::stress::{GeneratorSaturated, TargetHeld};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::frames::{FrameSender, NewFrame};
-pub use meter::Meter;
+pub use meter::{Meter, Sends};
 use sample::Probe;
 
 /// A run's sampler: started with the run, finished when it ends.
@@ -49,27 +49,77 @@ impl Watch {
         self.meter.clone()
     }
 
-    /// Stops the sampler; the verdict, `None` when the generator kept up.
-    pub async fn finish(self) -> Option<GeneratorSaturated> {
+    /// Stops the sampler; what the run's seconds showed.
+    pub async fn finish(self) -> Judgement {
         self.stop.cancel();
         if let Err(e) = self.task.await {
             tracing::warn!(error = %e, "the stress sampler ended abnormally");
         }
-        self.meter.verdict()
+        Judgement {
+            saturated: self.meter.verdict(),
+            held: self.meter.target_held(),
+            sends: self.meter.sent(),
+        }
     }
 }
 
-/// Inserts a verdict into a result object (every kind's result is one); a result that is
+/// What a run's seconds showed of the generator and of the connections the target held.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Judgement {
+    /// `None` when the generator kept up.
+    pub saturated: Option<GeneratorSaturated>,
+    /// `None` when no send waited for a connection the target held.
+    pub held: Option<TargetHeld>,
+    pub sends: Sends,
+}
+
+impl From<Option<GeneratorSaturated>> for Judgement {
+    fn from(saturated: Option<GeneratorSaturated>) -> Judgement {
+        Judgement {
+            saturated,
+            ..Judgement::default()
+        }
+    }
+}
+
+/// Adds what the run's seconds showed to a result object (every kind's result is one):
+/// `generator_saturated`; for the open model, `late_held` and `late_behind`, the
+/// connections' bound and
+/// how many were opened, and `target_held_connections` with its note. A result that is
 /// not an object (an error's `null`) has nothing to qualify.
-pub fn qualify(result: &mut serde_json::Value, verdict: Option<GeneratorSaturated>) {
-    let (Some(verdict), Some(object)) = (verdict, result.as_object_mut()) else {
+pub fn qualify(result: &mut serde_json::Value, judgement: impl Into<Judgement>) {
+    let judgement = judgement.into();
+    let Some(object) = result.as_object_mut() else {
         return;
     };
-    match serde_json::to_value(verdict) {
+    let mut insert = |key: &str, value: Result<serde_json::Value, serde_json::Error>| match value {
         Ok(value) => {
-            object.insert("generator_saturated".to_string(), value);
+            object.insert(key.to_string(), value);
         }
-        Err(e) => tracing::warn!(error = %e, "the saturation verdict could not be written"),
+        Err(e) => tracing::warn!(error = %e, key, "a verdict could not be written"),
+    };
+    if let Some(verdict) = judgement.saturated {
+        insert("generator_saturated", serde_json::to_value(verdict));
+    }
+    let sends = judgement.sends;
+    if let Some(late_held) = sends.late_held {
+        insert("late_held", Ok(late_held.into()));
+    }
+    if let Some(late_behind) = sends.late_behind {
+        insert("late_behind", Ok(late_behind.into()));
+    }
+    if let Some(max) = sends.max_connections {
+        insert("max_connections", Ok(max.into()));
+    }
+    if let Some(opened) = sends.connections_opened {
+        insert("connections_opened", Ok(opened.into()));
+    }
+    if let Some(held) = judgement.held {
+        let note = held.text.clone();
+        insert("target_held_connections", serde_json::to_value(held));
+        if let Some(notes) = object.get_mut("notes").and_then(|n| n.as_array_mut()) {
+            notes.push(note.into());
+        }
     }
 }
 

@@ -49,7 +49,7 @@ async fn warm_up_seconds_are_forgotten_and_measured_ones_numbered_as_the_engine_
     let mut early = quiet(2, 95.0);
     meter.judge(start + Duration::from_millis(200), &mut early);
     assert_eq!(early.measure_second, None);
-    meter.sends(3, 200, 100);
+    meter.sends(3, 200, 100, 0);
     meter.measure_ended(start + Duration::from_secs(3));
     let mut after = quiet(6, 95.0);
     meter.judge(start + Duration::from_secs(4), &mut after);
@@ -91,7 +91,7 @@ async fn the_sampler_sends_a_frame_a_second_with_real_figures() {
         assert!(s.lag_ms >= 0.0 && s.lag_ms < 1000.0, "{s:?}");
     }
     assert_eq!(
-        watch.finish().await,
+        watch.finish().await.saturated,
         None,
         "an idle test process is not saturated"
     );
@@ -109,8 +109,49 @@ fn a_verdict_goes_into_an_object_result_only() {
     qualify(&mut none, s.verdict());
     assert!(none.is_null());
     let mut healthy = serde_json::json!({});
-    qualify(&mut healthy, None);
+    qualify(&mut healthy, Judgement::default());
     assert_eq!(healthy, serde_json::json!({}));
+}
+
+/// The open model's sends through the meter into the result: the held count, the bound
+/// and the connections opened, the held seconds with their note; no generator verdict.
+#[test]
+fn sends_held_by_the_target_go_into_the_result_apart_from_the_verdict() {
+    let meter = Meter::new();
+    meter.connection_bound(8);
+    meter.measure_started(Instant::now());
+    meter.sends(1, 100, 2, 0);
+    meter.sends(2, 100, 2, 78);
+    meter.connections_opened(8);
+    let judgement = Judgement {
+        saturated: meter.verdict(),
+        held: meter.target_held(),
+        sends: meter.sent(),
+    };
+    assert_eq!(judgement.saturated, None);
+    let mut result = serde_json::json!({"late": 82, "notes": ["the schedule was not kept"]});
+    qualify(&mut result, judgement);
+    assert_eq!(result["late_held"], 78);
+    assert_eq!(result["late_behind"], 4);
+    assert_eq!(
+        (
+            result["max_connections"].as_u64(),
+            result["connections_opened"].as_u64()
+        ),
+        (Some(8), Some(8))
+    );
+    assert_eq!(
+        result["target_held_connections"]["seconds"],
+        serde_json::json!([2])
+    );
+    assert!(result.get("generator_saturated").is_none());
+    let note = result["notes"][1].as_str().unwrap_or_default();
+    assert!(
+        note.starts_with(
+            "the target held all 8 connections (its max_connections) in 1 s: 78 sends waited"
+        ),
+        "{note}"
+    );
 }
 
 #[test]

@@ -77,6 +77,7 @@ impl CapacitySpec {
             rate: Some(grid[0]),
             stages: Vec::new(),
             connections: self.connections,
+            max_connections: None,
             duration: Some(format!("{}us", (step - discard).as_micros())),
             warmup: (!discard.is_zero())
                 .then(|| Warmup::Duration(format!("{}us", discard.as_micros()))),

@@ -10,7 +10,7 @@ use hdrhistogram::Histogram;
 use serde::Deserialize;
 
 use crate::histogram::{HistogramError, decode, encode, latency_histogram};
-use crate::stress::GeneratorSaturated;
+use crate::stress::{GeneratorSaturated, TargetHeld};
 
 use super::*;
 
@@ -125,6 +125,8 @@ impl LoadSecond {
             intended: total(parts.iter().map(|p| p.intended)),
             sent: total(parts.iter().map(|p| p.sent)),
             late: total(parts.iter().map(|p| p.late)),
+            late_held: total(parts.iter().map(|p| p.late_held)),
+            late_behind: total(parts.iter().map(|p| p.late_behind)),
             dropped: total(parts.iter().map(|p| p.dropped)),
             histogram: merged_text(parts.iter().map(|p| p.histogram.as_ref()))?,
             uncorrected_histogram: merged_text(
@@ -304,7 +306,42 @@ pub(crate) fn with_saturation(
             serde_json::to_value(saturated).map_err(|e| MergeError::NotLoad(e.to_string()))?;
         object.insert("generator_saturated".to_string(), saturated);
     }
+    with_held(&mut merged, parts)?;
     Ok(merged)
+}
+
+/// The shares' late sends by cause and their connections, added (`late_held`,
+/// `late_behind`, `max_connections`, `connections_opened`, where any share counted
+/// them), and their `target_held_connections` merged ([`TargetHeld::merge`]),
+/// with its note.
+fn with_held(
+    merged: &mut serde_json::Value,
+    parts: &[serde_json::Value],
+) -> Result<(), MergeError> {
+    let Some(object) = merged.as_object_mut() else {
+        return Ok(());
+    };
+    // Added over the shares that counted them (the connections' figures too).
+    for key in [
+        "late_held",
+        "late_behind",
+        "max_connections",
+        "connections_opened",
+    ] {
+        let counted: Vec<u64> = parts.iter().filter_map(|p| p.get(key)?.as_u64()).collect();
+        if !counted.is_empty() {
+            object.insert(key.to_string(), total(counted).into());
+        }
+    }
+    let held: Vec<TargetHeld> = parts.iter().filter_map(TargetHeld::of_result).collect();
+    if let Some(held) = TargetHeld::merge(&held) {
+        if let Some(notes) = object.get_mut("notes").and_then(|n| n.as_array_mut()) {
+            notes.push(held.text.clone().into());
+        }
+        let held = serde_json::to_value(held).map_err(|e| MergeError::NotLoad(e.to_string()))?;
+        object.insert("target_held_connections".to_string(), held);
+    }
+    Ok(())
 }
 
 /// The measure so far of a run split over agents, fed its merged measured seconds as they

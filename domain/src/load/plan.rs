@@ -44,6 +44,7 @@ impl LoadSpec {
                 format!("must be between 1 and {MAX_CONNECTIONS} (the closed model needs it)"),
             ));
         }
+        let max_connections = self.max_connections(connections)?;
         let rate_ok = |r: f64| r.is_finite() && (0.0..=MAX_RATE).contains(&r);
         let (start_rate, stages, duration) = match self.model {
             Model::Closed => {
@@ -164,6 +165,7 @@ impl LoadSpec {
             start_rate,
             stages,
             connections,
+            max_connections,
             duration,
             warmup,
             timeout,
@@ -174,6 +176,26 @@ impl LoadSpec {
             recorded: None,
             share: Share::WHOLE,
         })
+    }
+
+    /// The open model's bound on connections: the spec's, at least `connections` and at
+    /// most [`MAX_CONNECTIONS`], or the default; the closed model has none to set.
+    fn max_connections(&self, connections: u32) -> Result<u32, SpecError> {
+        match (self.model, self.max_connections) {
+            (Model::Closed, None) => Ok(connections),
+            (Model::Closed, Some(_)) => Err(spec_error(
+                "spec.max_connections",
+                "the closed model keeps its connections; max_connections belongs to the open model",
+            )),
+            (Model::Open, None) => Ok(default_max_connections(connections)),
+            (Model::Open, Some(max)) if max < connections || max > MAX_CONNECTIONS => {
+                Err(spec_error(
+                    "spec.max_connections",
+                    format!("must be between connections ({connections}) and {MAX_CONNECTIONS}"),
+                ))
+            }
+            (Model::Open, Some(max)) => Ok(max),
+        }
     }
 
     /// The most warm-up requests a spec may ask for: what its warm-up rate sends in the
@@ -200,6 +222,12 @@ impl LoadSpec {
         }
         Ok(d)
     }
+}
+
+/// The open model's bound on connections when a spec sets none:
+/// [`DEFAULT_MAX_CONNECTIONS`], or `connections` when that is more.
+pub fn default_max_connections(connections: u32) -> u32 {
+    connections.max(DEFAULT_MAX_CONNECTIONS)
 }
 
 /// Operations are told apart by name in frames and results: two with one name would merge.

@@ -86,6 +86,16 @@ pub struct LoadSecond {
     pub sent: u64,
     /// Started later than their intended time by more than the late tolerance.
     pub late: u64,
+    /// Of `late`, those that waited because the target held every connection the run
+    /// may open (`max_connections`): the target's latency. The rest were late while a
+    /// connection was free: the generator's. 0 in frames written before the split.
+    #[serde(default)]
+    pub late_held: u64,
+    /// Of `late`, those that started more than 100 ms late while a connection was free:
+    /// the generator's ([`crate::stress::BEHIND_BOUND_MS`]). The rest of `late` is
+    /// scheduling jitter under that bound. 0 in frames written before the split.
+    #[serde(default)]
+    pub late_behind: u64,
     /// Due while every connection and its backlog was busy: never sent.
     pub dropped: u64,
     /// Corrected latency (from the intended send time), HdrHistogram V2 + deflate,

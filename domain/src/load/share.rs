@@ -177,6 +177,10 @@ impl LoadPlan {
         }
         // A part of a u32 is at most the u32.
         self.connections = u32::try_from(share.part(u64::from(self.connections))).unwrap_or(1);
+        // Split as the connections are, so a share's bound is never below its start.
+        self.max_connections = u32::try_from(share.part(u64::from(self.max_connections)))
+            .unwrap_or(self.connections)
+            .max(self.connections);
         if let (Model::Closed, WarmupPlan::Requests(n)) = (self.model, self.warmup) {
             self.warmup = match share.part(n) {
                 0 => WarmupPlan::None,

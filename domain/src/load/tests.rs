@@ -99,6 +99,68 @@ fn bad_specs_say_what_to_fix() {
     }
 }
 
+/// The open model's bound on connections: defaulted generously, at least the
+/// connections it starts with, refused outside its range or on the closed model, and
+/// split over agents as the connections are.
+#[test]
+fn max_connections_is_bounded_and_belongs_to_the_open_model() {
+    let open = |extra: serde_json::Value| {
+        let mut value = json!({"operations": [{"path": "/"}], "model": "open", "rate": 10,
+            "duration": "1s"});
+        for (k, v) in extra.as_object().expect("object") {
+            value[k] = v.clone();
+        }
+        spec(value)
+    };
+    let plan = open(json!({})).expect("default");
+    assert_eq!(
+        (plan.connections, plan.max_connections),
+        (DEFAULT_OPEN_CONNECTIONS, DEFAULT_MAX_CONNECTIONS)
+    );
+    let many = open(json!({"connections": 4000})).expect("more than the default bound");
+    assert_eq!(many.max_connections, 4000);
+    let set = open(json!({"connections": 4, "max_connections": 16})).expect("set");
+    assert_eq!((set.connections, set.max_connections), (4, 16));
+    let fixed = open(json!({"connections": 4, "max_connections": 4})).expect("no growth");
+    assert_eq!(fixed.max_connections, 4);
+    for (bad, message) in [
+        (
+            json!({"connections": 8, "max_connections": 4}),
+            "between connections (8) and 10000",
+        ),
+        (
+            json!({"max_connections": 0}),
+            "between connections (64) and 10000",
+        ),
+        (
+            json!({"max_connections": 10001}),
+            "between connections (64) and 10000",
+        ),
+        (json!({"max_connections": -1}), ""),
+        (json!({"max_connections": "many"}), ""),
+    ] {
+        let err = open(bad.clone()).expect_err(&bad.to_string());
+        assert_eq!(err.field, "spec.max_connections", "{bad}: {err}");
+        assert!(err.message.contains(message), "{bad}: {err}");
+    }
+    let closed = spec(json!({"operations": [{"path": "/"}], "model": "closed",
+        "connections": 4, "duration": "1s", "max_connections": 8}))
+    .expect_err("closed");
+    assert_eq!(closed.field, "spec.max_connections");
+    let closed = spec(json!({"operations": [{"path": "/"}], "model": "closed",
+        "connections": 4, "duration": "1s"}))
+    .expect("closed");
+    assert_eq!(closed.max_connections, 4);
+    let shares: Vec<(u32, u32)> = Share::all(3)
+        .expect("shares")
+        .map(|share| {
+            let part = set.clone().share(share).expect("share");
+            (part.connections, part.max_connections)
+        })
+        .collect();
+    assert_eq!(shares, vec![(2, 6), (1, 5), (1, 5)]);
+}
+
 #[test]
 fn thresholds_read_like_k6() {
     let t: Threshold = "p(95) <= 1.5s".parse().expect("valid");

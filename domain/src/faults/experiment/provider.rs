@@ -268,6 +268,7 @@ impl LoadProbe {
             rate: Some(self.rate),
             stages: Vec::new(),
             connections: None,
+            max_connections: None,
             duration: Some(humantime::format_duration(self.duration).to_string()),
             warmup: None,
             timeout: None,

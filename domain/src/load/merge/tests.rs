@@ -53,6 +53,8 @@ fn second_of(part: &Part) -> LoadSecond {
         intended: part.samples.len() as u64 + part.failed,
         sent: part.samples.len() as u64 + part.failed,
         late: part.late,
+        late_held: part.late / 2,
+        late_behind: part.late / 4,
         dropped: 1,
         histogram: Some(encoded.clone()),
         uncorrected_histogram: Some(encoded),
@@ -143,6 +145,7 @@ proptest! {
         prop_assert_eq!(op.counts.requests, requests);
         prop_assert_eq!(merged.counts.failed(), parts.iter().map(|p| p.failed).sum::<u64>());
         prop_assert_eq!(merged.late, parts.iter().map(|p| p.late).sum::<u64>());
+        prop_assert_eq!(merged.late_held, parts.iter().map(|p| p.late / 2).sum::<u64>());
         prop_assert_eq!(merged.dropped, parts.len() as u64);
         prop_assert_eq!(merged.sent, requests);
     }
@@ -286,11 +289,41 @@ fn stored_results_merge_with_the_worst_generator_verdict_and_live_seconds_abort_
         serde_json::json!([2, 3])
     );
     assert!(
-        merge_results(&[plain.clone(), plain])
+        merge_results(&[plain.clone(), plain.clone()])
             .expect("merge")
             .get("generator_saturated")
             .is_none()
     );
+    // Sends held by the target: added, their seconds merged, and said in a note; a share
+    // written before the split (no `late_held`) counts none.
+    let mut held = plain.clone();
+    held["late_held"] = 40.into();
+    held["late_behind"] = 1.into();
+    held["max_connections"] = 8.into();
+    held["target_held_connections"] = serde_json::json!({"seconds": [3], "count": 1,
+        "basis": "measure", "late": 40, "worst": 0.4, "max_connections": 8, "text": "held"});
+    let merged = merge_results(&[plain.clone(), held.clone(), held]).expect("merge");
+    assert_eq!(merged["late_held"], 80);
+    assert_eq!(
+        (
+            merged["late_behind"].as_u64(),
+            merged["max_connections"].as_u64()
+        ),
+        (Some(2), Some(16))
+    );
+    assert_eq!(merged["target_held_connections"]["late"], 80);
+    assert_eq!(merged["target_held_connections"]["max_connections"], 16);
+    let notes = merged["notes"].as_array().expect("notes");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().is_some_and(|n| n.starts_with(
+                "the target held all 16 connections of 2 agents (max_connections) in 1 s: 80 sends"
+            ))),
+        "{notes:?}"
+    );
+    let merged = merge_results(&[plain.clone(), plain]).expect("merge");
+    assert!(merged.get("late_held").is_none() && merged.get("target_held_connections").is_none());
     assert!(matches!(
         merge_results(&[serde_json::json!({"kind": "checks"})]),
         Err(MergeError::NotLoad(_))
