@@ -63,7 +63,7 @@ impl Target {
     fn pinned(&self) -> Pinned {
         let mut found = None;
         poll(WITHIN, || {
-            found = process::find("sleep", Some(self.pid())).ok();
+            found = process::find("sleep", Some(self.pid()), None).ok();
             found.is_some()
         });
         found.expect("the sleep is found")
@@ -275,28 +275,28 @@ fn a_process_is_found_by_its_name_only_when_it_is_the_only_one() {
     let start = || Target(Command::new(&script).stdin(Stdio::piped()).spawn().unwrap());
 
     assert!(matches!(
-        process::find(&name, None),
+        process::find(&name, None, None),
         Err(FaultError::NotFound(_))
     ));
     let one = start();
     let mut found = None;
     assert!(poll(WITHIN, || {
-        found = process::find(&name, None).ok();
+        found = process::find(&name, None, None).ok();
         found.is_some()
     }));
     assert_eq!(found.unwrap().pid, one.pid());
 
     let two = start();
     assert!(poll(WITHIN, || matches!(
-        process::find(&name, None),
+        process::find(&name, None, None),
         Err(FaultError::Failed(why)) if why.contains("name one by its pid")
     )));
     assert_eq!(
-        process::find(&name, Some(two.pid())).unwrap().pid,
+        process::find(&name, Some(two.pid()), None).unwrap().pid,
         two.pid()
     );
     assert!(matches!(
-        process::find("not-this-name", Some(two.pid())),
+        process::find("not-this-name", Some(two.pid()), None),
         Err(FaultError::NotFound(_))
     ));
     drop((one, two));

@@ -46,7 +46,7 @@ impl UndoReport {
 pub fn plan(fault: &Fault, policy: &Policy) -> Result<Undo, FaultError> {
     match fault {
         Fault::Process(p) => {
-            let target = process::find(&p.name, p.pid)?;
+            let target = process::find(&p.name, p.pid, policy.process_owner(&p.name))?;
             Ok(process::undo_for(
                 p.action,
                 &target,
@@ -104,7 +104,7 @@ pub fn apply_blocking(
     match fault {
         Fault::Process(p) => {
             let restart = policy.restart_command(&p.name);
-            let target = process::find(&p.name, p.pid)?;
+            let target = process::find(&p.name, p.pid, policy.process_owner(&p.name))?;
             let undo = process::undo_for(p.action, &target, restart);
             let done = process::apply(p.action, &target, restart)?;
             tracing::info!(name = %p.name, pid = target.pid, action = ?p.action, done, "process fault applied");

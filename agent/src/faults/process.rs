@@ -97,9 +97,18 @@ fn name_matches(comm: &str, name: &str) -> bool {
     comm == name || (name.len() > 15 && name.as_bytes().get(..15) == Some(comm.as_bytes()))
 }
 
-/// Finds the process named `name` (and with `pid`, when given) and pins it. Without a pid
-/// exactly one process may carry the name; the agent itself and init are never candidates.
-pub fn find(name: &str, pid: Option<u32>) -> Result<Pinned, FaultError> {
+/// The user id owning process `pid`.
+fn owner(pid: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}"))
+        .ok()
+        .map(|m| m.uid())
+}
+
+/// Finds the process named `name` (and with `pid`, when given; owned by `uid`, when the
+/// policy's rule names one) and pins it. Without a pid exactly one process may carry the
+/// name; the agent itself and init are never candidates.
+pub fn find(name: &str, pid: Option<u32>, uid: Option<u32>) -> Result<Pinned, FaultError> {
     let own = std::process::id();
     let pin = |pid: u32| -> Result<Option<Pinned>, FaultError> {
         // Never the agent itself, nor init.
@@ -109,6 +118,9 @@ pub fn find(name: &str, pid: Option<u32>) -> Result<Pinned, FaultError> {
         let Some(c) = comm(pid).filter(|c| name_matches(c, name)) else {
             return Ok(None);
         };
+        if uid.is_some() && owner(pid) != uid {
+            return Ok(None);
+        }
         Ok(stat(pid)?.filter(Stat::alive).map(|s| Pinned {
             pid,
             start_time: s.start_time,
@@ -327,6 +339,24 @@ mod tests {
         assert_eq!(s.rss_pages, 250);
         assert!(s.alive());
         assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn a_rule_with_an_owner_finds_only_that_users_processes() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let pid = child.id();
+        let mine = owner(pid).expect("owner");
+        let found = find("sleep", Some(pid), Some(mine));
+        let other = find("sleep", Some(pid), Some(mine.wrapping_add(1)));
+        let any = find("sleep", Some(pid), None);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(found.expect("found").pid, pid);
+        assert!(matches!(other, Err(FaultError::NotFound(_))), "{other:?}");
+        assert_eq!(any.expect("any owner").pid, pid);
     }
 
     #[test]

@@ -54,6 +54,10 @@ pub struct ProcessRule {
     /// and the second half of restart.
     #[serde(default)]
     pub restart: Option<String>,
+    /// Only processes owned by this user id (the owner of `/proc/PID`); any owner when
+    /// absent, so a run cannot reach another user's process of the same name when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
 }
 
 /// Which fault the policy refused, and why.
@@ -126,6 +130,14 @@ impl Policy {
     }
 
     /// The restart command the policy gives a process, if any.
+    /// The user id a process fault on `process` is held to, if its rule names one.
+    pub fn process_owner(&self, process: &str) -> Option<u32> {
+        self.processes
+            .iter()
+            .find(|p| p.name == process)
+            .and_then(|p| p.uid)
+    }
+
     pub fn restart_command(&self, process: &str) -> Option<&str> {
         self.processes
             .iter()
