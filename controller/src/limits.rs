@@ -29,6 +29,13 @@ pub struct Limits {
     /// one more is answered 429 `too_many_account_feeds`.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub max_event_feeds_per_account: u32,
+    /// Connections the agent-link port holds at once (agents' links, enrollments and
+    /// handshakes in progress); more wait in the listen backlog until one closes.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_agent_connections: u32,
+    /// Time a connection to the agent-link port has for its TLS handshake.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub agent_handshake_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -40,6 +47,8 @@ impl Default for Limits {
             compare_queue: 16,
             max_event_feeds: 256,
             max_event_feeds_per_account: 32,
+            max_agent_connections: 4096,
+            agent_handshake_timeout_ms: 10_000,
         }
     }
 }

@@ -2,12 +2,10 @@
 
 use std::net::SocketAddr;
 
-use futures_util::StreamExt;
 use iohr_certs::ControllerPki;
 use iohr_proto::link::agent_link_server::AgentLinkServer;
 use iohr_proto::link::enrollment_server::EnrollmentServer;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::compare_pool::ComparePool;
@@ -140,10 +138,14 @@ pub async fn start(
     let (dispatcher, dispatcher_task) =
         Dispatcher::start(store.clone(), hub.clone(), config.timing, shutdown.clone()).await?;
 
-    let tls = tls_config(&config.pki).map_err(io(format!(
-        "reading certificates in {}",
-        config.pki.dir.display()
-    )))?;
+    let tls = tls_config(&config.pki)
+        .map_err(io(format!(
+            "reading certificates in {}",
+            config.pki.dir.display()
+        )))?
+        .timeout(std::time::Duration::from_millis(
+            config.limits.agent_handshake_timeout_ms,
+        ));
     let ca_pem = std::fs::read_to_string(config.pki.ca_cert())
         .map_err(io(format!("reading {}", config.pki.ca_cert().display())))?;
     let signer = crate::link::enroll::Signer::new(config.pki.clone(), ca_pem, config.enrollment);
@@ -215,12 +217,10 @@ pub async fn start(
                 .max_decoding_message_size(crate::link::enroll::MAX_ENROLL_MESSAGE),
         )
         .serve_with_incoming_shutdown(
-            TcpListenerStream::new(agent_listener).map(|accepted| {
-                // Small messages (acks, offers) must not wait for Nagle's algorithm.
-                accepted.inspect(|stream| {
-                    let _ = stream.set_nodelay(true);
-                })
-            }),
+            crate::link::accept::bounded(
+                agent_listener,
+                config.limits.max_agent_connections as usize,
+            ),
             shutdown.clone().cancelled_owned(),
         );
     let mut router = crate::console::mount(

@@ -1,6 +1,7 @@
 //! Rules every kind that sends HTTP requests shares: the spec names paths, never the
 //! target; methods are upper-case words; a credential-named header's value is a
-//! `${env:NAME}` reference the agent resolves from its own environment.
+//! `${env:NAME}` reference the agent resolves from its own environment (only names its
+//! operator grants: docs/security.md).
 
 use std::collections::BTreeMap;
 
@@ -69,7 +70,7 @@ pub fn validate_request(
         if is_credential_header(name) && env_reference(value).is_none() {
             return Err(spec_error(
                 format!("{field}.headers.{name}"),
-                "a credential-named header's value must be \"${env:NAME}\", read by the agent from its environment; secrets are never stored",
+                "a credential-named header's value must be \"${env:NAME}\", read by the agent from its environment if its operator grants the name (iohr-agent run --secret-env); secrets are never stored",
             ));
         }
     }

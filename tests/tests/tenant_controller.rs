@@ -393,3 +393,49 @@ async fn mcp_refuses_other_origins_and_tls_answers_carry_hsts() {
     );
     controller.stop().await;
 }
+
+/// The agent-link port takes connections without a certificate (enrollment): one that
+/// never finishes its TLS handshake is closed when its time is up, and past the bound
+/// the next connection waits for a place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_link_bounds_its_connections_and_their_handshakes() {
+    use tokio_rustls::rustls::pki_types::ServerName;
+    let install = Installation::new(Backend::Sqlite).await;
+    let controller = Controller::start_with(
+        &install,
+        200,
+        None,
+        &[
+            "--max-agent-connections",
+            "1",
+            "--agent-handshake-timeout-ms",
+            "1000",
+        ],
+    )
+    .await;
+    let link = controller.agent_link;
+    // A takes the one place and says nothing.
+    let idle = tokio::net::TcpStream::connect(link).await.unwrap();
+    // B's handshake can only be served once A's place is free.
+    let config = iohr_tests::tls::client_config(&install.ca_cert(), &[b"h2"]);
+    let handshake = tokio::spawn(async move {
+        let tcp = tokio::net::TcpStream::connect(link).await.unwrap();
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+    });
+    let served = tokio::time::timeout(LIMIT, handshake)
+        .await
+        .expect("B served once A's handshake time was up")
+        .unwrap();
+    assert!(served.is_ok(), "{served:?}");
+    // A was closed before B was served (its FIN went out before B's answer).
+    let mut buf = [0u8; 16];
+    match idle.try_read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("A still open when B was served: {other:?}"),
+    }
+    controller.stop().await;
+}

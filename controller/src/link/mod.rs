@@ -7,6 +7,7 @@
 //! an agent exchanging a one-time token and a certificate request for its certificate.
 //! `AgentLink.Renew` ([`renew`]) gives a connected agent its next certificate.
 
+pub mod accept;
 pub mod enroll;
 mod renew;
 pub mod server;
