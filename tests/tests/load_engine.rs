@@ -71,11 +71,12 @@ async fn the_corrected_p99_shows_a_stall_that_the_uncorrected_hides() {
         "corrected p99 {corrected} ms, expected {expected} ms ± 25%: {result}"
     );
     // From the actual send, only the one request caught on the wire by each stall is
-    // slow: 5 of 1,000, under the p99.
+    // slow: 5 of 1,000, under the p99, which is then the service time and whatever the
+    // machine adds (32 ms once beside builds and a busy loop): a small part of the stall.
     let uncorrected = percentile_ms(&result["uncorrected_latency"], "p99");
     assert!(
-        uncorrected < 30.0,
-        "uncorrected p99 {uncorrected} ms hides the stall: {result}"
+        uncorrected < corrected / 4.0,
+        "uncorrected p99 {uncorrected} ms hides the stall (corrected {corrected} ms): {result}"
     );
     assert_eq!(field(result, "dropped"), 0.0, "{result}");
     assert!(field(result, "late") > 0.0, "the stalls made requests late");
@@ -100,10 +101,15 @@ async fn an_open_model_holds_its_rate_while_the_target_keeps_up() {
         (achieved - 400.0).abs() <= 4.0,
         "achieved {achieved}/s, within 1% of 400/s"
     );
-    assert!(
-        field(result, "late") <= 20.0,
-        "at most 1% started late: {result}"
-    );
+    // Late is a start more than 10 ms after its time. A stall of the machine makes the
+    // arrivals due in it late, however good the engine: with a busy loop and builds
+    // beside the agent, one stall of about 440 ms made 176 of 2,000 late here. An engine
+    // that cannot keep the schedule is behind for good: once it is 10 ms behind, every
+    // later arrival is late, most of the 2,000. So the bound is a proportion far from
+    // both: under a quarter late.
+    let late = field(result, "late");
+    eprintln!("open model at 400/s: {late} of 2000 started late");
+    assert!(late < 500.0, "under a quarter started late: {result}");
     // Weights 1:3 in a fixed interleaving.
     let ops = result["operations"].as_array().expect("operations");
     assert_eq!(ops[0]["requests"], 500);
@@ -283,21 +289,27 @@ async fn a_request_past_its_timeout_is_counted_as_a_timeout() {
 async fn a_replay_keeps_the_recorded_spacing() {
     let _alone = ALONE.lock().await;
     let (url, arrivals) = arrival_clock().await;
-    // Gaps of 300, 100 and 600 ms; replayed twice as fast: 150, 50 and 300 ms.
+    // Gaps of 2000, 800 and 4000 ms; replayed twice as fast: 1000, 400 and 2000 ms.
     let log = json!([
         {"seq": 1, "method": "GET", "path": "/", "offset_ms": 0.0, "warmup": false},
-        {"seq": 2, "method": "GET", "path": "/health", "offset_ms": 300.0, "warmup": false},
-        {"seq": 3, "method": "GET", "path": "/", "offset_ms": 400.0, "warmup": false},
-        {"seq": 4, "method": "GET", "path": "/", "offset_ms": 1000.0, "warmup": false}
+        {"seq": 2, "method": "GET", "path": "/health", "offset_ms": 2000.0, "warmup": false},
+        {"seq": 3, "method": "GET", "path": "/", "offset_ms": 2800.0, "warmup": false},
+        {"seq": 4, "method": "GET", "path": "/", "offset_ms": 6800.0, "warmup": false}
     ]);
     let spec = json!({"requests": log, "speed": 2});
     let (code, out) = agent_exec("replay", &url, &spec, &[]).await;
     assert_eq!(code, 0, "{out}");
     let result = &out["result"];
     assert_eq!(result["requests"], 4);
-    assert_eq!(
-        result["late"], 0,
-        "every request at its recorded time: {result}"
+    // Every request on its recorded time: answered (the target answers at once) within a
+    // quarter of the shortest replayed gap (400 ms) of it, the latency being taken from
+    // that time. Not the `late` count: that counts starts over 10 ms behind, and a busy
+    // machine delays a wake-up so far (all 4 late, by at most 41 ms, once beside builds
+    // and a busy loop), while a replay off its clock is behind by a gap's part or more.
+    let behind = result["latency"]["max_us"].as_f64().expect("max_us") / 1000.0;
+    assert!(
+        behind < 100.0,
+        "every request at its recorded time: the last answered {behind} ms after: {result}"
     );
     let seen = arrivals.lock().expect("arrivals").clone();
     assert_eq!(seen.len(), 4);
@@ -305,10 +317,13 @@ async fn a_replay_keeps_the_recorded_spacing() {
         .windows(2)
         .map(|w| (w[1] - w[0]).as_secs_f64() * 1000.0)
         .collect();
-    for (gap, want) in gaps.iter().zip([150.0, 50.0, 300.0]) {
+    // Each gap in proportion to the recorded one, within a quarter: a machine's stall
+    // moves an arrival by tens of milliseconds, while a replay that ignored the speed
+    // would double every gap and one that sent at once would leave none.
+    for (gap, want) in gaps.iter().zip([1000.0, 400.0, 2000.0]) {
         assert!(
-            (gap - want).abs() <= 20.0,
-            "gaps seen by the target {gaps:?}, recorded 150, 50, 300 ms (± 20 ms)"
+            (0.75..=1.25).contains(&(gap / want)),
+            "gaps seen by the target {gaps:?}, wanted 1000, 400, 2000 ms (± 25%)"
         );
     }
     let ops: Vec<(String, u64)> = result["operations"]
