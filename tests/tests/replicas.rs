@@ -64,9 +64,13 @@ async fn three_replicas_share_runs_frames_viewers_and_cancels() {
     let _edge_2 = Agent::enrol(&install, &api_b, "edge-2", &b.link_url(), one_job()).await;
     let target = Target::start().await;
 
-    // Checks runs POSTed on C, which has no agent: they run on both others.
+    // Checks runs POSTed on C, which has no agent: they run on both others. Each holds its
+    // agent (one job each) 2 s, twice the replicas' look at the store, so while one agent
+    // is busy the other's replica places a run on it even if every notice is late: with
+    // runs of a few milliseconds, B placed all six on edge-2 once, beside a busy loop.
     let checks = json!({"kind": "checks", "environment": "staging", "target": target.url(),
-        "spec": {"checks": [{"name": "home", "path": "/"}]}});
+        "spec": {"checks": [{"name": "slow", "path": "/slow?ms=2000"}],
+                 "timeout_ms": 30000}});
     let created = join_all((0..6).map(|_| api_c.create_run(&checks))).await;
     let mut agents = BTreeSet::new();
     for record in &created {
