@@ -54,6 +54,8 @@ async fn the_corrected_p99_shows_a_stall_that_the_uncorrected_hides() {
     .await;
     let spec = json!({
         "operations": [{"path": "/"}], "model": "open", "rate": 100, "connections": 1,
+        // One connection throughout: the engine does not open more for the stalls.
+        "max_connections": 1,
         // The warm-up (one whole period) puts the measure past the target's first stall-free
         // period, so its 10 s cover exactly five stalls.
         "duration": "10s", "warmup": "2s", "timeout": "5s"
@@ -125,10 +127,12 @@ async fn an_open_model_holds_its_rate_while_the_target_keeps_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_model_reports_late_and_dropped_work_when_it_cannot_keep_up() {
     let _alone = ALONE.lock().await;
-    // 2 connections of 50 ms each serve 40/s; 200/s are asked for.
+    // 2 connections of 50 ms each serve 40/s; 200/s are asked for, and the engine may
+    // open no more (`max_connections`).
     let target = Target::start_with(&["--service-ms", "50"]).await;
     let spec = json!({
         "operations": [{"path": "/"}], "model": "open", "rate": 200, "connections": 2,
+        "max_connections": 2,
         "duration": "3s", "timeout": "500ms"
     });
     let (code, out) = agent_exec("load", &target.url(), &spec, &[]).await;
