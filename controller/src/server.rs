@@ -95,17 +95,11 @@ pub async fn start(
     let io = |what: String| move |source| ServeError::Io { what, source };
     crate::store::secure_data_dir(&config.data_dir)
         .map_err(io(format!("the data dir {}", config.data_dir.display())))?;
-    let (key, made) = crate::store::sealed::SecretKey::load_or_create(&config.data_dir)
-        .map_err(StoreError::from)?;
-    if made {
-        tracing::info!(
-            path = %crate::store::sealed::key_path(&config.data_dir).display(),
-            "made the key webhook secrets are sealed with: keep it with the data dir"
-        );
-    }
-    let store = Store::open(&config.database_url)
-        .await?
-        .with_secret_key(key);
+    let store = Store::open(&config.database_url).await?;
+    let store = match secret_key(&config)? {
+        Some(key) => store.with_secret_key(key),
+        None => store,
+    };
     let (store, claim) = match config.mode {
         ServeMode::Alone => {
             let claim = store.claim(&config.data_dir).await?;
@@ -358,4 +352,36 @@ fn spawn_singletons(
         let _ = tokio::join!(scheduler, retention, futures_util::future::join_all(outbox));
         lost
     })
+}
+
+/// The key webhook secrets are sealed with (`store/sealed.rs`). On SQLite the one
+/// controller makes it when `init` did not (an older data dir). On PostgreSQL it is not
+/// made here: replicas and standbys must share one, so it comes from `init` with `pki/`;
+/// without it secrets are stored in clear, as the warning says.
+fn secret_key(config: &ServeConfig) -> Result<Option<crate::store::sealed::SecretKey>, StoreError> {
+    use crate::store::sealed::{SecretKey, key_path};
+    let path = key_path(&config.data_dir);
+    let shared_store = config.database_url.starts_with("postgres");
+    let made = if shared_store {
+        SecretKey::load(&config.data_dir)?.map(|key| (key, false))
+    } else {
+        match SecretKey::load_or_create(&config.data_dir) {
+            Ok(made) => Some(made),
+            Err(error) => {
+                tracing::warn!(%error, "no key to seal webhook secrets with");
+                None
+            }
+        }
+    };
+    match made {
+        Some((key, true)) => {
+            tracing::info!(path = %path.display(), "made the key webhook secrets are sealed with: keep it with pki/");
+            Ok(Some(key))
+        }
+        Some((key, false)) => Ok(Some(key)),
+        None => {
+            tracing::warn!(path = %path.display(), "no secrets key: new webhook secrets are stored in clear; run `iohr-controller init` (it makes one) and give every replica the same pki/");
+            Ok(None)
+        }
+    }
 }

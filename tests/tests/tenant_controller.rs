@@ -256,7 +256,7 @@ async fn store_files_are_private_and_hold_no_webhook_secret() {
     let db = data.join("iohr.db");
     assert_eq!(mode(&data), 0o700);
     assert_eq!(mode(&db), 0o600);
-    assert_eq!(mode(&data.join("secrets.key")), 0o600);
+    assert_eq!(mode(&data.join("pki/secrets.key")), 0o600);
 
     let controller = Controller::start_with(&fresh, 200, None, FAST).await;
     let api = Api::new(&controller.api_url(), &fresh.full_token());

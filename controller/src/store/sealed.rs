@@ -1,7 +1,8 @@
 //! Secrets sealed at rest: webhook signing secrets are stored encrypted with a key that
-//! lives in a file beside the store (`DATA_DIR/secrets.key`, 32 random bytes, 0600,
-//! made by `init`), never in the database, so a copy of the database alone gives no
-//! secret. ChaCha20-Poly1305 by ring (the AEAD rustls already uses here), a random
+//! lives in a file beside the certificates (`DATA_DIR/pki/secrets.key`, 32 random bytes,
+//! 0600, made by `init`), never in the database, so a copy of the database alone gives no
+//! secret. In `pki/` because that is what replicas and standbys of one PostgreSQL store
+//! share already. ChaCha20-Poly1305 by ring (the AEAD rustls already uses here), a random
 //! 96-bit nonce per secret, and the row's id as associated data, so a sealed value moved
 //! to another row does not open.
 //!
@@ -48,7 +49,7 @@ impl std::fmt::Debug for SecretKey {
 
 /// Where a data dir's key is.
 pub fn key_path(data_dir: &Path) -> PathBuf {
-    data_dir.join("secrets.key")
+    data_dir.join("pki").join("secrets.key")
 }
 
 impl SecretKey {
@@ -57,10 +58,24 @@ impl SecretKey {
         Some(SecretKey(std::sync::Arc::new(LessSafeKey::new(key))))
     }
 
+    /// The data dir's key, `None` when it has none.
+    pub fn load(data_dir: &Path) -> Result<Option<SecretKey>, SealError> {
+        if !key_path(data_dir).exists() {
+            return Ok(None);
+        }
+        SecretKey::load_or_create(data_dir).map(|(key, _)| Some(key))
+    }
+
     /// The data dir's key, made (0600, whatever the umask) when there is none yet.
     /// `Ok((key, true))` when it was just made.
     pub fn load_or_create(data_dir: &Path) -> Result<(SecretKey, bool), SealError> {
         let path = key_path(data_dir);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| SealError::KeyFile {
+                path: path.clone(),
+                source,
+            })?;
+        }
         let failed = |source| SealError::KeyFile {
             path: path.clone(),
             source,
@@ -164,6 +179,7 @@ mod tests {
     #[test]
     fn a_sealed_secret_opens_with_its_key_and_row_only() {
         let dir = temp_dir();
+        assert!(SecretKey::load(&dir).unwrap().is_none(), "load makes none");
         let (key, made) = SecretKey::load_or_create(&dir).unwrap();
         assert!(made);
         let mode = std::fs::metadata(key_path(&dir))
@@ -196,7 +212,12 @@ mod tests {
     #[test]
     fn a_key_file_of_the_wrong_length_is_refused() {
         let dir = temp_dir();
+        std::fs::create_dir_all(dir.join("pki")).unwrap();
         std::fs::write(key_path(&dir), b"short").unwrap();
+        assert!(matches!(
+            SecretKey::load(&dir),
+            Err(SealError::KeyLength(_))
+        ));
         assert!(matches!(
             SecretKey::load_or_create(&dir),
             Err(SealError::KeyLength(_))
