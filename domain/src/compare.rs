@@ -232,7 +232,10 @@ pub fn compare(before: &Side, after: &Side, noise_floor: f64) -> Result<Comparis
             ));
         }
     }
-    out.notes.extend(crate::stress::held::late_by_cause(before.result, after.result));
+    out.notes.extend(crate::stress::held::late_by_cause(
+        before.result,
+        after.result,
+    ));
     let parse = |side: &Side| side.result.cloned();
     match (parse(before), parse(after)) {
         (Some(b), Some(a)) => crate::kind::compare(before.kind, b, a, &mut out),

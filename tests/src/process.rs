@@ -88,9 +88,16 @@ impl Controller {
     /// Without the loopback exception every other start adds: the webhook target policy
     /// as an installation has it by default (tenant_controller.rs).
     pub async fn start_default_policy(install: &Installation, extra: &[&str]) -> Controller {
-        Standby::spawn(install, "controller-default-policy", 200, None, extra, false)
-            .serving()
-            .await
+        Standby::spawn(
+            install,
+            "controller-default-policy",
+            200,
+            None,
+            extra,
+            false,
+        )
+        .serving()
+        .await
     }
 
     /// `serve --standby` on `agent_port`: it prints its addresses (and [`Standby::serving`]
@@ -113,9 +120,16 @@ impl Controller {
         heartbeat_ms: u64,
         agent_port: Option<u16>,
     ) -> Controller {
-        Standby::spawn(install, name, heartbeat_ms, agent_port, &["--replica"], true)
-            .serving()
-            .await
+        Standby::spawn(
+            install,
+            name,
+            heartbeat_ms,
+            agent_port,
+            &["--replica"],
+            true,
+        )
+        .serving()
+        .await
     }
 
     pub fn api_url(&self) -> String {
