@@ -174,14 +174,7 @@ impl GeneratorSaturated {
     /// least every listed second and every agent's own count. `None` when none saturated.
     pub fn merge(parts: &[GeneratorSaturated]) -> Option<GeneratorSaturated> {
         let first = parts.first()?;
-        let seconds: std::collections::BTreeSet<u64> = parts
-            .iter()
-            .flat_map(|p| p.seconds.iter().copied())
-            .collect();
-        let count = parts
-            .iter()
-            .map(|p| p.count)
-            .fold(seconds.len() as u64, u64::max);
+        let (seconds, count) = join_seconds(parts.iter().map(|p| (&p.seconds[..], p.count)));
         let mut reasons: Vec<SaturationReason> = Vec::new();
         for reason in parts.iter().flat_map(|p| &p.reasons) {
             match reasons.iter_mut().find(|r| r.cause == reason.cause) {
@@ -192,12 +185,29 @@ impl GeneratorSaturated {
         }
         reasons.sort_by_key(|r| r.cause);
         Some(GeneratorSaturated {
-            seconds: seconds.into_iter().take(MAX_LISTED_SECONDS).collect(),
+            seconds,
             count,
             basis: first.basis,
             reasons,
         })
     }
+}
+
+/// The affected seconds of several agents' shares of one run, joined (a second of the
+/// whole is that second of each share; at most [`MAX_LISTED_SECONDS`] listed), and the
+/// whole's count: at least every listed second and every share's own count.
+fn join_seconds<'a>(parts: impl Iterator<Item = (&'a [u64], u64)>) -> (Vec<u64>, u64) {
+    let mut seconds = std::collections::BTreeSet::new();
+    let mut count = 0;
+    for (listed, counted) in parts {
+        seconds.extend(listed.iter().copied());
+        count = count.max(counted);
+    }
+    let count = count.max(seconds.len() as u64);
+    (
+        seconds.into_iter().take(MAX_LISTED_SECONDS).collect(),
+        count,
+    )
 }
 
 #[derive(Debug, Clone, Copy, Default)]

@@ -172,6 +172,13 @@ impl Api {
         .await
     }
 
+    /// Starts a run of `body` and polls it until its status is one of `statuses`.
+    pub async fn run_until(&self, body: &Value, statuses: &[&str], limit: Duration) -> Value {
+        let run = self.create_run(body).await;
+        let id = run["id"].as_str().expect("id").to_string();
+        self.wait_status(&id, statuses, limit).await
+    }
+
     /// Polls the run until it has ended, whichever way.
     pub async fn wait_ended(&self, id: &str, limit: Duration) -> Value {
         self.wait_status(id, &["passed", "failed", "error", "cancelled"], limit)

@@ -24,14 +24,12 @@ use serde_json::{Value, json};
 const LIMIT: Duration = Duration::from_secs(60);
 
 async fn finished(stack: &OneAgent, body: &Value) -> String {
-    let run = stack.api.create_run(body).await;
-    let id = run["id"].as_str().expect("id").to_string();
     let done = stack
         .api
-        .wait_status(&id, &["passed", "failed", "error"], LIMIT)
+        .run_until(body, &["passed", "failed", "error"], LIMIT)
         .await;
     assert_eq!(done["status"], "passed", "{done}");
-    id
+    done["id"].as_str().expect("id").to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -88,11 +88,9 @@ fn arm(hold: &Mutex<Hold>, after: u64) {
 }
 
 async fn finished(stack: &OneAgent, body: &Value) -> Value {
-    let run = stack.api.create_run(body).await;
-    let id = run["id"].as_str().expect("id").to_string();
     stack
         .api
-        .wait_status(&id, &["passed", "failed"], LIMIT)
+        .run_until(body, &["passed", "failed"], LIMIT)
         .await
 }
 

@@ -166,11 +166,9 @@ fn load(target: &Target, agent: &str) -> Value {
 }
 
 async fn finished(stack: &OneAgent, body: &Value) -> Value {
-    let run = stack.api.create_run(body).await;
-    let id = run["id"].as_str().expect("id").to_string();
     stack
         .api
-        .wait_status(&id, &["passed", "failed"], LIMIT)
+        .run_until(body, &["passed", "failed"], LIMIT)
         .await
 }
 

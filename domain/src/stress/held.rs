@@ -61,14 +61,7 @@ impl TargetHeld {
     /// no agent's sends waited.
     pub fn merge(parts: &[TargetHeld]) -> Option<TargetHeld> {
         let first = parts.first()?;
-        let seconds: std::collections::BTreeSet<u64> = parts
-            .iter()
-            .flat_map(|p| p.seconds.iter().copied())
-            .collect();
-        let count = parts
-            .iter()
-            .map(|p| p.count)
-            .fold(seconds.len() as u64, u64::max);
+        let (seconds, count) = super::join_seconds(parts.iter().map(|p| (&p.seconds[..], p.count)));
         let late = parts.iter().fold(0u64, |sum, p| sum.saturating_add(p.late));
         let worst = parts.iter().map(|p| p.worst).fold(0.0, f64::max);
         let max_connections = parts
@@ -76,7 +69,7 @@ impl TargetHeld {
             .map(|p| p.max_connections)
             .try_fold(0u32, |sum, m| Some(sum.saturating_add(m?)));
         Some(TargetHeld {
-            seconds: seconds.into_iter().take(MAX_LISTED_SECONDS).collect(),
+            seconds,
             count,
             basis: first.basis,
             late,
