@@ -348,6 +348,14 @@ mod tests {
             .spawn()
             .expect("sleep");
         let pid = child.id();
+        // The kernel closes the spawn's exec pipe before it renames the process, so
+        // `comm` can still be the test's own name just after `spawn` returns: wait
+        // (bounded) for the exec to finish before looking the process up by name.
+        let until = Instant::now() + Duration::from_secs(10);
+        while comm(pid).as_deref() != Some("sleep") {
+            assert!(Instant::now() < until, "sleep never showed its name");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let mine = owner(pid).expect("owner");
         let found = find("sleep", Some(pid), Some(mine));
         let other = find("sleep", Some(pid), Some(mine.wrapping_add(1)));
