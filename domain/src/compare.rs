@@ -4,7 +4,9 @@
 //! A latency difference counts only where the two percentiles' intervals (exact binomial
 //! order-statistic intervals from the histograms, [`crate::quantile`], widened by a block
 //! bootstrap over the runs' blocks for the total and each operation that keeps them) do
-//! not overlap **and** the change is larger than a noise floor (2% by default); otherwise "no
+//! not overlap, or one run made an excursion past the other's range (a one-off stall the
+//! bootstrap resamples away: `excursion`), **and** the change is larger than a noise floor
+//! (2% by default); otherwise "no
 //! measurable difference". Throughput (block bootstrap over the same blocks) and error
 //! rates (Wilson intervals) are judged alike. Surface checks whose verdict changed,
 //! invariants that broke or healed and load thresholds that turned count too. The answer
@@ -14,6 +16,7 @@ mod bootstrap;
 mod capacity;
 mod checks;
 mod errors;
+mod excursion;
 mod latency;
 mod load;
 mod throughput;

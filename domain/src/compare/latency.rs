@@ -6,6 +6,7 @@ use hdrhistogram::Histogram;
 use crate::histogram::decode;
 use crate::quantile::{Percentile, percentile};
 
+use super::excursion::beyond_slowest;
 use super::{Comparison, Difference, TIMING_RESOLUTION_US};
 
 pub(super) fn histogram(text: &str) -> Option<Histogram<u64>> {
@@ -64,19 +65,31 @@ pub(super) fn latency_difference(
     let apart = al > bh || ah < bl;
     let change = (*av as f64 - *bv as f64) / (*bv).max(1) as f64;
     let beyond_resolution = av.abs_diff(*bv) > TIMING_RESOLUTION_US;
-    if apart && change.abs() > out.noise_floor && beyond_resolution {
+    // A one-off stall in one run: its percentile past anything the other run measured
+    // (see excursion.rs), which the block bootstrap resamples away.
+    let excursion = if change > 0.0 {
+        beyond_slowest(*av, before.max())
+            .then(|| format!("before's slowest request ({})", ms(before.max())))
+    } else {
+        beyond_slowest(*bv, after.max())
+            .then(|| format!("after's slowest request ({})", ms(after.max())))
+    };
+    if (apart || excursion.is_some()) && change.abs() > out.noise_floor && beyond_resolution {
         out.differences.push(Difference {
             measure: measure.to_string(),
             worse: change > 0.0,
             line: format!(
-                "{measure}: {} [{}, {}] -> {} [{}, {}] ({:+.0}%)",
+                "{measure}: {} [{}, {}] -> {} [{}, {}] ({:+.0}%{})",
                 ms(*bv),
                 ms(bl),
                 ms(bh),
                 ms(*av),
                 ms(al),
                 ms(ah),
-                change * 100.0
+                change * 100.0,
+                excursion
+                    .map(|e| format!("; over twice {e}"))
+                    .unwrap_or_default()
             ),
         });
     } else {

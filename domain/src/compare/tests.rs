@@ -655,3 +655,92 @@ fn an_open_model_short_of_its_rate_is_judged_on_throughput() {
         out.unchanged
     );
 }
+
+/// Ten seconds of a closed model of 200 connections against a 100 ms service (about
+/// 2,000 answers a second, 100 to 104 ms each); with `stall_at`, the target answers
+/// nothing in that second and the 200 held requests are answered in the next, at 1.1 s.
+fn ten_seconds(rng: &mut ChaCha8Rng, stall_at: Option<usize>) -> Vec<Histogram<u64>> {
+    (0..10)
+        .map(|i| {
+            let mut h = latency_histogram().expect("histogram");
+            if stall_at == Some(i) {
+                return h;
+            }
+            let n = rng.random_range(1980..2020);
+            for _ in 0..n {
+                h.record(rng.random_range(100_000..104_000))
+                    .expect("record");
+            }
+            if stall_at.map(|s| s + 1) == Some(i) {
+                h.record_n(1_100_000, 200).expect("record");
+            }
+            h
+        })
+        .collect()
+}
+
+#[test]
+fn one_stalled_second_in_ten_regresses_on_throughput_and_the_tail() {
+    let mut rng = ChaCha8Rng::seed_from_u64(25);
+    let steady = closed(ten_seconds(&mut rng, None));
+    let stalled = closed(ten_seconds(&mut rng, Some(4)));
+    let out = compare(
+        &load_side("r1", &steady),
+        &load_side("r2", &stalled),
+        NOISE_FLOOR,
+    )
+    .expect("comparable");
+    assert_eq!(out.verdict, Verdict::Regressed, "{:?}", out.lines());
+    let measures: Vec<&str> = out.differences.iter().map(|d| d.measure.as_str()).collect();
+    assert_eq!(measures[..2], ["throughput", "p99.9 total"], "{measures:?}");
+    let throughput = &out.differences[0].line;
+    assert!(
+        throughput
+            .contains("(-9%; after: 1 second at 0.0/s, under half of before's median second (1,9"),
+        "{throughput}"
+    );
+    let tail = &out.differences[1].line;
+    assert!(
+        tail.contains("; over twice before's slowest request (10"),
+        "{tail}"
+    );
+    // The other way round: the steady run improves on the stalled one, by the same reading.
+    let out = compare(
+        &load_side("r2", &stalled),
+        &load_side("r1", &steady),
+        NOISE_FLOOR,
+    )
+    .expect("comparable");
+    assert_eq!(out.verdict, Verdict::Improved, "{:?}", out.lines());
+    assert!(
+        out.differences[0]
+            .line
+            .contains("before: 1 second at 0.0/s, under half of after's median second"),
+        "{:?}",
+        out.lines()
+    );
+}
+
+#[test]
+fn steady_closed_pairs_show_no_excursion() {
+    let mut rng = ChaCha8Rng::seed_from_u64(26);
+    let mut differing = 0;
+    for i in 0..20 {
+        let (b, a) = (
+            closed(ten_seconds(&mut rng, None)),
+            closed(ten_seconds(&mut rng, None)),
+        );
+        let (bi, ai) = (format!("b{i}"), format!("a{i}"));
+        let out =
+            compare(&load_side(&bi, &b), &load_side(&ai, &a), NOISE_FLOOR).expect("comparable");
+        if out.verdict != Verdict::Unchanged {
+            differing += 1;
+        }
+        assert!(
+            out.differences.iter().all(|d| !d.line.contains("; ")),
+            "{:?}",
+            out.lines()
+        );
+    }
+    assert!(differing <= 1, "{differing} of 20 A/A pairs differ");
+}

@@ -3,7 +3,8 @@
 //! model the target sets the pace, so a target that slows or stalls shows as fewer
 //! requests, not as slower ones: lost throughput is a regression there even when every
 //! percentile holds. In an open model the schedule sets the pace, and throughput says
-//! something only where a run fell short of its intended rate.
+//! something only where a run fell short of its intended rate. A one-off stall, which
+//! the bootstrap resamples away, is read as a short second (excursion.rs).
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -12,6 +13,7 @@ use crate::histogram::decode;
 use crate::load::{LoadResult, Model};
 
 use super::bootstrap::{MIN_BLOCKS, REPLICATES};
+use super::excursion::{median, short_seconds};
 use super::{Comparison, Difference};
 
 /// `89,925/s`: whole requests with thousands separated at a hundred a second and above,
@@ -70,6 +72,21 @@ pub(super) fn rate_interval(
     (pick(tail), pick(1.0 - tail))
 }
 
+/// `after: 1 second at 12/s, under half of before's median second (1,280/s)`, when `run`
+/// has seconds short of `other`'s range.
+fn short_of(run: &str, short: &[(usize, f64)], other_rates: &[f64], other: &str) -> Option<String> {
+    let lowest = short.iter().map(|(_, r)| *r).min_by(f64::total_cmp)?;
+    let seconds = match short.len() {
+        1 => "1 second".to_string(),
+        n => format!("{n} seconds, the lowest"),
+    };
+    Some(format!(
+        "{run}: {seconds} at {}, under half of {other}'s median second ({})",
+        rate(lowest),
+        rate(median(other_rates).unwrap_or_default())
+    ))
+}
+
 /// Why throughput is not judged for these two runs, if it is not.
 fn not_judged(before: &LoadResult, after: &LoadResult, noise_floor: f64) -> Option<String> {
     // An open model's throughput is its schedule's while the target keeps up with it.
@@ -115,19 +132,35 @@ pub(super) fn compare_throughput(
     let (al, ah) = widen(rate_interval(&ac, after.block_seconds, out.level, rng), av);
     let apart = al > bh || ah < bl;
     let change = (av - bv) / bv.max(f64::MIN_POSITIVE);
-    if apart && change.abs() > out.noise_floor {
+    // A one-off stall: a second of the run that lost throughput far short of every
+    // second the other run had (see excursion.rs); the bootstrap resamples it away.
+    let rates = |counts: &[u64], seconds: u64| -> Vec<f64> {
+        let seconds = seconds.max(1) as f64;
+        counts.iter().map(|c| *c as f64 / seconds).collect()
+    };
+    let (br, ar) = (
+        rates(&bc, before.block_seconds),
+        rates(&ac, after.block_seconds),
+    );
+    let excursion = if change < 0.0 {
+        short_of("after", &short_seconds(&br, &ar), &br, "before")
+    } else {
+        short_of("before", &short_seconds(&ar, &br), &ar, "after")
+    };
+    if (apart || excursion.is_some()) && change.abs() > out.noise_floor {
         out.differences.push(Difference {
             measure: "throughput".to_string(),
             worse: change < 0.0,
             line: format!(
-                "throughput: {} [{}, {}] -> {} [{}, {}] ({:+.0}%)",
+                "throughput: {} [{}, {}] -> {} [{}, {}] ({:+.0}%{})",
                 rate(bv),
                 rate(bl),
                 rate(bh),
                 rate(av),
                 rate(al),
                 rate(ah),
-                change * 100.0
+                change * 100.0,
+                excursion.map(|e| format!("; {e}")).unwrap_or_default()
             ),
         });
     } else {
@@ -180,9 +213,9 @@ mod tests {
 
     #[test]
     fn one_stalled_second_of_six_is_within_the_block_bootstrap() {
-        // Why the test of a stall holds answers in every second: resamples that miss
-        // the one stalled second are a third of all (5/6 to the sixth), so the interval
-        // reaches the steady run's rate. The seconds are exchangeable to the bootstrap.
+        // Why a one-off stall needs excursion.rs: resamples that miss the one stalled
+        // second are a third of all (5/6 to the sixth), so the interval reaches the
+        // steady run's rate. The seconds are exchangeable to the bootstrap.
         let mut rng = ChaCha8Rng::seed_from_u64(4);
         let steady = seconds(&mut rng, 6, 1000.0);
         let mut stalled = seconds(&mut rng, 6, 1000.0);

@@ -12,6 +12,8 @@
 //!   (or after the request's arrival when it was idle), never later for a late wake-up.
 //!   Below that rate an answer takes N ms; above it the queue, and the latency, grow.
 //! - `--stall-every-ms P --stall-ms S`: no answer during [k*P, k*P+S) after start, k >= 1.
+//! - `--stall-once-at-ms T --stall-ms S`: no answer during [T, T+S) after the first request
+//!   (a load run's start, whenever the run is leased): one stall, as a GC pause makes it.
 //! - `--error-percent P`: of every 100 requests, the first P are answered `500`.
 //! - `--http2`: prior-knowledge HTTP/2 (h2c, or ALPN `h2` with TLS) besides HTTP/1.1.
 //! - `--tls-dir DIR` / `--make-tls-dir DIR`: HTTPS with `DIR/server.pem` + `DIR/server.key`.
@@ -68,9 +70,19 @@ struct Args {
     /// during [k*P, k*P+S) for k = 1, 2, ... (with --stall-ms S).
     #[arg(long, value_name = "P", requires = "stall_ms")]
     stall_every_ms: Option<u64>,
-    /// Length of each stall in milliseconds (with --stall-every-ms P; S < P).
-    #[arg(long, value_name = "S", requires = "stall_every_ms")]
+    /// Length of each stall in milliseconds (with --stall-every-ms P, S < P; or with
+    /// --stall-once-at-ms T).
+    #[arg(long, value_name = "S")]
     stall_ms: Option<u64>,
+    /// One stall only: no request is answered during [T, T+S) counted from the first
+    /// request the server receives (with --stall-ms S).
+    #[arg(
+        long,
+        value_name = "T",
+        requires = "stall_ms",
+        conflicts_with = "stall_every_ms"
+    )]
+    stall_once_at_ms: Option<u64>,
     /// Of every 100 requests (by arrival), the first P are answered 500.
     #[arg(long, value_name = "P", default_value_t = 0,
           value_parser = clap::value_parser!(u8).range(0..=100))]
@@ -115,6 +127,10 @@ struct State {
     /// With `--workers`: when each worker is next free.
     workers: Option<std::sync::Mutex<Vec<Instant>>>,
     stalls: Option<Stalls>,
+    /// With `--stall-once-at-ms`: the one stall, from the first request, and that
+    /// request's arrival.
+    stall_once: Option<(Duration, Duration)>,
+    first_request: std::sync::OnceLock<Instant>,
     error_percent: u64,
     requests: AtomicU64,
     errors: AtomicU64,
@@ -124,6 +140,16 @@ struct State {
 impl State {
     /// Waits while the server is in a stall window; true if it had to.
     async fn hold_while_stalled(&self) -> bool {
+        if let Some((at, length)) = self.stall_once {
+            let first = *self.first_request.get_or_init(Instant::now);
+            let (start, end) = (first + at, first + at + length);
+            let now = Instant::now();
+            if now >= start && now < end {
+                tokio::time::sleep_until(end).await;
+                return true;
+            }
+            return false;
+        }
         let Some(stalls) = self.stalls else {
             return false;
         };
@@ -234,9 +260,16 @@ fn state_from(args: &Args) -> anyhow::Result<State> {
                 length: Duration::from_millis(length),
             })
         }
-        // clap makes the two flags require each other.
-        _ => None,
+        (Some(_), None) => bail!("--stall-every-ms needs --stall-ms"),
+        (None, Some(_)) if args.stall_once_at_ms.is_none() => {
+            bail!("--stall-ms needs --stall-every-ms or --stall-once-at-ms")
+        }
+        (None, _) => None,
     };
+    let stall_once = args
+        .stall_once_at_ms
+        .zip(args.stall_ms)
+        .map(|(at, length)| (Duration::from_millis(at), Duration::from_millis(length)));
     let started = Instant::now();
     if args.workers.is_some() && args.service_ms <= 0.0 {
         bail!("--workers needs a --service-ms above 0");
@@ -249,6 +282,8 @@ fn state_from(args: &Args) -> anyhow::Result<State> {
             .workers
             .map(|w| std::sync::Mutex::new(vec![started; w as usize])),
         stalls,
+        stall_once,
+        first_request: std::sync::OnceLock::new(),
         error_percent: u64::from(args.error_percent),
         requests: AtomicU64::new(0),
         errors: AtomicU64::new(0),
@@ -259,6 +294,10 @@ fn state_from(args: &Args) -> anyhow::Result<State> {
 fn describe(args: &Args) -> String {
     let stall = match (args.stall_every_ms, args.stall_ms) {
         (Some(every), Some(length)) => format!("{length} ms every {every} ms"),
+        (None, Some(length)) => format!(
+            "{length} ms once, {} ms after the first request",
+            args.stall_once_at_ms.unwrap_or_default()
+        ),
         _ => "off".to_string(),
     };
     let tls = match (&args.tls_dir, &args.make_tls_dir) {
