@@ -3,7 +3,8 @@
 //! platform agent none at all; an agent with the deny-list on (`--deny-private`, and every
 //! platform agent) refuses loopback, link-local, metadata, private, unique-local and
 //! unspecified targets and names resolving to them before connecting, and an
-//! `--allow-target` lets one through. Nothing is ever sent outside 127.0.0.0/8: denied
+//! `--allow-target` lets one through. A disk fill through a symbolic link out of the
+//! policy's directories is refused. Nothing is ever sent outside 127.0.0.0/8: denied
 //! targets are refused before any connection is made.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
@@ -12,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use iohr_tests::process::AgentOptions;
-use iohr_tests::{Agent, Api, Backend, Controller, Installation};
+use iohr_tests::setup::OneAgent;
+use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -280,4 +282,78 @@ async fn runs_read_only_the_secrets_and_reach_only_the_targets_an_operator_allow
     for agent in agents.drain(..) {
         agent.kill().await;
     }
+}
+
+/// A disk fill whose directory is under the policy's allowed directory by its text but
+/// reaches elsewhere through a symbolic link is refused before anything is written; the
+/// same fill in the allowed directory itself is applied (the policy is not simply shut).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_fill_through_a_symbolic_link_out_of_the_policy_is_refused() {
+    let root = std::env::temp_dir().join(format!("iohr-fill-link-{}", uuid::Uuid::new_v4()));
+    let allowed = root.join("allowed");
+    let elsewhere = root.join("elsewhere");
+    std::fs::create_dir_all(&allowed).expect("allowed dir");
+    std::fs::create_dir_all(&elsewhere).expect("elsewhere dir");
+    std::os::unix::fs::symlink(&elsewhere, allowed.join("link")).expect("symlink");
+    let policy = root.join("policy.json");
+    std::fs::write(
+        &policy,
+        json!({"directories": [allowed.display().to_string()], "max_disk_mb": 4}).to_string(),
+    )
+    .expect("policy");
+    let policy = policy.display().to_string();
+    let extra = ["--policy", policy.as_str()];
+    let stack = OneAgent::start(
+        Backend::Sqlite,
+        AgentOptions {
+            extra: &extra,
+            ..AgentOptions::default()
+        },
+    )
+    .await;
+    let target = Target::start().await;
+    let fill = |directory: &std::path::Path| {
+        json!({"kind": "faults", "environment": "staging", "target": target.url(),
+            "spec": {"title": "fill", "description": "a disk fill",
+                "method": [{"type": "action", "name": "fill", "provider":
+                    {"type": "iohr", "fault": "disk_fill",
+                     "directory": directory.display().to_string(),
+                     "size_mb": 1, "duration": "1s"}}]}})
+    };
+
+    // The policy's check passes on the path's text; the agent refuses where it lands as
+    // the action starts: the action fails with the refusal, nothing enters the ledger.
+    let refused = run_to_end(&stack.api, &fill(&allowed.join("link"))).await;
+    assert_eq!(refused["status"], "error", "{refused}");
+    assert_eq!(
+        refused["reason"], "action \"fill\" failed; the rest of the method was skipped",
+        "{refused}"
+    );
+    let journal = &refused["result"];
+    let exception = journal["run"][0]["exception"].as_str().unwrap_or_default();
+    let real = std::fs::canonicalize(&elsewhere).expect("canonical");
+    assert!(
+        exception.starts_with("not allowed by the agent's policy")
+            && exception.contains("through a symbolic link")
+            && exception.contains(&real.display().to_string())
+            && exception.contains("outside the policy's directories"),
+        "{refused}"
+    );
+    assert_eq!(journal["ledger"], json!([]), "nothing applied: {refused}");
+    let written = |dir: &std::path::Path| std::fs::read_dir(dir).expect("read dir").count();
+    assert_eq!(
+        written(&elsewhere),
+        0,
+        "nothing written at the link's destination"
+    );
+
+    let applied = run_to_end(&stack.api, &fill(&allowed)).await;
+    assert_eq!(applied["status"], "passed", "{applied}");
+    assert_eq!(written(&elsewhere), 0);
+    // The fill's file is removed when it is undone: only the link is left.
+    assert_eq!(written(&allowed), 1, "{applied}");
+
+    target.stop().await;
+    stack.agent.kill().await;
+    let _ = std::fs::remove_dir_all(&root);
 }
