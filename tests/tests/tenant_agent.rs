@@ -3,8 +3,9 @@
 //! platform agent none at all; an agent with the deny-list on (`--deny-private`, and every
 //! platform agent) refuses loopback, link-local, metadata, private, unique-local and
 //! unspecified targets and names resolving to them before connecting, and an
-//! `--allow-target` lets one through. A disk fill through a symbolic link out of the
-//! policy's directories is refused. Nothing is ever sent outside 127.0.0.0/8: denied
+//! `--allow-target` lets one through; the controller refuses a cloud run whose target is a
+//! literal denied address when it is created. A disk fill through a symbolic link out of
+//! the policy's directories is refused. Nothing is ever sent outside 127.0.0.0/8: denied
 //! targets are refused before any connection is made.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
@@ -81,6 +82,17 @@ async fn run_to_end(api: &Api, body: &Value) -> Value {
     let record = api.create_run(body).await;
     api.wait_ended(record["id"].as_str().expect("id"), LIMIT)
         .await
+}
+
+async fn run_ids(api: &Api) -> Vec<String> {
+    let (status, page) = api.get("/v1/reliability/runs").await;
+    assert_eq!(status, 200, "{page}");
+    page["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| r["id"].as_str().expect("id").to_string())
+        .collect()
 }
 
 async fn start_agent(
@@ -240,25 +252,54 @@ async fn runs_read_only_the_secrets_and_reach_only_the_targets_an_operator_allow
         "no denied target reached the listener"
     );
 
-    // A platform agent: the deny-list without asking, its allow-list lets 127.0.0.1
-    // through, and no environment variable is read whatever its flags say.
-    let metadata = run_to_end(
-        &api,
-        &checks(
-            "http://169.254.169.254",
-            "cloud",
-            json!({"Metadata-Flavor": "Google"}),
+    // A cloud run whose target is a literal denied address is refused when it is
+    // created, naming the address's class; nothing is stored. (The harness's controller
+    // allows 127.0.0.0/8 with --allow-cloud-target, as its platform agents do.)
+    let before = run_ids(&api).await;
+    for (target, class) in [
+        ("http://169.254.169.254", "a cloud metadata address"),
+        (
+            "http://[::ffff:169.254.169.254]:80",
+            "a cloud metadata address",
         ),
-    )
-    .await;
-    assert_eq!(metadata["status"], "error", "{metadata}");
+        ("http://10.1.2.3:8080", "a private address (RFC 1918)"),
+        ("http://[fd00::1]", "a unique-local IPv6 address"),
+        ("http://0.0.0.0:22", "an unspecified address"),
+        ("http://[::1]:8080", "a loopback address"),
+    ] {
+        let (status, body) = api
+            .post(
+                "/v1/reliability/runs",
+                &checks(target, "cloud", json!({"Metadata-Flavor": "Google"})),
+            )
+            .await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (422, Some("target_not_allowed")),
+            "{target}: {body}"
+        );
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(class) && message.contains("--allow-cloud-target"),
+            "{target}: {body}"
+        );
+    }
+    assert_eq!(run_ids(&api).await, before, "nothing stored");
+    // The same targets on an operator's own agent are that agent's decision.
+    let own = api
+        .create_run(&checks("http://169.254.169.254", "agent:strict", json!({})))
+        .await;
+    let own = api.wait_ended(own["id"].as_str().expect("id"), LIMIT).await;
     assert!(
-        metadata["reason"]
+        own["reason"]
             .as_str()
             .unwrap_or_default()
             .contains("a cloud metadata address"),
-        "{metadata}"
+        "{own}"
     );
+
+    // A platform agent: the deny-list without asking, its allow-list lets 127.0.0.1
+    // through, and no environment variable is read whatever its flags say.
     let other_loopback = run_to_end(
         &api,
         &checks(&format!("http://127.0.0.2:{port}"), "cloud", json!({})),

@@ -28,6 +28,17 @@ pub enum Refusal {
     Unresolved { host: String },
 }
 
+/// Why a cloud run's target is refused when the run is created.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "target: {ip} is {}, which runs on platform agents (executor: cloud) may not reach; the controller's operator may allow it (serve --allow-cloud-target) where the platform agents allow it too (iohr-agent run --allow-target)",
+    class.describe()
+)]
+pub struct CloudRefusal {
+    pub ip: IpAddr,
+    pub class: DenyClass,
+}
+
 /// The class that denies an address, if one does, in a word or two ("loopback").
 pub fn denied_class(ip: IpAddr) -> Option<&'static str> {
     classify(ip).map(DenyClass::short)
@@ -37,6 +48,8 @@ pub fn denied_class(ip: IpAddr) -> Option<&'static str> {
 #[derive(Debug, Clone, Default)]
 pub struct EgressPolicy {
     allow: Vec<AllowRule>,
+    /// Exceptions for cloud runs' literal targets (`--allow-cloud-target`).
+    cloud: Vec<AllowRule>,
     /// The listen addresses, an unspecified one (0.0.0.0, ::) expanded to every address
     /// of the host's interfaces at start-up.
     own: Vec<SocketAddr>,
@@ -52,7 +65,37 @@ impl EgressPolicy {
                 own.push(*addr);
             }
         }
-        EgressPolicy { allow, own }
+        EgressPolicy {
+            allow,
+            cloud: Vec::new(),
+            own,
+        }
+    }
+
+    /// This policy with the exceptions for cloud runs' targets.
+    pub fn with_cloud_targets(mut self, cloud: Vec<AllowRule>) -> EgressPolicy {
+        self.cloud = cloud;
+        self
+    }
+
+    /// A cloud run's target (`executor: cloud`), when it is created: a literal address
+    /// the platform agents' deny-list refuses (the same list) is refused here at once,
+    /// unless `--allow-cloud-target` covers it. A name is left to the platform agent,
+    /// which judges what it resolves to as it connects.
+    pub fn check_cloud_target(&self, uri: &hyper::Uri) -> Result<(), CloudRefusal> {
+        let Some((host, port)) = Self::host_and_port(uri) else {
+            return Ok(());
+        };
+        let Ok(ip) = host.parse::<IpAddr>() else {
+            return Ok(());
+        };
+        let addr = SocketAddr::new(ip, port);
+        match classify(ip) {
+            Some(class) if !self.cloud.iter().any(|rule| rule.covers(addr)) => {
+                Err(CloudRefusal { ip, class })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// A URL's host and port (the scheme's default when none), brackets taken off an
