@@ -176,10 +176,13 @@ pub async fn start(
         .into_iter()
         .chain(metrics_addr)
         .collect();
-    let egress = std::sync::Arc::new(crate::outbox::egress::EgressPolicy::new(
-        config.events.allow_webhook_targets.clone(),
-        &listening,
-    ));
+    let egress = std::sync::Arc::new(
+        crate::outbox::egress::EgressPolicy::new(
+            config.events.allow_webhook_targets.clone(),
+            &listening,
+        )
+        .with_cloud_targets(config.events.allow_cloud_targets.clone()),
+    );
     let shared = Shared {
         store,
         hub,

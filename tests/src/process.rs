@@ -200,6 +200,10 @@ impl Standby {
             // refuses by default (tenant_controller.rs shows the refusals).
             command.args(["--allow-webhook-target", "127.0.0.0/8"]);
         }
+        // Cloud runs of the tests aim at loopback too, which platform agents (started with
+        // --allow-target 127.0.0.0/8) reach; the controller refuses a denied literal
+        // target of a cloud run by default (tenant_agent.rs shows it).
+        command.args(["--allow-cloud-target", "127.0.0.0/8"]);
         let mut child = command.spawn().expect("spawn iohr-controller");
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         Standby { child, stdout, log }

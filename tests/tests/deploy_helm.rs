@@ -3,7 +3,7 @@
 //! - `helm lint --strict` accepts it, and its values.schema.json makes `helm lint` and
 //!   `helm template` refuse bad values (and accept good ones);
 //! - `helm template` renders it, with its defaults, with the agents as a DaemonSet and with
-//!   the agents' flags set, and what it renders validates strictly against the Kubernetes
+//!   the agents' and the controller's flags set, and what it renders validates strictly against the Kubernetes
 //!   JSON schemas and passes every check the kustomize base passes (deploy_common): the
 //!   commands are the binaries' (`--help`), Secrets, volumes, probes and selectors hold
 //!   together, and each agent enrolls with the token under its own key;
@@ -263,6 +263,16 @@ fn the_chart_renders_validates_and_its_commands_are_the_binaries() {
             "agents.labels.tier=edge",
             "agents.maxConcurrentJobs=8",
             "agents.replicas=1",
+            "agents.secretEnv={API_TOKEN,SHARED_*}",
+            "agents.denyPrivate=true",
+            "agents.allowTargets={10.0.0.0/8:8080,api.internal}",
+            "controller.allowWebhookTargets={10.1.0.0/16,hooks.internal:8443}",
+            "controller.allowCloudTargets={10.2.0.0/16}",
+            "controller.mcpAllowedOrigins={https://console.example}",
+            "controller.maxEventFeedsPerAccount=16",
+            "controller.webhookConcurrencyPerAccount=3",
+            "controller.maxAgentConnections=512",
+            "controller.agentHandshakeTimeoutMs=5000",
         ],
     );
     validate("helm-agent-flags.yaml", &flags);
@@ -278,6 +288,35 @@ fn the_chart_renders_validates_and_its_commands_are_the_binaries() {
     assert_eq!(flag(run, "--environment"), ["staging", "production"]);
     assert_eq!(flag(run, "--label"), ["tier=edge", "zone=eu-1"]);
     assert_eq!(flag(run, "--max-concurrent-jobs"), ["8"]);
+    // Issue 38's operator controls, agent and controller.
+    assert_eq!(flag(run, "--secret-env"), ["API_TOKEN", "SHARED_*"]);
+    assert!(
+        run.flags
+            .iter()
+            .any(|(f, v)| f == "--deny-private" && v.is_none())
+    );
+    assert_eq!(
+        flag(run, "--allow-target"),
+        ["10.0.0.0/8:8080", "api.internal"]
+    );
+    let serve = &all
+        .iter()
+        .find(|(_, i)| i.binary == "iohr-controller" && i.sub == ["serve"])
+        .unwrap()
+        .1;
+    assert_eq!(
+        flag(serve, "--allow-webhook-target"),
+        ["10.1.0.0/16", "hooks.internal:8443"]
+    );
+    assert_eq!(flag(serve, "--allow-cloud-target"), ["10.2.0.0/16"]);
+    assert_eq!(
+        flag(serve, "--mcp-allowed-origin"),
+        ["https://console.example"]
+    );
+    assert_eq!(flag(serve, "--max-event-feeds-per-account"), ["16"]);
+    assert_eq!(flag(serve, "--webhook-concurrency-per-account"), ["3"]);
+    assert_eq!(flag(serve, "--max-agent-connections"), ["512"]);
+    assert_eq!(flag(serve, "--agent-handshake-timeout-ms"), ["5000"]);
 
     // Controllers elsewhere: the agents dial those, in order, and enroll through the first.
     let elsewhere = template(
@@ -404,7 +443,7 @@ fn another_release_is_prefixed_and_apart() {
 #[test]
 fn the_schema_refuses_bad_values_and_takes_good_ones() {
     // Each is refused by `helm lint` and `helm template`, saying why.
-    let bad: [(&[&str], &str); 8] = [
+    let bad: [(&[&str], &str); 10] = [
         (
             &["controller.replicas=0"],
             "controller.replicas: Must be greater than or equal to 1",
@@ -430,6 +469,14 @@ fn the_schema_refuses_bad_values_and_takes_good_ones() {
             "allowPrivilegeEscalation",
         ),
         (&["agents.environments=null"], "environments is required"),
+        (
+            &["agents.secretEnv={*}"],
+            "agents.secretEnv.0: Does not match pattern",
+        ),
+        (
+            &["controller.maxAgentConnections=0"],
+            "controller.maxAgentConnections: Must be greater than or equal to 1",
+        ),
         (
             &["controler.replicas=3"],
             "Additional property controler is not allowed",

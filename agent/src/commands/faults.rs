@@ -22,7 +22,12 @@ impl FaultArgs {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("reading the policy {}", path.display()))?;
-                Policy::parse(&text).with_context(|| format!("policy {}", path.display()))?
+                let mut policy =
+                    Policy::parse(&text).with_context(|| format!("policy {}", path.display()))?;
+                // Process rules' owners by name, once, as the host knows them now.
+                iohr_agent::faults::process::resolve_users(&mut policy)
+                    .with_context(|| format!("policy {}", path.display()))?;
+                policy
             }
             None => Policy::default(),
         };

@@ -9,7 +9,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use iohr_domain::faults::Policy;
 use iohr_domain::faults::fault::ProcessAction;
+use iohr_domain::request::{SpecError, spec_error};
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 
@@ -103,6 +105,21 @@ fn owner(pid: u32) -> Option<u32> {
     std::fs::metadata(format!("/proc/{pid}"))
         .ok()
         .map(|m| m.uid())
+}
+
+/// Resolves each process rule's `user` to its uid, as the host's user database has it
+/// when the policy is read; a name the host does not know refuses the policy.
+pub fn resolve_users(policy: &mut Policy) -> Result<(), SpecError> {
+    for (i, rule) in policy.processes.iter_mut().enumerate() {
+        let Some(name) = &rule.user else { continue };
+        let field = format!("policy.processes[{i}].user");
+        match nix::unistd::User::from_name(name) {
+            Ok(Some(user)) => rule.uid = Some(user.uid.as_raw()),
+            Ok(None) => return Err(spec_error(field, format!("no user {name:?} on this host"))),
+            Err(e) => return Err(spec_error(field, format!("looking up user {name:?}: {e}"))),
+        }
+    }
+    Ok(())
 }
 
 /// Finds the process named `name` (and with `pid`, when given; owned by `uid`, when the
@@ -372,6 +389,36 @@ mod tests {
         assert!(name_matches("postgres", "postgres"));
         assert!(name_matches("a-very-long-ser", "a-very-long-service-name"));
         assert!(!name_matches("postgre", "postgres"));
+    }
+
+    #[test]
+    fn a_rules_user_is_resolved_to_its_uid_and_an_unknown_one_refused() {
+        let me = nix::unistd::getuid();
+        let name = nix::unistd::User::from_uid(me)
+            .expect("user database")
+            .expect("the current user has a name")
+            .name;
+        let mut policy = Policy::parse(&format!(
+            r#"{{"processes": [{{"name": "w", "user": "{name}"}}, {{"name": "c", "uid": 7}}]}}"#
+        ))
+        .unwrap();
+        resolve_users(&mut policy).unwrap();
+        assert_eq!(policy.process_owner("w"), Some(me.as_raw()));
+        assert_eq!(policy.process_owner("c"), Some(7));
+        let mut root = Policy::parse(r#"{"processes": [{"name": "w", "user": "root"}]}"#).unwrap();
+        resolve_users(&mut root).unwrap();
+        assert_eq!(root.process_owner("w"), Some(0));
+
+        let mut unknown =
+            Policy::parse(r#"{"processes": [{"name": "w", "user": "no-such-user-iohr38"}]}"#)
+                .unwrap();
+        let error = resolve_users(&mut unknown).unwrap_err();
+        assert_eq!(error.field, "policy.processes[0].user");
+        assert!(
+            error.message.contains("no user \"no-such-user-iohr38\""),
+            "{error}"
+        );
+        assert_eq!(unknown.process_owner("w"), None);
     }
 
     #[test]

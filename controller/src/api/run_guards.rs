@@ -1,6 +1,7 @@
 //! What a new run is checked for before it is stored, beyond its spec: a target in its
-//! one normal spelling, an `agent:NAME` executor that names an agent of the account, and
-//! why it will wait when no connected agent could take it.
+//! one normal spelling, a cloud run's target outside the deny-list, an `agent:NAME`
+//! executor that names an agent of the account, and why it will wait when no connected
+//! agent could take it.
 
 use iohr_domain::target::normalize_target;
 use iohr_domain::{Executor, RunKind};
@@ -11,6 +12,25 @@ use crate::Shared;
 /// The target as it is stored and compared (see [`normalize_target`]).
 pub fn target(text: &str) -> Result<String, ApiError> {
     normalize_target(text).map_err(|e| ApiError::bad_request("invalid_target", e.to_string()))
+}
+
+/// Refuses a cloud run (`executor: cloud`) whose target is a literal address the
+/// platform agents' deny-list refuses, 422 `target_not_allowed`: it could only end in
+/// their refusal. A host name is judged by the platform agent as it connects.
+pub fn cloud_target(shared: &Shared, target: &str, executor: &Executor) -> Result<(), ApiError> {
+    if !matches!(executor, Executor::Cloud) {
+        return Ok(());
+    }
+    let Ok(uri) = target.parse::<hyper::Uri>() else {
+        return Ok(()); // normalize_target answered first
+    };
+    shared.egress.check_cloud_target(&uri).map_err(|refusal| {
+        ApiError::new(
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "target_not_allowed",
+            refusal.to_string(),
+        )
+    })
 }
 
 /// Refuses `agent:NAME` when the account has no such agent: never registered, or removed.

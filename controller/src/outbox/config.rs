@@ -78,6 +78,13 @@ pub struct EventsConfig {
     /// are refused (docs/security.md).
     #[arg(long = "allow-webhook-target", value_name = "CIDR|HOST[:PORT]")]
     pub allow_webhook_targets: Vec<AllowRule>,
+    /// A run target (`executor: cloud`) the deny-list would refuse but the operator's
+    /// platform agents allow (their `--allow-target`): CIDR, IP or HOST with an optional
+    /// :PORT (repeatable). Without one, a cloud run whose target is a literal address of
+    /// the deny-list is refused when it is created (422 `target_not_allowed`); names are
+    /// judged by the platform agent as it connects.
+    #[arg(long = "allow-cloud-target", value_name = "CIDR|HOST[:PORT]")]
+    pub allow_cloud_targets: Vec<AllowRule>,
     /// How often the outbox is read for new events (deliveries, MQTT, the feed).
     #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     pub events_poll_ms: u64,
@@ -101,6 +108,7 @@ impl Default for EventsConfig {
             webhook_concurrency: 8,
             webhook_concurrency_per_account: 2,
             allow_webhook_targets: Vec::new(),
+            allow_cloud_targets: Vec::new(),
             events_poll_ms: 250,
         }
     }

@@ -1,5 +1,6 @@
 use super::*;
 use proptest::prelude::*;
+use std::net::Ipv4Addr;
 
 fn uri(text: &str) -> hyper::Uri {
     text.parse().unwrap()

@@ -58,6 +58,11 @@ pub struct ProcessRule {
     /// absent, so a run cannot reach another user's process of the same name when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uid: Option<u32>,
+    /// Only processes owned by this user (a user name): the agent resolves it to its uid
+    /// when it reads the policy, and refuses the policy when no such user exists. Give
+    /// `user` or `uid`, not both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// Which fault the policy refused, and why.
@@ -97,6 +102,21 @@ impl Policy {
                     "must name a process",
                 ));
             }
+            match (&p.user, p.uid) {
+                (Some(user), _) if user.is_empty() => {
+                    return Err(spec_error(
+                        format!("policy.processes[{i}].user"),
+                        "must name a user",
+                    ));
+                }
+                (Some(_), Some(_)) => {
+                    return Err(spec_error(
+                        format!("policy.processes[{i}].user"),
+                        "give user or uid, not both",
+                    ));
+                }
+                _ => {}
+            }
         }
         Ok(policy)
     }
@@ -129,8 +149,8 @@ impl Policy {
         self
     }
 
-    /// The restart command the policy gives a process, if any.
-    /// The user id a process fault on `process` is held to, if its rule names one.
+    /// The user id a process fault on `process` is held to, if its rule names one (a
+    /// `user` counts once the agent has resolved it into `uid`).
     pub fn process_owner(&self, process: &str) -> Option<u32> {
         self.processes
             .iter()
@@ -138,6 +158,7 @@ impl Policy {
             .and_then(|p| p.uid)
     }
 
+    /// The restart command the policy gives a process, if any.
     pub fn restart_command(&self, process: &str) -> Option<&str> {
         self.processes
             .iter()
@@ -385,5 +406,27 @@ mod tests {
             "policy.directories[0]"
         );
         assert_eq!(Policy::parse("{}").unwrap(), Policy::default());
+    }
+
+    #[test]
+    fn a_process_rule_names_its_owner_by_user_or_uid_not_both() {
+        let p = Policy::parse(r#"{"processes": [{"name": "w", "user": "svc"}]}"#).unwrap();
+        assert_eq!(p.processes[0].user.as_deref(), Some("svc"));
+        // Not yet resolved: the agent sets uid when it reads the policy.
+        assert_eq!(p.process_owner("w"), None);
+        for (text, reason) in [
+            (
+                r#"{"processes": [{"name": "w", "user": "svc", "uid": 7}]}"#,
+                "not both",
+            ),
+            (
+                r#"{"processes": [{"name": "w", "user": ""}]}"#,
+                "must name a user",
+            ),
+        ] {
+            let error = Policy::parse(text).unwrap_err();
+            assert_eq!(error.field, "policy.processes[0].user", "{text}");
+            assert!(error.to_string().contains(reason), "{error}");
+        }
     }
 }
