@@ -53,10 +53,16 @@ fn lock(table: &Mutex<HashMap<String, usize>>) -> MutexGuard<'_, HashMap<String,
 }
 
 impl AccountShares {
-    pub fn new(per_account: usize) -> AccountShares {
+    /// Each account's share of a bound of `bound` places. A share not below the bound
+    /// is none: the bound answers alone, with its own refusal.
+    pub fn of(bound: usize, per_account: usize) -> AccountShares {
         AccountShares {
             held: Arc::default(),
-            per_account,
+            per_account: if per_account < bound {
+                per_account
+            } else {
+                usize::MAX
+            },
         }
     }
 
@@ -97,7 +103,7 @@ mod tests {
 
     #[test]
     fn a_share_is_checked_first_and_a_place_frees_on_drop() {
-        let shares = AccountShares::new(2);
+        let shares = AccountShares::of(3, 2);
         let (a1, ()) = shares.take("a", || Ok::<_, ()>(())).unwrap();
         let _a2 = shares.take("a", || Ok::<_, ()>(())).unwrap();
         // At its share, `a` is told so even when the bound would refuse too.
@@ -115,5 +121,16 @@ mod tests {
         assert_eq!(shares.held("a"), 1);
         let _a3 = shares.take("a", || Ok::<_, ()>(())).unwrap();
         assert_eq!(shares.held("a"), 2);
+    }
+
+    #[test]
+    fn a_share_not_below_its_bound_is_none() {
+        let shares = AccountShares::of(2, 2);
+        let _a1 = shares.take("a", || Ok::<_, ()>(())).unwrap();
+        let _a2 = shares.take("a", || Ok::<_, ()>(())).unwrap();
+        assert_eq!(
+            shares.take("a", || Err::<(), _>("full")).unwrap_err(),
+            Refused::Bound("full")
+        );
     }
 }

@@ -65,7 +65,7 @@ pub struct Admitted {
 
 impl ComparePool {
     /// `concurrency` computing and `queue` waiting, `per_account` of those places to
-    /// one account (at least one, at most all).
+    /// one account (at least one; a share of all of them is none).
     pub fn new(concurrency: usize, queue: usize, per_account: usize) -> ComparePool {
         let concurrency = concurrency.max(1);
         let places = concurrency.saturating_add(queue);
@@ -73,7 +73,7 @@ impl ComparePool {
             running: Arc::new(Semaphore::new(concurrency)),
             admitted: Arc::new(Semaphore::new(places)),
             places,
-            shares: AccountShares::new(per_account.clamp(1, places)),
+            shares: AccountShares::of(places, per_account.max(1)),
         }
     }
 

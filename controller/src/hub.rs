@@ -21,7 +21,7 @@ use crate::store::StoredFrame;
 pub const RUN_CAPACITY: usize = 1024;
 
 /// Viewers allowed on one run, on the whole controller, and to one account (its share of
-/// the total).
+/// the total; one not below the total is none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ViewerLimits {
     pub per_run: usize,
@@ -100,13 +100,9 @@ impl Default for FrameHub {
 
 impl FrameHub {
     pub fn new(limits: ViewerLimits) -> FrameHub {
-        let limits = ViewerLimits {
-            per_account: limits.per_account.min(limits.total),
-            ..limits
-        };
         FrameHub {
             viewers: Arc::default(),
-            shares: AccountShares::new(limits.per_account),
+            shares: AccountShares::of(limits.total, limits.per_account),
             limits,
         }
     }

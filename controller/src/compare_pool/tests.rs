@@ -138,13 +138,12 @@ async fn an_account_at_its_share_leaves_the_other_places_to_others() {
 }
 
 #[test]
-fn a_share_is_at_least_one_place_and_at_most_all() {
+fn a_share_is_at_least_one_place_and_one_of_all_is_none() {
     let pool = ComparePool::new(1, 2, 0);
     let _a = pool.admit("a").unwrap();
     assert_eq!(pool.admit("a").unwrap_err(), Full::Account(1));
     let pool = ComparePool::new(1, 1, 10);
     let _a1 = pool.admit("a").unwrap();
     let _a2 = pool.admit("a").unwrap();
-    assert_eq!(pool.admit("a").unwrap_err(), Full::Account(2));
-    assert_eq!(pool.admit("b").unwrap_err(), Full::Total(2));
+    assert_eq!(pool.admit("a").unwrap_err(), Full::Total(2));
 }

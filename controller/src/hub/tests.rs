@@ -177,11 +177,13 @@ fn an_account_at_its_share_leaves_the_rest_to_others() {
 }
 
 #[test]
-fn a_share_above_the_total_is_the_total() {
+fn a_share_not_below_the_total_leaves_the_total_to_answer() {
     let hub = FrameHub::new(ViewerLimits {
         per_run: 8,
         total: 2,
-        per_account: 100,
+        per_account: 2,
     });
-    assert_eq!(hub.limits().per_account, 2);
+    let _a1 = hub.subscribe("run-a", "a").unwrap();
+    let _a2 = hub.subscribe("run-a", "a").unwrap();
+    assert_eq!(hub.subscribe("run-a", "a").unwrap_err(), HubFull::Total(2));
 }

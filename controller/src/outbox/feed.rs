@@ -48,7 +48,7 @@ impl FeedLimits {
     pub fn new(max: usize, per_account: usize, poll: Duration) -> FeedLimits {
         FeedLimits {
             slots: Arc::new(Semaphore::new(max)),
-            shares: AccountShares::new(per_account.min(max)),
+            shares: AccountShares::of(max, per_account),
             max,
             poll,
         }
