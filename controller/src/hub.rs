@@ -5,25 +5,28 @@
 //! run nobody watches costs one map lookup. A viewer that falls behind reads the rest
 //! from the store, so nothing is lost.
 //!
-//! Viewers are bounded per run and in total; a viewer past a bound is refused
-//! ([`HubFull`]) before it holds anything.
+//! Viewers are bounded per run and in total, and each account has a share of the total;
+//! a viewer past a bound is refused ([`HubFull`]) before it holds anything.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
 
+use crate::account_shares::{AccountShares, Refused, SharePlace};
 use crate::store::StoredFrame;
 
 /// Frames one run's broadcast holds for its slowest viewer; a viewer further behind is
 /// told it lagged and catches up from the store.
 pub const RUN_CAPACITY: usize = 1024;
 
-/// Viewers allowed on one run and on the whole controller.
+/// Viewers allowed on one run, on the whole controller, and to one account (its share of
+/// the total; one not below the total is none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ViewerLimits {
     pub per_run: usize,
     pub total: usize,
+    pub per_account: usize,
 }
 
 impl Default for ViewerLimits {
@@ -31,6 +34,7 @@ impl Default for ViewerLimits {
         ViewerLimits {
             per_run: 256,
             total: 4096,
+            per_account: 256,
         }
     }
 }
@@ -42,6 +46,30 @@ pub enum HubFull {
     PerRun(usize),
     #[error("the controller already serves its limit of {0} viewers")]
     Total(usize),
+    #[error(
+        "this account already holds {0} live viewers (streams and WebSocket connections), \
+         its share of the controller's; close one"
+    )]
+    Account(usize),
+}
+
+impl From<Refused<HubFull>> for HubFull {
+    fn from(refused: Refused<HubFull>) -> HubFull {
+        match refused {
+            Refused::Share(share) => HubFull::Account(share),
+            Refused::Bound(full) => full,
+        }
+    }
+}
+
+impl HubFull {
+    /// The refusal's code: the account's share has its own.
+    pub fn code(self) -> &'static str {
+        match self {
+            HubFull::Account(_) => "too_many_account_viewers",
+            HubFull::PerRun(_) | HubFull::Total(_) => "too_many_viewers",
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -59,6 +87,8 @@ struct Viewers {
 #[derive(Debug, Clone)]
 pub struct FrameHub {
     viewers: Arc<Mutex<Viewers>>,
+    /// Callers' viewers per account; the controller's own (internal) viewers hold none.
+    shares: AccountShares,
     limits: ViewerLimits,
 }
 
@@ -72,6 +102,7 @@ impl FrameHub {
     pub fn new(limits: ViewerLimits) -> FrameHub {
         FrameHub {
             viewers: Arc::default(),
+            shares: AccountShares::of(limits.total, limits.per_account),
             limits,
         }
     }
@@ -102,16 +133,23 @@ impl FrameHub {
         }
     }
 
-    /// A viewer of one run, within the limits.
-    pub fn subscribe(&self, run_id: &str) -> Result<Subscription, HubFull> {
-        let mut viewers = self.lock();
-        if viewers.total >= self.limits.total {
-            return Err(HubFull::Total(self.limits.total));
-        }
-        if viewers.runs.get(run_id).map_or(0, |c| c.viewers) >= self.limits.per_run {
-            return Err(HubFull::PerRun(self.limits.per_run));
-        }
-        Ok(self.seat(&mut viewers, run_id))
+    /// A viewer of one run for `account_id`, within the limits and the account's share.
+    pub fn subscribe(&self, run_id: &str, account_id: &str) -> Result<Subscription, HubFull> {
+        let (share, mut subscription) = self
+            .shares
+            .take(account_id, || {
+                let mut viewers = self.lock();
+                if viewers.total >= self.limits.total {
+                    return Err(HubFull::Total(self.limits.total));
+                }
+                if viewers.runs.get(run_id).map_or(0, |c| c.viewers) >= self.limits.per_run {
+                    return Err(HubFull::PerRun(self.limits.per_run));
+                }
+                Ok(self.seat(&mut viewers, run_id))
+            })
+            .map_err(HubFull::from)?;
+        subscription._share = Some(share);
+        Ok(subscription)
     }
 
     /// A viewer the controller itself needs (a cancel waiting for its run's end): counted,
@@ -124,14 +162,24 @@ impl FrameHub {
     /// A place of its own for a WebSocket stream's connection (`api::stream`), counted
     /// in the total like a viewer: the connection holds memory and a task before it
     /// subscribes to anything, and upgraded connections hold no place of the API
-    /// listener's bound. Each of its subscriptions takes a viewer's place besides.
-    pub fn hold_connection(&self) -> Result<ConnectionSeat, HubFull> {
-        let mut viewers = self.lock();
-        if viewers.total >= self.limits.total {
-            return Err(HubFull::Total(self.limits.total));
-        }
-        viewers.total += 1;
-        Ok(ConnectionSeat { hub: self.clone() })
+    /// listener's bound. Each of its subscriptions takes a viewer's place besides. It
+    /// counts in its account's share as well.
+    pub fn hold_connection(&self, account_id: &str) -> Result<ConnectionSeat, HubFull> {
+        let (share, ()) = self
+            .shares
+            .take(account_id, || {
+                let mut viewers = self.lock();
+                if viewers.total >= self.limits.total {
+                    return Err(HubFull::Total(self.limits.total));
+                }
+                viewers.total += 1;
+                Ok(())
+            })
+            .map_err(HubFull::from)?;
+        Ok(ConnectionSeat {
+            hub: self.clone(),
+            _share: share,
+        })
     }
 
     fn seat(&self, viewers: &mut Viewers, run_id: &str) -> Subscription {
@@ -150,6 +198,7 @@ impl FrameHub {
                 hub: self.clone(),
                 run_id: run_id.to_string(),
             },
+            _share: None,
         }
     }
 
@@ -185,12 +234,16 @@ impl FrameHub {
 pub struct Subscription {
     pub frames: broadcast::Receiver<Arc<StoredFrame>>,
     _seat: Seat,
+    /// The caller's account's place; none for an internal viewer.
+    _share: Option<SharePlace>,
 }
 
-/// A WebSocket connection's place in the total; dropping it frees the place.
+/// A WebSocket connection's place in the total and its account's share; dropping it
+/// frees the place.
 #[derive(Debug)]
 pub struct ConnectionSeat {
     hub: FrameHub,
+    _share: SharePlace,
 }
 
 impl Drop for ConnectionSeat {

@@ -6,6 +6,7 @@
 //! the [`hub`]; product events leave through the [`outbox`]. [`server`] wires them together; [`http`] is the API's listener (TLS,
 //! connection bound, timeouts); [`mcp`] serves the MCP tools on it.
 
+pub mod account_shares;
 pub mod api;
 pub mod compare_pool;
 pub mod console;

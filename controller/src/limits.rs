@@ -13,6 +13,11 @@ pub struct Limits {
     /// and each of its subscriptions as one more).
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_viewers: u32,
+    /// Live viewers (streams and WebSocket connections, counted as in --max-viewers) one
+    /// account may hold, its share of --max-viewers; one more is answered 429
+    /// `too_many_account_viewers`.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_viewers_per_account: u32,
     /// Comparisons computed at once, each on a blocking thread (default: the CPUs the
     /// controller may use).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -21,6 +26,11 @@ pub struct Limits {
     /// `too_many_compares`.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(0..=4096))]
     pub compare_queue: u32,
+    /// Comparisons one account may have computing or waiting at once, its share of
+    /// --max-compares plus --compare-queue; one more is answered 429
+    /// `too_many_account_compares`.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub compares_per_account: u32,
     /// Live product-event feeds (`GET /v1/reliability/events`) at once; one more is
     /// answered 429 `too_many_feeds`.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65_536))]
@@ -43,8 +53,10 @@ impl Default for Limits {
         Limits {
             max_viewers_per_run: 256,
             max_viewers: 4096,
+            max_viewers_per_account: 256,
             max_compares: None,
             compare_queue: 16,
+            compares_per_account: 4,
             max_event_feeds: 256,
             max_event_feeds_per_account: 32,
             max_agent_connections: 4096,
@@ -58,6 +70,7 @@ impl Limits {
         ViewerLimits {
             per_run: self.max_viewers_per_run as usize,
             total: self.max_viewers as usize,
+            per_account: self.max_viewers_per_account as usize,
         }
     }
 

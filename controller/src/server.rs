@@ -189,6 +189,7 @@ pub async fn start(
         compares: ComparePool::new(
             config.limits.compares(),
             config.limits.compare_queue as usize,
+            config.limits.compares_per_account as usize,
         ),
         dispatcher,
         timing: config.timing,

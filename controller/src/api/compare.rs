@@ -58,7 +58,7 @@ fn side(run: &RunRow) -> Side<'_> {
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
         (status = 404, description = "`not_found`: no such run in this account", body = super::openapi::ApiErrorBody),
         (status = 409, description = "`not_comparable`, `not_finished`, `generator_saturated` (either run's generator set the pace for part of its measure: the difference cannot be trusted)", body = super::openapi::ApiErrorBody),
-        (status = 429, description = "`too_many_compares` (`Retry-After`)", body = super::openapi::ApiErrorBody),
+        (status = 429, description = "`too_many_compares`: the controller's bound; `too_many_account_compares`: this account's share of it (`Retry-After`)", body = super::openapi::ApiErrorBody),
         (status = 500, description = "`compare_failed`: a bug", body = super::openapi::ApiErrorBody),
     )
 )]
@@ -95,9 +95,9 @@ pub async fn compare_runs(
         ));
     }
     // A place first: 429 at once when every one is taken, before anything is read.
-    let admitted = shared.compares.admit().map_err(|full| {
+    let admitted = shared.compares.admit(account_id).map_err(|full| {
         ApiError::too_many(
-            "too_many_compares",
+            full.code(),
             format!("{full}; retry shortly"),
             COMPARES_RETRY_AFTER,
         )

@@ -26,19 +26,28 @@ const PAGE: u32 = 500;
 /// Seconds a refused viewer is told to wait: viewers leave as runs end.
 const VIEWERS_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// A place among the run's live viewers, or 429 `too_many_viewers`.
-pub fn join(shared: &Shared, run_id: &str) -> Result<Subscription, ApiError> {
-    shared.hub.subscribe(run_id).map_err(|full| {
-        let message = match full {
-            HubFull::PerRun(limit) => {
-                format!("run {run_id} already has {limit} viewers, its limit; retry later")
-            }
-            HubFull::Total(limit) => {
-                format!("the controller already serves {limit} viewers, its limit; retry later")
-            }
-        };
-        ApiError::too_many("too_many_viewers", message, VIEWERS_RETRY_AFTER)
-    })
+/// A place among the run's live viewers for the account, or 429 `too_many_viewers`
+/// (`too_many_account_viewers` past the account's share).
+pub fn join(shared: &Shared, run_id: &str, account_id: &str) -> Result<Subscription, ApiError> {
+    shared
+        .hub
+        .subscribe(run_id, account_id)
+        .map_err(|full| refuse_viewer(full, run_id))
+}
+
+/// The 429 of a viewer the hub refused (a WebSocket connection, which has no run, is
+/// never refused `PerRun`).
+pub fn refuse_viewer(full: HubFull, run_id: &str) -> ApiError {
+    let message = match full {
+        HubFull::PerRun(limit) => {
+            format!("run {run_id} already has {limit} viewers, its limit; retry later")
+        }
+        HubFull::Total(limit) => {
+            format!("the controller already serves {limit} viewers, its limit; retry later")
+        }
+        HubFull::Account(_) => full.to_string(),
+    };
+    ApiError::too_many(full.code(), message, VIEWERS_RETRY_AFTER)
 }
 
 /// 410 `frames_expired` when retention deleted the run's frames: its record (and its
@@ -234,7 +243,7 @@ pub fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
         (status = 404, description = "`not_found`: no such run in this account", body = super::openapi::ApiErrorBody),
         (status = 410, description = "`frames_expired`: retention deleted the run's frames; its record stays", body = super::openapi::ApiErrorBody),
-        (status = 429, description = "`too_many_viewers` (`Retry-After`)", body = super::openapi::ApiErrorBody),
+        (status = 429, description = "`too_many_viewers`: the run's or the controller's bound; `too_many_account_viewers`: this account's share of it (`Retry-After`)", body = super::openapi::ApiErrorBody),
     )
 )]
 pub async fn events(
@@ -253,7 +262,7 @@ pub async fn events(
     frames_kept(&shared, &id).await?;
     let last_event_id = last_event_id(&headers)?;
     let after = last_event_id.or(query.after).unwrap_or(0);
-    let live = join(&shared, &id)?;
+    let live = join(&shared, &id, caller.account_id())?;
     let stream = futures_util::StreamExt::map(frame_stream(shared, id, after, live), |frame| {
         let data = serde_json::to_string(&frame.to_api()).unwrap_or_default();
         Ok(Event::default()

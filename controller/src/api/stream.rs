@@ -8,9 +8,10 @@
 //! gets a 401 or 403 and never a WebSocket; each subscribe checks the token again (a
 //! revoked one closes the connection) and that the run is the caller's account's.
 //!
-//! Bounds: the connection holds a place in the controller's viewer total (429
-//! `too_many_viewers` before the upgrade when there is none) and each subscription a
-//! viewer's place (per run and in total) besides; [`MAX_SUBSCRIPTIONS`] at once; client
+//! Bounds: the connection holds a place in the controller's viewer total and in its
+//! account's share of it (429 `too_many_viewers`, or `too_many_account_viewers`, before
+//! the upgrade when there is none) and each subscription a viewer's place (per run, in
+//! total and in the account's share) besides; [`MAX_SUBSCRIPTIONS`] at once; client
 //! messages of at most [`MAX_CLIENT_MESSAGE`] bytes. The socket is written with
 //! backpressure: each subscription's task hands its frames over a channel of
 //! [`SUBSCRIPTION_BUFFER`], taken only as the socket takes messages; a subscription
@@ -61,9 +62,6 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Frames a subscription's task may hold ready for the socket.
 pub const SUBSCRIPTION_BUFFER: usize = 16;
 
-/// Seconds a refused connection is told to wait: viewers leave as runs end.
-const RETRY_AFTER: Duration = Duration::from_secs(5);
-
 /// The multiplexed WebSocket stream of several runs' frames (upgrade with
 /// `Upgrade: websocket`; the protocol is in docs/api.md, "The WebSocket stream").
 ///
@@ -79,7 +77,7 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
         (status = 400, description = "`websocket_required`: not a WebSocket upgrade", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
         (status = 426, description = "`websocket_required`: the connection cannot be upgraded", body = super::openapi::ApiErrorBody),
-        (status = 429, description = "`too_many_viewers` (with `Retry-After`)", body = super::openapi::ApiErrorBody),
+        (status = 429, description = "`too_many_viewers`: the controller's bound; `too_many_account_viewers`: this account's share of it (with `Retry-After`)", body = super::openapi::ApiErrorBody),
     )
 )]
 // The caller is the first extractor: no upgrade is looked at for a caller who may not
@@ -100,13 +98,10 @@ pub async fn stream(
             ),
         )
     })?;
-    let seat = shared.hub.hold_connection().map_err(|full| {
-        ApiError::too_many(
-            "too_many_viewers",
-            format!("{full}; retry later"),
-            RETRY_AFTER,
-        )
-    })?;
+    let seat = shared
+        .hub
+        .hold_connection(caller.account_id())
+        .map_err(|full| super::events::refuse_viewer(full, ""))?;
     let token = headers.get(AUTHORIZATION).cloned();
     Ok(upgrade
         .max_message_size(MAX_CLIENT_MESSAGE)
@@ -311,7 +306,8 @@ impl Connection {
         super::events::frames_kept(&self.shared, &run)
             .await
             .map_err(|e| refuse(e.code, e.message))?;
-        let live = join(&self.shared, &run).map_err(|e| refuse(e.code, e.message))?;
+        let live = join(&self.shared, &run, self.caller.account_id())
+            .map_err(|e| refuse(e.code, e.message))?;
         let (tx, frames) = mpsc::channel(SUBSCRIPTION_BUFFER);
         let stream = frame_stream(self.shared.clone(), run.clone(), after, live);
         let task = tokio::spawn(async move {

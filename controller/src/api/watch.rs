@@ -55,8 +55,8 @@ impl Runs for RunsService {
         super::events::frames_kept(&self.shared, &run_id)
             .await
             .map_err(|e| Status::failed_precondition(e.message))?;
-        let live =
-            join(&self.shared, &run_id).map_err(|e| Status::resource_exhausted(e.message))?;
+        let live = join(&self.shared, &run_id, caller.account_id())
+            .map_err(|e| Status::resource_exhausted(e.message))?;
         let stream = frame_stream(self.shared.clone(), run_id, after_frame, live).map(|frame| {
             Ok(RunFrame {
                 run_id: frame.run_id.clone(),

@@ -45,7 +45,7 @@ pub async fn feed(
     // A browser that reconnects (EventSource does by itself) resumes after the last frame
     // it saw, so a plot never draws a second twice.
     let after = last_event_id(&headers)?.unwrap_or(0);
-    let live = join(&shared, &id)?;
+    let live = join(&shared, &id, caller.account_id())?;
     let first = event("status", &json!({"status": run.status.as_str()}));
     let frames = frame_stream(shared, id, after, live).filter_map(|frame| async move {
         translate(&frame.kind, &frame.payload).map(|e| e.id(frame.number.to_string()))

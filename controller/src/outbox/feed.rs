@@ -3,14 +3,15 @@
 //! any other stream (a WebSocket) as it is. Stored events first, then new ones as they
 //! commit, read from the store every poll; in `seq` order, without gaps or repeats.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::Stream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::account_shares::{AccountShares, Refused, SharePlace};
 use crate::store::{EventRow, Store};
 
 /// Events read per query.
@@ -21,11 +22,9 @@ const PAGE: u32 = 200;
 #[derive(Debug, Clone)]
 pub struct FeedLimits {
     slots: Arc<Semaphore>,
-    /// Feeds open now, per account.
-    accounts: Arc<Mutex<HashMap<String, usize>>>,
-    pub max: usize,
     /// Feeds one account may hold: one account at its share leaves the rest to others.
-    pub per_account: usize,
+    shares: AccountShares,
+    pub max: usize,
     pub poll: Duration,
 }
 
@@ -42,58 +41,31 @@ pub enum FeedFull {
 #[derive(Debug)]
 pub struct FeedPlace {
     _slot: OwnedSemaphorePermit,
-    accounts: Arc<Mutex<HashMap<String, usize>>>,
-    account_id: String,
-}
-
-impl Drop for FeedPlace {
-    fn drop(&mut self) {
-        let mut accounts = lock(&self.accounts);
-        if let Some(count) = accounts.get_mut(&self.account_id) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                accounts.remove(&self.account_id);
-            }
-        }
-    }
-}
-
-/// The table's critical sections are a few map operations that cannot panic: a poisoned
-/// lock still holds a consistent table.
-fn lock(table: &Mutex<HashMap<String, usize>>) -> MutexGuard<'_, HashMap<String, usize>> {
-    table
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    _share: SharePlace,
 }
 
 impl FeedLimits {
     pub fn new(max: usize, per_account: usize, poll: Duration) -> FeedLimits {
         FeedLimits {
             slots: Arc::new(Semaphore::new(max)),
-            accounts: Arc::default(),
+            shares: AccountShares::of(max, per_account),
             max,
-            per_account: per_account.min(max),
             poll,
         }
     }
 
     /// A place for one more feed of `account_id`, or why not.
     pub fn join(&self, account_id: &str) -> Result<FeedPlace, FeedFull> {
-        let mut accounts = lock(&self.accounts);
-        let held = accounts.get(account_id).copied().unwrap_or(0);
-        if held >= self.per_account {
-            return Err(FeedFull::Account(self.per_account));
-        }
-        let slot = self
-            .slots
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| FeedFull::Total(self.max))?;
-        accounts.insert(account_id.to_string(), held + 1);
+        let (share, slot) = self
+            .shares
+            .take(account_id, || self.slots.clone().try_acquire_owned())
+            .map_err(|refused| match refused {
+                Refused::Share(share) => FeedFull::Account(share),
+                Refused::Bound(_) => FeedFull::Total(self.max),
+            })?;
         Ok(FeedPlace {
             _slot: slot,
-            accounts: self.accounts.clone(),
-            account_id: account_id.to_string(),
+            _share: share,
         })
     }
 }
@@ -201,9 +173,6 @@ mod tests {
         assert_eq!(limits.join("c").unwrap_err(), FeedFull::Total(3));
         drop(a3);
         assert!(limits.join("c").is_ok());
-        assert!(
-            limits.accounts.lock().unwrap().get("c").is_none(),
-            "dropped at once"
-        );
+        assert_eq!(limits.shares.held("c"), 0, "dropped at once");
     }
 }

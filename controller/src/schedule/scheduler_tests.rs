@@ -53,7 +53,7 @@ impl Setup {
         let shared = Shared {
             store,
             hub,
-            compares: ComparePool::new(1, 0),
+            compares: ComparePool::new(1, 0, 1),
             dispatcher,
             timing,
             shutdown,

@@ -32,7 +32,7 @@ pub(crate) async fn shared_with_a_live_run() -> (Shared, String) {
     let shared = Shared {
         store,
         hub,
-        compares: ComparePool::new(1, 0),
+        compares: ComparePool::new(1, 0, 1),
         dispatcher,
         timing,
         shutdown,
@@ -57,7 +57,7 @@ fn frame(run_id: &str, number: u64, kind: &str) -> StoredFrame {
 #[tokio::test]
 async fn a_live_viewer_takes_the_next_frames_from_the_hub_without_reading_the_store() {
     let (shared, run_id) = shared_with_a_live_run().await;
-    let live = join(&shared, &run_id).expect("a place");
+    let live = join(&shared, &run_id, "default").expect("a place");
     let mut stream = Box::pin(frame_stream(shared.clone(), run_id.clone(), 0, live));
     // The viewer first catches up (nothing stored), then waits on its run's broadcast.
     let hub = shared.hub.clone();
