@@ -11,7 +11,7 @@ use rustls::pki_types::ServerName;
 use tokio_rustls::TlsConnector;
 
 use super::h1::{H1Conn, Stream};
-use super::h2::H2Conn;
+use super::h2::{H2Conn, Reservation};
 use super::request::PreparedOp;
 use crate::egress::Egress;
 
@@ -228,6 +228,15 @@ impl Connection {
         match self {
             Connection::H1(conn) => conn.is_reusable(),
             Connection::H2(conn) => conn.is_reusable(),
+        }
+    }
+
+    /// Keeps a stream on an HTTP/2 connection for the next request, waiting while the
+    /// server's limit is reached ([`H2Conn::reserve`]); HTTP/1.1 has nothing to keep.
+    pub async fn reserve(&mut self) -> Reservation {
+        match self {
+            Connection::H1(_) => Reservation::None,
+            Connection::H2(conn) => conn.reserve().await,
         }
     }
 

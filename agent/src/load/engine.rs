@@ -118,12 +118,17 @@ impl Shared {
     /// `timer` is the worker's own, moved on only when it fires ([`deadline`]): a
     /// `timeout` per request inserts and removes a timer-wheel entry under the driver's
     /// lock, and even a reset per request cost instructions that add up.
+    ///
+    /// `kept`: a handle on the shared connection with a stream kept for this request
+    /// (the open model's, [`open`]); used while that connection is still the group's,
+    /// else dropped, which gives the stream back.
     async fn exchange(
         &self,
         link: &mut Link,
         operation: usize,
         started: Instant,
         mut timer: Pin<&mut Sleep>,
+        mut kept: Option<Connection>,
     ) -> Result<u16, Failure> {
         let op = &self.operations[operation];
         // The handle on the shared connection the request goes on: also what tells that
@@ -149,7 +154,10 @@ impl Shared {
                         if guard.as_ref().is_none_or(|c| !c.is_reusable()) {
                             *guard = Some(self.endpoint.connect().await?);
                         }
-                        used = guard.as_ref().and_then(Connection::share);
+                        used = match (kept.take(), guard.as_ref()) {
+                            (Some(k), Some(current)) if k.same_as(current) => Some(k),
+                            (_, current) => current.and_then(Connection::share),
+                        };
                         used.as_mut().ok_or(Failure::Connect)?
                     }
                 };
@@ -375,7 +383,7 @@ async fn closed_worker(mut w: ClosedWorker) {
         // Biased: no random branch order (and no RNG draw) per request.
         let outcome = tokio::select! {
             biased;
-            outcome = w.shared.exchange(&mut w.link, operation, now, timer.as_mut()) => outcome,
+            outcome = w.shared.exchange(&mut w.link, operation, now, timer.as_mut(), None) => outcome,
             () = stopped.as_mut() => return,
         };
         let took = micros(now.elapsed());

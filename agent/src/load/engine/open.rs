@@ -8,6 +8,11 @@
 //! after the next untaken request is due; if no worker has taken it by then, all were
 //! busy and it starts one for each request due and untaken.
 //!
+//! Over HTTP/2 with streams shared, a worker is free only once its connection has a
+//! stream for it: it keeps one (below the server's SETTINGS_MAX_CONCURRENT_STREAMS)
+//! before it takes a request, so a request due while every stream is taken is left to
+//! the grower, as one due while every worker is busy.
+//!
 //! Why a send was late, counted apart ([`ScheduleTally`]): a worker that was still in its
 //! previous exchange when the request was due, with the pool at its bound, waited for the
 //! target to free a connection (`late_held`: the target's latency, and the
@@ -28,6 +33,7 @@ use tokio::time::Instant;
 
 use super::{LATE_TOLERANCE, Link, Shared, micros};
 use crate::load::client::Connection;
+use crate::load::h2::Reservation;
 use crate::load::schedule::timeline::Timeline;
 
 /// How long after a request is due the grower looks whether a worker took it: well
@@ -191,7 +197,42 @@ async fn worker(pool: Arc<Pool>, id: usize, mut link: Link) {
     let mut stopped = pin!(shared.stop.cancelled());
     // Since when this worker has been free to send.
     let mut free_since = Instant::now();
+    // HTTP/2 with streams shared: a stream kept on the group's connection for the next
+    // request.
+    let mut kept: Option<Connection> = None;
     loop {
+        // A worker whose connection has no stream free (the server's
+        // SETTINGS_MAX_CONCURRENT_STREAMS reached) is not free: it waits for one before it
+        // takes a request, so that a request due meanwhile is left to the grower (a new
+        // connection) or, at the bound, counts as held. Taken first, it would wait inside
+        // the exchange, counted as sent on time and with no connection opened for it. A
+        // connection not yet made is made by the exchange, as before: its first requests
+        // past the server's limit still wait there.
+        if kept.is_none()
+            && let Link::Shared(slot) = &link
+        {
+            let current = slot
+                .lock()
+                .await
+                .as_ref()
+                .filter(|c| c.is_reusable())
+                .and_then(Connection::share);
+            if let Some(mut handle) = current {
+                let reservation = tokio::select! {
+                    biased;
+                    reservation = handle.reserve() => reservation,
+                    () = stopped.as_mut() => return,
+                };
+                match reservation {
+                    Reservation::Free => kept = Some(handle),
+                    Reservation::Waited => {
+                        kept = Some(handle);
+                        free_since = Instant::now();
+                    }
+                    Reservation::None => {}
+                }
+            }
+        }
         let i = pool.next.fetch_add(1, Ordering::Relaxed);
         let Some((offset, operation, phase)) = pool.timeline.at(i) else {
             return;
@@ -230,7 +271,7 @@ async fn worker(pool: Arc<Pool>, id: usize, mut link: Link) {
         // Biased: no random branch order (and no RNG draw) per request.
         let outcome = tokio::select! {
             biased;
-            outcome = shared.exchange(&mut link, operation, started, timer.as_mut()) => outcome,
+            outcome = shared.exchange(&mut link, operation, started, timer.as_mut(), kept.take()) => outcome,
             () = stopped.as_mut() => return,
         };
         let ended = Instant::now();
@@ -246,5 +287,7 @@ async fn worker(pool: Arc<Pool>, id: usize, mut link: Link) {
     }
 }
 
+#[cfg(test)]
+mod h2_tests;
 #[cfg(test)]
 mod tests;

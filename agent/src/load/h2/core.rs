@@ -91,7 +91,11 @@ pub struct Core {
     /// SETTINGS_MAX_CONCURRENT_STREAMS counts.
     active: usize,
     max_concurrent: usize,
-    /// Requests waiting for `active` to drop below `max_concurrent`.
+    /// Streams kept for requests not yet taken ([`Core::poll_reserve`]): counted with
+    /// `active` against the peer's limit, so that the worker that waited for room is the
+    /// one that gets it.
+    reserved: usize,
+    /// Requests (and reservations) waiting for `active` to drop below `max_concurrent`.
     room: Vec<Waker>,
     peer_max_frame: usize,
     peer_initial_window: i64,
@@ -121,6 +125,7 @@ impl Default for Core {
             next_id: 1,
             active: 0,
             max_concurrent: usize::MAX,
+            reserved: 0,
             room: Vec::new(),
             peer_max_frame: MAX_FRAME,
             peer_initial_window: frame::DEFAULT_WINDOW,
@@ -174,21 +179,52 @@ impl Core {
         self.streams.is_empty()
     }
 
+    /// Keeps a stream for a request not yet taken: ready with `true` once one is free
+    /// (pending, with `waker` kept, while the peer's limit is reached), at once with
+    /// `false` on a connection that takes no new requests. The open model's worker waits
+    /// here before it takes its next request, so that a request due while every stream
+    /// is busy is left for a new connection, or counted as held (engine/open.rs).
+    pub fn poll_reserve(&mut self, waker: &Waker) -> Poll<bool> {
+        if !self.is_reusable() {
+            return Poll::Ready(false);
+        }
+        if self.active + self.reserved >= self.max_concurrent {
+            if !self.room.iter().any(|w| w.will_wake(waker)) {
+                self.room.push(waker.clone());
+            }
+            return Poll::Pending;
+        }
+        self.reserved += 1;
+        Poll::Ready(true)
+    }
+
+    /// A kept stream given back unused: another waiter may have it.
+    pub fn unreserve(&mut self, woken: &mut Woken) {
+        self.reserved = self.reserved.saturating_sub(1);
+        woken.append(&mut self.room);
+    }
+
     /// Starts a stream for a request: its header `block` and `body`. Pending (with
-    /// `waker` kept) while the peer's limit of concurrent streams is reached.
+    /// `waker` kept) while the peer's limit of concurrent streams is reached, unless a
+    /// stream was kept for it (`reserved`: it goes at once, even should the peer have
+    /// lowered its limit since, which a REFUSED_STREAM then answers).
     pub fn open(
         &mut self,
         block: &[u8],
         body: &Bytes,
         waker: &Waker,
+        reserved: bool,
     ) -> Poll<Result<u32, Failure>> {
+        if reserved {
+            self.reserved = self.reserved.saturating_sub(1);
+        }
         if let Some(failure) = self.closed {
             return Poll::Ready(Err(failure));
         }
         if self.going_away || self.next_id > LAST_STREAM_ID {
             return Poll::Ready(Err(Failure::Reset));
         }
-        if self.active >= self.max_concurrent {
+        if !reserved && self.active + self.reserved >= self.max_concurrent {
             if !self.room.iter().any(|w| w.will_wake(waker)) {
                 self.room.push(waker.clone());
             }

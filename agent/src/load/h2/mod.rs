@@ -70,6 +70,19 @@ pub struct H2Conn {
     /// This handle's last request was not processed by the server (refused before its
     /// stream opened, above a GOAWAY's last stream, or REFUSED_STREAM).
     unprocessed: bool,
+    /// A stream is kept for this handle's next request ([`H2Conn::reserve`]).
+    reserved: bool,
+}
+
+/// What [`H2Conn::reserve`] got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reservation {
+    /// A stream was free at once.
+    Free,
+    /// A stream, after waiting for one of the server's to end.
+    Waited,
+    /// None: the connection failed or is going away; the next request goes as usual.
+    None,
 }
 
 struct Shared {
@@ -116,12 +129,16 @@ impl Clone for H2Conn {
         H2Conn {
             shared: self.shared.clone(),
             unprocessed: false,
+            reserved: false,
         }
     }
 }
 
 impl Drop for H2Conn {
     fn drop(&mut self) {
+        if self.reserved {
+            self.shared.with(|core, woken| core.unreserve(woken));
+        }
         if self.shared.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
             // The last handle: the driver ends the connection.
             let driver = self.shared.core().driver.take();
@@ -202,6 +219,7 @@ impl H2Conn {
         Ok(H2Conn {
             shared,
             unprocessed: false,
+            reserved: false,
         })
     }
 
@@ -223,13 +241,37 @@ impl H2Conn {
         self.shared.core().is_reusable()
     }
 
+    /// Keeps a stream for this handle's next request, waiting while the server's limit
+    /// of concurrent streams is reached; the stream is given back if the handle is
+    /// dropped unused. The open model's worker calls it before it takes a request.
+    pub async fn reserve(&mut self) -> Reservation {
+        if self.reserved {
+            return Reservation::Free;
+        }
+        let shared = &*self.shared;
+        let mut waited = false;
+        self.reserved = poll_fn(|cx| {
+            let kept = shared.core().poll_reserve(cx.waker());
+            waited |= kept.is_pending();
+            kept
+        })
+        .await;
+        match (self.reserved, waited) {
+            (false, _) => Reservation::None,
+            (true, false) => Reservation::Free,
+            (true, true) => Reservation::Waited,
+        }
+    }
+
     /// Sends one request (its header `block`, then `body` when not empty) and waits for
     /// its answer's end; the body is counted against the windows, never kept. Returns
     /// the status.
     pub async fn send(&mut self, block: &[u8], body: &Bytes) -> Result<u16, Failure> {
         let shared = &*self.shared;
         self.unprocessed = false;
-        let opened = poll_fn(|cx| shared.with(|core, _| core.open(block, body, cx.waker()))).await;
+        let reserved = std::mem::take(&mut self.reserved);
+        let opened =
+            poll_fn(|cx| shared.with(|core, _| core.open(block, body, cx.waker(), reserved))).await;
         // `open` fails only before it makes a stream: nothing of the request was sent.
         self.unprocessed = opened.is_err();
         let id = opened?;

@@ -47,7 +47,7 @@ fn no_bytes_panic_and_what_is_left_is_less_than_a_frame() {
             let mut ids = Vec::new();
             for body in [&b""[..], &b"abc"[..]] {
                 if let Poll::Ready(Ok(id)) =
-                    core.open(b"\x82", &Bytes::copy_from_slice(body), &waker)
+                    core.open(b"\x82", &Bytes::copy_from_slice(body), &waker, false)
                 {
                     ids.push(id);
                 }
@@ -86,7 +86,7 @@ fn answers_cut_anywhere_give_each_stream_its_status() {
                     .iter()
                     .map(|_| {
                         let (_, waker) = waker();
-                        match core.open(b"\x82", &Bytes::new(), &waker) {
+                        match core.open(b"\x82", &Bytes::new(), &waker, false) {
                             Poll::Ready(Ok(id)) => id,
                             _ => unreachable!("room for every stream"),
                         }

@@ -96,7 +96,7 @@ fn wide_open() -> Core {
 
 fn open(core: &mut Core, body: &[u8]) -> u32 {
     let (_, waker) = waker();
-    match core.open(b"\x82", &Bytes::copy_from_slice(body), &waker) {
+    match core.open(b"\x82", &Bytes::copy_from_slice(body), &waker, false) {
         Poll::Ready(Ok(id)) => id,
         other => panic!("not opened: {other:?}"),
     }
@@ -235,16 +235,56 @@ fn requests_past_the_servers_stream_limit_wait_and_are_woken() {
     let mut core = ready(&[(frame::SETTINGS_MAX_CONCURRENT_STREAMS, 1)]);
     let first = open(&mut core, b"");
     let (count, waker) = waker();
-    assert!(core.open(b"\x82", &Bytes::new(), &waker).is_pending());
+    assert!(
+        core.open(b"\x82", &Bytes::new(), &waker, false)
+            .is_pending()
+    );
     let mut woken = Vec::new();
     let answer = Server::default().headers(first, &[(":status", "204")], true);
     core.receive(&answer.bytes, &mut woken);
     woken.into_iter().for_each(Waker::wake);
     assert_eq!(count.0.load(Ordering::SeqCst), 1);
     assert!(matches!(
-        core.open(b"\x82", &Bytes::new(), &waker),
+        core.open(b"\x82", &Bytes::new(), &waker, false),
         Poll::Ready(Ok(3))
     ));
+}
+
+/// A stream kept for a request not yet taken is counted against the server's limit: a
+/// request without one waits behind it, the one with it goes at once, and one given back
+/// wakes the waiters.
+#[test]
+fn a_kept_stream_is_the_keepers_and_one_given_back_wakes_the_waiters() {
+    let mut core = ready(&[(frame::SETTINGS_MAX_CONCURRENT_STREAMS, 2)]);
+    let first = open(&mut core, b"");
+    let (count, waker) = waker();
+    assert_eq!(core.poll_reserve(&waker), Poll::Ready(true));
+    // The second stream is kept: neither another reservation nor a plain request has it.
+    assert_eq!(core.poll_reserve(&waker), Poll::Pending);
+    assert!(
+        core.open(b"\x82", &Bytes::new(), &waker, false)
+            .is_pending()
+    );
+    assert!(matches!(
+        core.open(b"\x82", &Bytes::new(), &waker, true),
+        Poll::Ready(Ok(3))
+    ));
+    // Both streams busy now; the first's end makes room for one more.
+    let mut woken = Vec::new();
+    let answer = Server::default().headers(first, &[(":status", "204")], true);
+    core.receive(&answer.bytes, &mut woken);
+    woken.into_iter().for_each(Waker::wake);
+    assert_eq!(count.0.load(Ordering::SeqCst), 1);
+    assert_eq!(core.poll_reserve(&waker), Poll::Ready(true));
+    assert_eq!(core.poll_reserve(&waker), Poll::Pending);
+    let mut woken = Vec::new();
+    core.unreserve(&mut woken);
+    assert_eq!(woken.len(), 1, "the waiter is woken");
+    assert_eq!(core.poll_reserve(&waker), Poll::Ready(true));
+    // A connection going away keeps no stream.
+    let mut core = ready(&[]);
+    core.fail(Failure::Reset, None, &mut Vec::new());
+    assert_eq!(core.poll_reserve(&waker), Poll::Ready(false));
 }
 
 #[test]
