@@ -157,7 +157,7 @@ fn main() -> anyhow::Result<()> {
             if files.len() < 2 || !files.len().is_multiple_of(2) {
                 bail!("files takes pairs: BEFORE.json AFTER.json ...");
             }
-            let mut regressed = 0;
+            let (mut regressed, mut differing, mut refused) = (0, 0, 0);
             for (i, pair) in files.chunks(2).enumerate() {
                 let read = |path: &String| -> anyhow::Result<Value> {
                     let text = std::fs::read_to_string(path).with_context(|| path.clone())?;
@@ -166,14 +166,26 @@ fn main() -> anyhow::Result<()> {
                 };
                 let (b, a) = (read(&pair[0])?, read(&pair[1])?);
                 let (bid, aid) = (format!("b{i}"), format!("a{i}"));
-                let out = compare(&side(&bid, &b), &side(&aid, &a), NOISE_FLOOR)?;
+                // A refused pair (a saturated generator on a loaded machine) is counted,
+                // not fatal: the measurement is of the pairs compare does judge.
+                let out = match compare(&side(&bid, &b), &side(&aid, &a), NOISE_FLOOR) {
+                    Ok(out) => out,
+                    Err(refusal) => {
+                        refused += 1;
+                        println!("pair {}: refused: {refusal}", i + 1);
+                        continue;
+                    }
+                };
                 if out.verdict == iohr_domain::compare::Verdict::Regressed {
                     regressed += 1;
+                }
+                if out.verdict != iohr_domain::compare::Verdict::Unchanged {
+                    differing += 1;
                 }
                 println!("pair {}: {}", i + 1, out.lines().join(" | "));
             }
             println!(
-                "{regressed} of {} A/A pairs said regressed",
+                "{regressed} of {} A/A pairs said regressed, {differing} differed, {refused} refused",
                 files.len() / 2
             );
         }
