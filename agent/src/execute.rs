@@ -62,6 +62,8 @@ pub struct Accepted {
     /// A share of a split run: it starts only once the controller says every share holds
     /// its lease ([`iohr_proto::START_STEP`]).
     pub split: bool,
+    /// The account secrets the offer carried (`${secret:NAME}`), by name.
+    pub secrets: std::collections::BTreeMap<String, String>,
 }
 
 /// The longest a share waits for the others to hold their leases (one lapsed and was
@@ -138,8 +140,11 @@ pub fn start(
         scenario_version,
         start_at,
         split,
+        secrets,
     } = accepted;
     let cancel = leases.insert(&lease_id, epoch, &run_id, kind);
+    leases.scrub(&lease_id, secrets.values().cloned());
+    let env = env.with_account_secrets(secrets);
     let mut started = json!({"agent": agent, "kind": kind, "target": target});
     if let Some(at) = start_at {
         // How long this share waits for the others: the run's clock starts after it.

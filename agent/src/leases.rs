@@ -8,6 +8,10 @@
 //!
 //! What is held unacknowledged is bounded in bytes, over every lease of the agent (see
 //! [`budget`]): an executor's frame send waits for room, which acknowledgements free.
+//!
+//! The values of the account secrets a lease carried are scrubbed here from every frame
+//! and from the completion, whatever the executor wrote: one place, so no kind can
+//! report one.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -49,6 +53,29 @@ pub struct Lease {
     /// A refused completion is sent again no sooner than this: a store that is failing
     /// should not be met with a storm of resends.
     completion_hold: Option<std::time::Instant>,
+    /// What is scrubbed from everything the run reports.
+    scrubbed: Scrubbed,
+}
+
+/// The reported forms of a lease's secret values ([`crate::secrets::reported_forms`]);
+/// never printed.
+#[derive(Default)]
+struct Scrubbed(Vec<String>);
+
+impl std::fmt::Debug for Scrubbed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Scrubbed({} values)", self.0.len())
+    }
+}
+
+impl Scrubbed {
+    fn apply(&self, text: String) -> String {
+        if self.0.is_empty() {
+            text
+        } else {
+            crate::secrets::scrub(text, &self.0)
+        }
+    }
 }
 
 /// An unacknowledged frame and its share of the agent's bound, given back as it leaves.
@@ -178,9 +205,18 @@ impl Leases {
                 completion: None,
                 completion_sent: false,
                 completion_hold: None,
+                scrubbed: Scrubbed::default(),
             },
         );
         cancel
+    }
+
+    /// The values scrubbed from everything a lease's run reports from now on (the
+    /// account secrets its offer carried).
+    pub fn scrub(&self, lease_id: &str, values: impl IntoIterator<Item = String>) {
+        if let Some(lease) = self.lock().get_mut(lease_id) {
+            lease.scrubbed = Scrubbed(crate::secrets::reported_forms(values));
+        }
     }
 
     /// The verdicts a lease's run waits on ([`crate::verdicts`]).
@@ -237,6 +273,7 @@ impl Leases {
         {
             let number = lease.next_number;
             lease.next_number += 1;
+            let payload_json = lease.scrubbed.apply(payload_json);
             lease.unacked.push_back(Held {
                 frame: Frame {
                     number,
@@ -276,8 +313,8 @@ impl Leases {
                 epoch: lease.epoch,
                 run_id: lease.run_id.clone(),
                 status: status.to_string(),
-                reason: reason.to_string(),
-                result_json,
+                reason: lease.scrubbed.apply(reason.to_string()),
+                result_json: lease.scrubbed.apply(result_json),
                 last_frame: lease.next_number - 1,
                 units_spent,
             });

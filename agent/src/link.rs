@@ -494,6 +494,7 @@ impl Session<'_> {
                             scenario_version: offer.scenario_version,
                             start_at,
                             split: offer.share_count > 1,
+                            secrets: offer.secrets.into_iter().collect(),
                         },
                     );
                 }

@@ -4,11 +4,13 @@
 //! and [`crate::secrets`]), like [`crate::frames`] and [`crate::stress::meter`]: the load
 //! engine runs on it without knowing the kinds, the faults or the lease table.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use iohr_domain::RunStatus;
+use iohr_domain::request::Reference;
 use tokio_util::sync::CancellationToken;
 
 use crate::egress::Egress;
@@ -49,11 +51,13 @@ pub struct TargetOptions {
 
 /// Where `${env:NAME}` values are read: the agent's own environment, or (tests) a lookup
 /// of their own, so that they need not mutate the process environment (unsafe in edition
-/// 2024); and which names a run may read at all ([`SecretGrant`]).
+/// 2024); and which names a run may read at all ([`SecretGrant`]). `${secret:NAME}` values
+/// are the account secrets the run's lease carried, on any agent.
 #[derive(Clone)]
 pub struct EnvVars {
     lookup: Arc<Lookup>,
     grant: Arc<SecretGrant>,
+    account: Arc<BTreeMap<String, String>>,
 }
 
 type Lookup = dyn Fn(&str) -> Option<String> + Send + Sync;
@@ -69,6 +73,27 @@ impl EnvVars {
         EnvVars {
             lookup: Arc::new(lookup),
             grant: Arc::new(SecretGrant::All),
+            account: Arc::default(),
+        }
+    }
+
+    /// The same, with the account secrets a lease carried.
+    pub fn with_account_secrets(self, secrets: BTreeMap<String, String>) -> EnvVars {
+        EnvVars {
+            account: Arc::new(secrets),
+            ..self
+        }
+    }
+
+    /// The value a header's reference names, or why a run gets none.
+    pub fn resolve(&self, reference: Reference<'_>) -> Result<String, EnvRefusal> {
+        match reference {
+            Reference::Env(name) => self.get(name),
+            Reference::Secret(name) => self
+                .account
+                .get(name)
+                .cloned()
+                .ok_or_else(|| EnvRefusal::UnknownSecret(name.to_string())),
         }
     }
 
@@ -206,8 +231,8 @@ impl<F> RunContext<F> {
         }
     }
 
-    /// The environment lookup as the closure header resolution takes.
-    pub fn env_fn(&self) -> impl Fn(&str) -> Result<String, EnvRefusal> + '_ {
-        |name| self.env.get(name)
+    /// The reference lookup as the closure header resolution takes.
+    pub fn env_fn(&self) -> impl Fn(Reference<'_>) -> Result<String, EnvRefusal> + '_ {
+        |reference| self.env.resolve(reference)
     }
 }

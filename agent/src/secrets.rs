@@ -4,7 +4,11 @@
 //! platform agent, whose runs come from every account. `exec` (the operator's own spec
 //! on the operator's own machine) reads the whole environment.
 //!
-//! A leaf of the crate (std and thiserror only), like [`crate::run_context`].
+//! Account secrets (`${secret:NAME}`) come with a lease, on any agent; the values of a run's
+//! secrets are scrubbed from what it reports ([`scrub`]).
+//!
+//! A leaf of the crate (std, thiserror and the domain's redaction marker), like
+//! [`crate::run_context`].
 
 use std::fmt;
 
@@ -92,9 +96,12 @@ pub enum EnvRefusal {
     )]
     NotGranted { var: String, granted: String },
     #[error(
-        "environment variable {0} is not read: a platform (cloud) agent never resolves ${{env:NAME}}, its runs come from every account"
+        "environment variable {0} is not read: a platform (cloud) agent never resolves ${{env:NAME}}, its runs come from every account; name an account secret as ${{secret:NAME}} instead"
     )]
     Platform(String),
+    /// `${secret:NAME}` the run's lease did not carry.
+    #[error("account secret {0} was not given with this run's lease")]
+    UnknownSecret(String),
 }
 
 impl EnvRefusal {
@@ -125,6 +132,38 @@ impl SecretGrant {
             }),
         }
     }
+}
+
+/// `text` with every secret replaced by [`iohr_domain::redact::REDACTED`] (empty ones are
+/// never secrets: replacing "" would redact between every character).
+pub fn scrub(mut text: String, secrets: &[String]) -> String {
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        if text.contains(secret.as_str()) {
+            text = text.replace(secret.as_str(), iohr_domain::redact::REDACTED);
+        }
+    }
+    text
+}
+
+/// The forms a value takes in what a run reports: as it is, and escaped inside a JSON
+/// string (a frame's or a result's text), when that differs.
+pub fn reported_forms(values: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut forms = Vec::new();
+    for value in values.into_iter().filter(|v| !v.is_empty()) {
+        let quoted = serde_json::to_string(&value).unwrap_or_default();
+        let escaped = quoted
+            .strip_prefix('"')
+            .and_then(|q| q.strip_suffix('"'))
+            .unwrap_or_default()
+            .to_string();
+        if !escaped.is_empty() && escaped != value {
+            forms.push(escaped);
+        }
+        forms.push(value);
+    }
+    // Longest first: a value inside another is not left half redacted.
+    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    forms
 }
 
 #[cfg(test)]

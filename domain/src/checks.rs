@@ -43,8 +43,9 @@ pub struct Check {
     #[serde(default = "default_method")]
     pub method: String,
     pub path: String,
-    /// A credential-named header's value must be `${env:NAME}`: the agent reads it from
-    /// its own environment, so the secret never reaches the controller or a record.
+    /// A credential-named header's value must be `${env:NAME}` (the agent reads it from
+    /// its own environment) or `${secret:NAME}` (an account secret the lease carries), so
+    /// the secret is never in a spec or a record.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// Sent as the request body; never recorded in a run, frame or event.

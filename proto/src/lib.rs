@@ -5,6 +5,29 @@
 
 pub mod link {
     tonic::include_proto!("iohr.link.v1");
+
+    /// Everything but the secrets' values, which are never printed.
+    impl std::fmt::Debug for LeaseOffer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("LeaseOffer")
+                .field("lease_id", &self.lease_id)
+                .field("epoch", &self.epoch)
+                .field("run_id", &self.run_id)
+                .field("kind", &self.kind)
+                .field("spec_json", &self.spec_json)
+                .field("target", &self.target)
+                .field("environment", &self.environment)
+                .field("accept_within_ms", &self.accept_within_ms)
+                .field("scenario_id", &self.scenario_id)
+                .field("scenario_version", &self.scenario_version)
+                .field("confirmed_by", &self.confirmed_by)
+                .field("share_index", &self.share_index)
+                .field("share_count", &self.share_count)
+                .field("start_after_ms", &self.start_after_ms)
+                .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
+                .finish()
+        }
+    }
 }
 
 pub mod runs {

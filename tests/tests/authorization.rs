@@ -22,6 +22,8 @@ enum Rule {
     PersonRun,
     /// `reliability:audit` (reading the audit lines).
     Audit,
+    /// `reliability:admin` (a person's role: writing the account's secrets).
+    Admin,
 }
 
 /// Every REST route: method, path (`{id}` is replaced by each id the test tries), rule.
@@ -60,6 +62,9 @@ const ROUTES: &[(&str, &str, Rule)] = &[
     ("GET", "/schedules/{id}", Rule::Read),
     ("PATCH", "/schedules/{id}", Rule::Run),
     ("DELETE", "/schedules/{id}", Rule::Run),
+    ("GET", "/secrets", Rule::Read),
+    ("PUT", "/secrets/{name}", Rule::Admin),
+    ("DELETE", "/secrets/{name}", Rule::Admin),
 ];
 
 /// Every gRPC method of `iohr.runs.v1.Runs` (all read).
@@ -206,10 +211,11 @@ async fn every_route_checks_authorization_before_anything_else(backend: Backend)
     let mut tried = 0;
     for (method, path, rule) in ROUTES {
         let method: Method = method.parse().expect("method");
-        let paths: Vec<String> = if path.contains("{id}") {
+        let paths: Vec<String> = if path.contains("{id}") || path.contains("{name}") {
             ids.iter()
                 .map(|id| {
                     path.replace("{id}", id)
+                        .replace("{name}", id)
                         .replace("{event}", id)
                         .replace("{version}", "sha256:00")
                 })
@@ -228,6 +234,12 @@ async fn every_route_checks_authorization_before_anything_else(backend: Backend)
             Rule::Audit => {
                 refused.push((&read_only, 403, "insufficient_scope"));
                 refused.push((&run_only, 403, "insufficient_scope"));
+                refused.push((&api_token_run, 403, "insufficient_scope"));
+            }
+            Rule::Admin => {
+                refused.push((&read_only, 403, "insufficient_scope"));
+                refused.push((&run_only, 403, "insufficient_scope"));
+                refused.push((&person_read, 403, "insufficient_scope"));
                 refused.push((&api_token_run, 403, "insufficient_scope"));
             }
             Rule::PersonRun => {

@@ -88,7 +88,7 @@ impl Prober {
         };
         let endpoint = Endpoint::new(&self.send_to, HttpVersion::Http1, None)
             .map_err(|e| fail(e.to_string()))?;
-        let request = PreparedOp::new(&operation, &endpoint, &|name| env.get(name))
+        let request = PreparedOp::new(&operation, &endpoint, &|r| env.resolve(r))
             .map_err(|e| fail(e.to_string()))?
             .request();
         let (host, port) = host_port(&self.send_to)?;

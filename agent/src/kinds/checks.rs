@@ -168,7 +168,7 @@ async fn run_check(
     check: &Check,
     timeout: Duration,
     cancel: &CancellationToken,
-    env: &impl Fn(&str) -> Result<String, EnvRefusal>,
+    env: &impl Fn(iohr_domain::request::Reference<'_>) -> Result<String, EnvRefusal>,
 ) -> Step {
     let (request, secrets) = match build_request(base, check, env) {
         Ok(built) => built,
@@ -251,7 +251,7 @@ enum BuildError {
 fn build_request(
     base: &Target,
     check: &Check,
-    env: &impl Fn(&str) -> Result<String, EnvRefusal>,
+    env: &impl Fn(iohr_domain::request::Reference<'_>) -> Result<String, EnvRefusal>,
 ) -> Result<(Request<Full<Bytes>>, Vec<String>), BuildError> {
     let method = Method::from_bytes(check.method.as_bytes())
         .map_err(|_| BuildError::Method(check.method.clone()))?;

@@ -1,12 +1,14 @@
 //! A spec's headers made ready to send: `${env:NAME}` references read from the agent's
-//! environment (only the names its operator grants, [`crate::secrets`]), credential values marked sensitive, and every value that must never be
-//! echoed collected so that messages can be scrubbed of it.
+//! environment (only the names its operator grants, [`crate::secrets`]) and
+//! `${secret:NAME}` from the account secrets the lease carried, credential values marked
+//! sensitive, and every value that must never be echoed collected so that messages can be
+//! scrubbed of it.
 
 use std::collections::BTreeMap;
 
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
-use iohr_domain::redact::{REDACTED, is_credential_header};
-use iohr_domain::request::env_reference;
+use iohr_domain::redact::is_credential_header;
+use iohr_domain::request::{Reference, reference};
 
 use crate::secrets::EnvRefusal;
 
@@ -30,18 +32,18 @@ pub struct ResolvedHeaders {
 
 pub fn resolve_headers(
     spec: &BTreeMap<String, String>,
-    env: &impl Fn(&str) -> Result<String, EnvRefusal>,
+    env: &impl Fn(Reference<'_>) -> Result<String, EnvRefusal>,
 ) -> Result<ResolvedHeaders, HeaderError> {
     let mut resolved = ResolvedHeaders::default();
     for (name, raw) in spec {
         let credential = is_credential_header(name);
-        let value = match env_reference(raw) {
+        let value = match reference(raw) {
             Some(var) => {
                 let value = env(var).map_err(|why| HeaderError::Env {
                     header: name.clone(),
                     why,
                 })?;
-                // Whatever came from the environment is treated as secret.
+                // Whatever came from the environment or the account is treated as secret.
                 resolved.secrets.push(value.clone());
                 value
             }
@@ -66,15 +68,7 @@ pub fn resolve_headers(
     Ok(resolved)
 }
 
-/// `text` with every secret replaced by [`REDACTED`].
-pub fn scrub(mut text: String, secrets: &[String]) -> String {
-    for secret in secrets {
-        if text.contains(secret.as_str()) {
-            text = text.replace(secret.as_str(), REDACTED);
-        }
-    }
-    text
-}
+pub use crate::secrets::scrub;
 
 #[cfg(test)]
 mod tests {
@@ -86,10 +80,10 @@ mod tests {
             ("Authorization".to_string(), "${env:T}".to_string()),
             ("X-Trace".to_string(), "plain".to_string()),
         ]);
-        let env = |name: &str| {
-            (name == "T")
+        let env = |r: Reference<'_>| {
+            (r == Reference::Env("T"))
                 .then(|| "Bearer s3cret".to_string())
-                .ok_or_else(|| EnvRefusal::NotSet(name.to_string()))
+                .ok_or_else(|| EnvRefusal::NotSet(r.written()))
         };
         let resolved = resolve_headers(&spec, &env).expect("resolves");
         assert_eq!(resolved.secrets, ["Bearer s3cret"]);
@@ -101,11 +95,43 @@ mod tests {
             scrub("got Bearer s3cret back".into(), &resolved.secrets),
             "got [redacted] back"
         );
-        let missing = resolve_headers(&spec, &|name: &str| Err(EnvRefusal::NotSet(name.into())))
-            .expect_err("unset");
+        let missing = resolve_headers(&spec, &|r: Reference<'_>| {
+            let Reference::Env(name) = r else {
+                panic!("{r:?}")
+            };
+            Err(EnvRefusal::NotSet(name.into()))
+        })
+        .expect_err("unset");
         assert_eq!(
             missing.to_string(),
             "header Authorization: environment variable T is not set on the agent"
+        );
+    }
+
+    #[test]
+    fn account_secrets_resolve_from_the_lease_on_any_agent_and_are_scrubbed() {
+        use crate::run_context::EnvVars;
+        use crate::secrets::SecretGrant;
+        let spec = BTreeMap::from([
+            ("X-Key".to_string(), "${secret:API_KEY}".to_string()),
+            ("X-Env".to_string(), "plain".to_string()),
+        ]);
+        // A platform agent reads no environment, but the lease's secrets all the same.
+        let env = EnvVars::from_fn(|_| Some("from-env".into()))
+            .granting(SecretGrant::Platform)
+            .with_account_secrets(BTreeMap::from([("API_KEY".into(), "k-123".into())]));
+        let resolved = resolve_headers(&spec, &|r| env.resolve(r)).expect("resolves");
+        assert_eq!(resolved.headers["x-key"], "k-123");
+        assert_eq!(resolved.secrets, ["k-123"]);
+        assert!(matches!(
+            env.resolve(Reference::Env("HOME")),
+            Err(EnvRefusal::Platform(_))
+        ));
+        let missing = EnvVars::from_fn(|_| None);
+        let refused = resolve_headers(&spec, &|r| missing.resolve(r)).expect_err("not leased");
+        assert_eq!(
+            refused.to_string(),
+            "header X-Key: account secret API_KEY was not given with this run's lease"
         );
     }
 }

@@ -227,3 +227,36 @@ async fn under_backpressure_no_frame_is_dropped_or_reordered() {
     );
     assert_eq!(leases.frame_bytes(), 0);
 }
+
+#[test]
+fn a_leases_secret_values_are_scrubbed_from_its_frames_and_completion() {
+    let leases = Leases::default();
+    leases.insert("l1", 1, "r1", RunKind::Checks);
+    leases.insert("l2", 1, "r2", RunKind::Checks);
+    leases.scrub("l1", ["k-123".to_string(), "q\"uote".to_string()]);
+    let echoed = serde_json::json!({"body": "got k-123 and q\"uote"}).to_string();
+    leases.push_frame("l1", "check", echoed.clone());
+    leases.push_frame("l2", "check", echoed.clone());
+    leases.complete("l1", "failed", "header echoed k-123", echoed.clone(), 1);
+    let out = leases.take_outgoing(10);
+    let frames: Vec<(&str, &str)> = out
+        .batches
+        .iter()
+        .flat_map(|b| {
+            b.frames
+                .iter()
+                .map(|f| (b.lease_id.as_str(), f.payload_json.as_str()))
+        })
+        .collect();
+    for (lease, payload) in &frames {
+        if *lease == "l1" {
+            assert_eq!(*payload, r#"{"body":"got [redacted] and [redacted]"}"#);
+        } else {
+            assert_eq!(*payload, echoed, "another lease's frames are its own");
+        }
+    }
+    let completion = &out.completions[0];
+    assert_eq!(completion.reason, "header echoed [redacted]");
+    assert!(!completion.result_json.contains("k-123"));
+    assert!(!format!("{:?}", leases.lock().get("l1")).contains("k-123"));
+}

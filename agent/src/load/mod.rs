@@ -85,7 +85,7 @@ pub fn prepare(
     plan: &LoadPlan,
     target: &str,
     options: &TargetOptions,
-    env: &impl Fn(&str) -> Result<String, EnvRefusal>,
+    env: &impl Fn(iohr_domain::request::Reference<'_>) -> Result<String, EnvRefusal>,
 ) -> Result<(Endpoint, Vec<PreparedOp>), String> {
     let endpoint = Endpoint::new(target, plan.http, options.extra_ca.as_deref())
         .map_err(|e| e.to_string())?

@@ -10,7 +10,7 @@ use hyper::header::{
 };
 use hyper::{Method, Request, Uri};
 use iohr_domain::load::{HttpVersion, Operation};
-use iohr_domain::request::env_reference;
+use iohr_domain::request::reference;
 
 use super::client::Endpoint;
 use crate::secrets::EnvRefusal;
@@ -50,7 +50,7 @@ impl PreparedOp {
     pub fn new(
         op: &Operation,
         endpoint: &Endpoint,
-        env: &impl Fn(&str) -> Result<String, EnvRefusal>,
+        env: &impl Fn(iohr_domain::request::Reference<'_>) -> Result<String, EnvRefusal>,
     ) -> Result<PreparedOp, PrepareError> {
         let fail = |message: String| PrepareError {
             operation: op.display_name(),
@@ -79,7 +79,7 @@ impl PreparedOp {
         for (name, raw) in &op.headers {
             let header = HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| fail(format!("{name:?} is not a header name")))?;
-            let value = match env_reference(raw) {
+            let value = match reference(raw) {
                 Some(var) => env(var).map_err(|why| fail(format!("header {name}: {why}")))?,
                 None => raw.clone(),
             };
@@ -193,10 +193,10 @@ mod tests {
     fn prepare(op: serde_json::Value, target: &str, http: HttpVersion) -> PreparedOp {
         let op: Operation = serde_json::from_value(op).expect("operation");
         let endpoint = Endpoint::new(target, http, None).expect("endpoint");
-        PreparedOp::new(&op, &endpoint, &|name| {
-            (name == "TOKEN")
+        PreparedOp::new(&op, &endpoint, &|r| {
+            (r == iohr_domain::request::Reference::Env("TOKEN"))
                 .then(|| "s3cret".to_string())
-                .ok_or_else(|| EnvRefusal::NotSet(name.to_string()))
+                .ok_or_else(|| EnvRefusal::NotSet(r.written()))
         })
         .expect("prepared")
     }

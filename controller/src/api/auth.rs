@@ -39,6 +39,9 @@ pub struct PersonRunScope;
 /// `reliability:audit`: reading the audit lines.
 #[derive(Debug, Clone, Copy)]
 pub struct AuditScope;
+/// `reliability:admin` (a person's role): writing the account's secrets.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminScope;
 
 impl Rule for Authenticated {
     fn check(_: &TokenInfo) -> Result<(), ApiError> {
@@ -61,6 +64,12 @@ impl Rule for RunScope {
 impl Rule for AuditScope {
     fn check(token: &TokenInfo) -> Result<(), ApiError> {
         require(token, Scope::Audit)
+    }
+}
+
+impl Rule for AdminScope {
+    fn check(token: &TokenInfo) -> Result<(), ApiError> {
+        require(token, Scope::Admin)
     }
 }
 

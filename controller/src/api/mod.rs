@@ -3,7 +3,7 @@
 //!
 //! One file per resource: [`runs`], [`events`] (the live stream), [`agents`],
 //! [`scenarios`], [`compare`], [`faults`] (confirmation, halt), [`findings`], [`audit`],
-//! [`webhooks`] (subscriptions, deliveries), [`feed`] (the product events, SSE), [`stream`]
+//! [`webhooks`] (subscriptions, deliveries), [`secrets`] (the account's, write-only), [`feed`] (the product events, SSE), [`stream`]
 //! (the WebSocket stream); [`auth`] checks
 //! tokens and scopes, [`error`] shapes every error.
 
@@ -24,6 +24,7 @@ pub mod run_start;
 pub mod runs;
 pub mod scenarios;
 pub mod schedules;
+pub mod secrets;
 pub mod stream;
 pub mod watch;
 pub mod webhooks;
@@ -31,7 +32,7 @@ pub mod webhooks;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
-use axum::routing::{delete, get, patch, post};
+use axum::routing::{delete, get, patch, post, put};
 use iohr_proto::runs::runs_server::RunsServer;
 
 use crate::Shared;
@@ -75,7 +76,9 @@ pub fn router(shared: Shared) -> Router {
         .route("/schedules", post(schedules::create).get(schedules::list))
         .route("/schedules/{id}", get(schedules::get))
         .route("/schedules/{id}", patch(schedules::patch))
-        .route("/schedules/{id}", delete(schedules::delete));
+        .route("/schedules/{id}", delete(schedules::delete))
+        .route("/secrets", get(secrets::list))
+        .route("/secrets/{name}", put(secrets::put).delete(secrets::delete));
     Router::new()
         .nest("/v1/reliability", v1)
         .route("/healthz", get(openapi::healthz))

@@ -18,8 +18,8 @@ use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::{
-    agents, audit, compare, events, faults, feed, findings, runs, scenarios, schedules, stream,
-    webhooks,
+    agents, audit, compare, events, faults, feed, findings, runs, scenarios, schedules, secrets,
+    stream, webhooks,
 };
 use iohr_domain::RunRecord;
 use iohr_domain::finding::Finding;
@@ -60,6 +60,7 @@ pub const ERROR_CODES: &[&str] = &[
     "spec_or_scenario",
     "run_too_long",
     "too_many_queued",
+    "unknown_secret",
     "conflict",
     // Cancel, confirm
     "already_finished",
@@ -93,6 +94,10 @@ pub const ERROR_CODES: &[&str] = &[
     "invalid_cron",
     "schedule_too_frequent",
     "too_many_schedules",
+    // Account secrets
+    "invalid_secret",
+    "too_many_secrets",
+    "secrets_unavailable",
 ];
 
 /// The body of every refusal: `{"error": {"code", "message"}}`.
@@ -188,6 +193,9 @@ pages for people at `/` (docs/console.md)."
         webhooks::delete,
         webhooks::deliveries,
         webhooks::redeliver,
+        secrets::put,
+        secrets::list,
+        secrets::delete,
         healthz,
         serve,
     ),
@@ -204,6 +212,7 @@ pages for people at `/` (docs/console.md)."
         (name = "schedules", description = "Runs started by a cron expression in UTC"),
         (name = "audit", description = "Who did what (scope reliability:audit)"),
         (name = "webhooks", description = "Webhook subscriptions to the account's events, their delivery logs"),
+        (name = "secrets", description = "The account's secrets, which runs name as `${secret:NAME}` in headers: write-only"),
         (name = "meta", description = "Health and this document"),
     )
 )]

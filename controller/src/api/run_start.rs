@@ -198,6 +198,7 @@ pub async fn check(
     let scenario = match (spec, &body.scenario) {
         (Some(spec), None) => {
             validate_spec(kind, spec)?;
+            check_secrets(shared, &account.id, spec).await?;
             let name = body
                 .scenario_name
                 .clone()
@@ -236,6 +237,7 @@ pub async fn check(
                     ),
                 ));
             }
+            check_secrets(shared, &account.id, &found.spec).await?;
             found
         }
         _ => {
@@ -258,6 +260,32 @@ pub async fn check(
         units: cost.units,
         agents,
     })
+}
+
+/// Every `${secret:NAME}` the spec's headers name is one of the account's secrets
+/// (`unknown_secret`, 422, naming them): checked before anything is stored. One deleted
+/// after this ends the run when it is leased (`queue/dispatcher/offers.rs`).
+async fn check_secrets(
+    shared: &Shared,
+    account_id: &str,
+    spec: &serde_json::Value,
+) -> Result<(), ApiError> {
+    let names = iohr_domain::request::secret_names(spec);
+    let missing = shared
+        .store
+        .missing_account_secrets(account_id, &names)
+        .await?;
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+        "unknown_secret",
+        format!(
+            "the spec names account secret {} this account does not have; store it with PUT /v1/reliability/secrets/NAME (reliability:admin)",
+            missing.join(", ")
+        ),
+    ))
 }
 
 /// `agents` checked: a load, replay or capacity run whose connections split over that many agents

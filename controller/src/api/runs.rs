@@ -41,7 +41,7 @@ use crate::store::{AuditLine, RunFilter, now_ms};
         (status = 409, description = "`conflict`", body = super::openapi::ApiErrorBody),
         (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
         (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
-        (status = 422, description = "`target_not_allowed`: `executor: cloud` with a target that is a literal loopback, link-local, private, shared, unique-local, unspecified, multicast or metadata address (docs/security.md)", body = super::openapi::ApiErrorBody),
+        (status = 422, description = "`target_not_allowed`: `executor: cloud` with a target that is a literal loopback, link-local, private, shared, unique-local, unspecified, multicast or metadata address (docs/security.md); `unknown_secret`: a header names `${secret:NAME}` the account does not have (nothing stored)", body = super::openapi::ApiErrorBody),
         (status = 429, description = "`too_many_queued`: the plan's queue is full (`Retry-After`)", body = super::openapi::ApiErrorBody),
     )
 )]

@@ -210,7 +210,7 @@ pub struct ScheduleList {
         (status = 409, description = "`conflict`", body = super::openapi::ApiErrorBody),
         (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
         (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
-        (status = 422, description = "`schedule_too_frequent` (names the floor), `too_many_schedules`, `target_not_allowed` (as `POST /runs`)", body = super::openapi::ApiErrorBody),
+        (status = 422, description = "`schedule_too_frequent` (names the floor), `too_many_schedules`, `target_not_allowed` and `unknown_secret` (as `POST /runs`)", body = super::openapi::ApiErrorBody),
     )
 )]
 pub async fn create(

@@ -50,6 +50,7 @@ pub const ACCOUNT_TABLES: &[(&str, &str)] = &[
         "webhook_id IN (SELECT id FROM webhooks WHERE account_id = $1)",
     ),
     ("webhooks", "account_id = $1"),
+    ("account_secrets", "account_id = $1"),
     ("event_cursors", "account_id = $1"),
     ("event_counters", "account_id = $1"),
     ("events", "account_id = $1"),

@@ -5,6 +5,7 @@
 //! unchanged on both and every store test runs against both.
 
 mod account_deletion;
+mod account_secrets;
 mod accounts;
 mod admission;
 mod agents;
@@ -41,6 +42,9 @@ use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{AnyPool, Executor};
 
 pub use account_deletion::{ACCOUNT_TABLES, AccountDeletion};
+pub use account_secrets::{
+    MAX_SECRET_BYTES, MAX_SECRET_NAME, MAX_SECRETS_PER_ACCOUNT, SecretPut, SecretRow,
+};
 pub use accounts::{
     Account, DEFAULT_MAX_QUEUED, DEFAULT_MAX_RUN_DURATION_MS, DEFAULT_MAX_RUNNING, Environment,
     PlanChange, Scope, TokenInfo, TokenListing,

@@ -35,6 +35,10 @@ pub enum SealError {
     Open,
     #[error("no random bytes from the system")]
     Random,
+    #[error(
+        "no secrets key: run `iohr-controller init` (it makes one) and give every replica the same pki/"
+    )]
+    NoKey,
 }
 
 /// The key of sealed secrets.

@@ -433,7 +433,7 @@ mod tests {
             .is_ok()
         );
         let e = error(with_headers(json!({"Authorization": "Bearer abc"})));
-        assert!(e.starts_with("spec.headers.Authorization: a credential-named header's value must be \"${env:NAME}\""), "{e}");
+        assert!(e.starts_with("spec.headers.Authorization: a credential-named header's value must be \"${secret:NAME}\""), "{e}");
         assert_eq!(
             error(with_headers(json!({"User-Agent": "curl"}))),
             "spec.headers.User-Agent: is set by the scenario's identity on every request"

@@ -32,7 +32,10 @@ pub struct ChecksDry {
 
 impl ChecksDry {
     /// `env` reads `${env:NAME}` header values as the run will.
-    pub fn new(spec: &ChecksSpec, env: &impl Fn(&str) -> Result<String, EnvRefusal>) -> ChecksDry {
+    pub fn new(
+        spec: &ChecksSpec,
+        env: &impl Fn(iohr_domain::request::Reference<'_>) -> Result<String, EnvRefusal>,
+    ) -> ChecksDry {
         ChecksDry {
             checks: spec
                 .checks

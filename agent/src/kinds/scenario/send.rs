@@ -89,7 +89,7 @@ impl Sender {
     pub fn new(
         spec: &ScenarioSpec,
         base: &Target,
-        env: &impl Fn(&str) -> Result<String, EnvRefusal>,
+        env: &impl Fn(iohr_domain::request::Reference<'_>) -> Result<String, EnvRefusal>,
         egress: std::sync::Arc<crate::egress::Egress>,
     ) -> Result<Sender, PrepareError> {
         let resolved = resolve_headers(&spec.headers, env)?;

@@ -194,8 +194,8 @@ async fn connection_close_is_not_reused_and_the_next_request_reconnects() {
     .expect("endpoint");
     let op: iohr_domain::load::Operation =
         serde_json::from_value(serde_json::json!({"path": "/close"})).expect("operation");
-    let op = super::super::request::PreparedOp::new(&op, &endpoint, &|name| {
-        Err(crate::secrets::EnvRefusal::NotSet(name.to_string()))
+    let op = super::super::request::PreparedOp::new(&op, &endpoint, &|r| {
+        Err(crate::secrets::EnvRefusal::NotSet(r.written()))
     })
     .expect("operation");
     let mut conn = endpoint.connect().await.expect("connect");

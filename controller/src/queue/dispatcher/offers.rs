@@ -1,5 +1,6 @@
 //! Offers: the `LeaseOffer` of a placed run (its spec read once per scenario version and
-//! kept), and the agent's answer to it.
+//! kept, the account secrets it names opened for this offer only), and the agent's answer
+//! to it.
 
 use std::sync::Arc;
 
@@ -14,6 +15,23 @@ use crate::store::LeaseGuard;
 /// Scenario specs kept in memory before the cache starts over.
 const SPEC_CACHE: usize = 4096;
 
+/// The offer of a placed run, or why there is none.
+pub(super) enum OfferMessage {
+    Ready(Box<ControllerMessage>),
+    /// The spec or a secret could not be read now: the offer lapses and the run is placed
+    /// again.
+    Unavailable,
+    /// The spec names an account secret the account no longer has: the run ends.
+    MissingSecret(String),
+}
+
+/// Why a run that names a deleted secret ends.
+pub(super) fn missing_secret_reason(name: &str) -> String {
+    format!(
+        "account secret {name} does not exist (deleted after the run was queued?); store it with PUT /v1/reliability/secrets/{name} and start the run again"
+    )
+}
+
 impl Dispatcher {
     /// The offer of a placed run. Specs are read once per scenario version and kept:
     /// versions never change, and reading one per offer would cost a store round trip.
@@ -23,16 +41,18 @@ impl Dispatcher {
         run: &QueuedRun,
         guard: &LeaseGuard,
         split_start: Instant,
-    ) -> Option<ControllerMessage> {
+    ) -> OfferMessage {
         let key = (run.account_id.clone(), run.scenario_version.clone());
         let spec_json = match self.specs.get(&key) {
             Some(spec) => spec.clone(),
             None => {
-                let scenario = self
+                let Ok(Some(scenario)) = self
                     .store
                     .scenario(&run.account_id, &run.scenario_version)
                     .await
-                    .ok()??;
+                else {
+                    return OfferMessage::Unavailable;
+                };
                 let spec: Arc<str> = iohr_domain::version::compact_json(&scenario.spec).into();
                 if self.specs.len() >= SPEC_CACHE {
                     self.specs.clear();
@@ -41,7 +61,12 @@ impl Dispatcher {
                 spec
             }
         };
-        Some(ControllerMessage {
+        let secrets = match self.secrets_of(run, &spec_json).await {
+            Ok(Ok(secrets)) => secrets,
+            Ok(Err(missing)) => return OfferMessage::MissingSecret(missing),
+            Err(()) => return OfferMessage::Unavailable,
+        };
+        OfferMessage::Ready(Box::new(ControllerMessage {
             body: Some(controller_message::Body::Offer(LeaseOffer {
                 lease_id: guard.lease_id.clone(),
                 epoch: guard.epoch,
@@ -66,8 +91,30 @@ impl Dispatcher {
                     .unwrap_or(u32::MAX),
                     None => 0,
                 },
+                secrets: secrets.into_iter().collect(),
             })),
-        })
+        }))
+    }
+
+    /// The account secrets the spec's headers name, opened for this offer; `Ok(Err(name))`
+    /// when the account no longer has one. Values go into the offer only, never a log.
+    async fn secrets_of(
+        &self,
+        run: &QueuedRun,
+        spec_json: &str,
+    ) -> Result<Result<std::collections::BTreeMap<String, String>, String>, ()> {
+        // Most specs name none: no parse for them.
+        if !spec_json.contains("${secret:") {
+            return Ok(Ok(Default::default()));
+        }
+        let spec: serde_json::Value = serde_json::from_str(spec_json).map_err(|_| ())?;
+        let names = iohr_domain::request::secret_names(&spec);
+        self.store
+            .open_account_secrets(&run.account_id, &names)
+            .await
+            .map_err(|error| {
+                tracing::error!(run = %run.run_id, %error, "opening the run's account secrets failed; offered again later");
+            })
     }
 
     pub(super) async fn lease_answer(

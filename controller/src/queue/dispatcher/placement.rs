@@ -4,10 +4,11 @@
 
 use std::collections::HashMap;
 
-use iohr_domain::RunKind;
+use iohr_domain::{RunKind, RunStatus};
 
 use tokio::time::Instant;
 
+use super::offers::{OfferMessage, missing_secret_reason};
 use super::{Dispatcher, Lease, LeaseState};
 use crate::queue::scheduler::{Placement, QueuedRun, SessionId};
 use crate::store::{LeaseGuard, ReplicaOffer};
@@ -96,26 +97,42 @@ impl Dispatcher {
         guard: LeaseGuard,
         split_start: Instant,
     ) {
-        let spec = self.offer_message(&run, &guard, split_start).await;
-        let sent = match (spec, session.and_then(|s| self.sessions.get(&s))) {
-            (Some(offer), Some(s)) => s.tx.try_send(offer).is_ok(),
+        let offer = self.offer_message(&run, &guard, split_start).await;
+        let missing = match &offer {
+            OfferMessage::MissingSecret(name) => Some(name.clone()),
+            _ => None,
+        };
+        let sent = match (offer, session.and_then(|s| self.sessions.get(&s))) {
+            (OfferMessage::Ready(offer), Some(s)) => s.tx.try_send(*offer).is_ok(),
             _ => false,
         };
         tracing::debug!(run = %run.run_id, agent = %agent_id, lease = %guard.lease_id, epoch = guard.epoch, sent, "lease offered");
         crate::metrics::lease_offered(&run.run_id);
         let deadline = Instant::now() + self.timing.offer_timeout;
+        let run_id = run.run_id.clone();
         self.leases.insert(
-            run.run_id.clone(),
+            run_id.clone(),
             Lease {
                 run,
                 agent_id,
                 session,
-                guard,
+                guard: guard.clone(),
                 state: LeaseState::Offered { deadline },
                 cancel_requested: false,
                 cancel_sent: None,
             },
         );
+        // Refused at POST, so deleted since: the run cannot send what it names. If the
+        // ending fails in the store, the offer lapses and the run is placed again.
+        if let Some(name) = missing {
+            let reason = missing_secret_reason(&name);
+            if self
+                .end_run(&run_id, Some(&guard), RunStatus::Error, &reason)
+                .await
+            {
+                self.forget_lease(&run_id);
+            }
+        }
     }
 
     /// The leases of one round in the store. Alone, each is its own fenced UPDATE, and
