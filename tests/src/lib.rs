@@ -17,6 +17,7 @@ pub mod process;
 pub mod proxy;
 pub mod python;
 pub mod raw_agent;
+pub mod recorder;
 pub mod records;
 pub mod setup;
 pub mod tls;

@@ -31,6 +31,20 @@ async fn finished(stack: &OneAgent, body: &Value) -> String {
     done["id"].as_str().expect("id").to_string()
 }
 
+/// `GET /compare` of the two runs, which must say `regressed`: the answer.
+async fn regressed(stack: &OneAgent, before: &str, after: &str) -> Value {
+    let (status, answer) = stack
+        .api
+        .get(&format!(
+            "/v1/reliability/compare?before={before}&after={after}"
+        ))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    eprintln!("{answer:#}");
+    assert_eq!(answer["verdict"], "regressed", "{answer}");
+    answer
+}
+
 /// The tests of this file measure one at a time: one's load is not the other's noise.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -65,15 +79,7 @@ async fn a_target_that_stalls_regresses_on_throughput_and_the_tail() {
         "the target held answers"
     );
 
-    let (status, answer) = stack
-        .api
-        .get(&format!(
-            "/v1/reliability/compare?before={steady}&after={stalled}"
-        ))
-        .await;
-    assert_eq!(status, 200, "{answer}");
-    eprintln!("{answer:#}");
-    assert_eq!(answer["verdict"], "regressed", "{answer}");
+    let answer = regressed(&stack, &steady, &stalled).await;
     let differences = answer["differences"].as_array().expect("differences");
     let measures: Vec<&str> = differences
         .iter()
@@ -143,18 +149,11 @@ async fn one_stall_of_one_second_regresses_on_throughput_and_the_tail() {
     let held = stalling.stats().await["stalled"].as_u64().unwrap_or(0);
     assert!(held >= 100, "the target held {held} answers");
 
-    let (status, answer) = stack
-        .api
-        .get(&format!(
-            "/v1/reliability/compare?before={steady}&after={stalled}"
-        ))
-        .await;
-    assert_eq!(status, 200, "{answer}");
-    eprintln!("{answer:#}");
-    assert_eq!(answer["verdict"], "regressed", "{answer}");
-    let differences = answer["differences"].as_array().expect("differences");
+    let answer = regressed(&stack, &steady, &stalled).await;
     let line = |measure: &str| {
-        differences
+        answer["differences"]
+            .as_array()
+            .expect("differences")
             .iter()
             .find(|d| d["measure"] == measure)
             .map(|d| {
@@ -163,7 +162,10 @@ async fn one_stall_of_one_second_regresses_on_throughput_and_the_tail() {
             })
             .unwrap_or_else(|| panic!("no {measure} line: {answer}"))
     };
-    assert_eq!(differences[0]["measure"], "throughput", "{answer}");
+    assert_eq!(
+        answer["differences"][0]["measure"], "throughput",
+        "{answer}"
+    );
     let throughput = line("throughput");
     assert!(
         throughput.contains("under half of before's median second"),

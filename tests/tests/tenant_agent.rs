@@ -10,68 +10,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use iohr_tests::process::AgentOptions;
+use iohr_tests::recorder::Recorder;
 use iohr_tests::setup::OneAgent;
 use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 const LIMIT: Duration = Duration::from_secs(60);
 const SECRET: &str = "tenant-must-not-see-4f2a9c";
-
-/// A loopback HTTP listener that keeps every request head it is sent and answers 200.
-struct Recorder {
-    port: u16,
-    heads: Arc<Mutex<Vec<String>>>,
-}
-
-impl Recorder {
-    async fn start() -> Recorder {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let heads = Arc::new(Mutex::new(Vec::new()));
-        let kept = heads.clone();
-        tokio::spawn(async move {
-            while let Ok((mut tcp, _)) = listener.accept().await {
-                let kept = kept.clone();
-                tokio::spawn(async move {
-                    let mut head = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    let read = async {
-                        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65_536 {
-                            match tcp.read(&mut chunk).await {
-                                Ok(0) | Err(_) => break,
-                                Ok(n) => head.extend_from_slice(&chunk[..n]),
-                            }
-                        }
-                    };
-                    let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
-                    kept.lock()
-                        .expect("heads")
-                        .push(String::from_utf8_lossy(&head).into_owned());
-                    let _ = tcp
-                        .write_all(
-                            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
-                        )
-                        .await;
-                });
-            }
-        });
-        Recorder { port, heads }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn heads(&self) -> Vec<String> {
-        self.heads.lock().expect("heads").clone()
-    }
-}
 
 fn checks(target: &str, executor: &str, headers: Value) -> Value {
     json!({"kind": "checks", "environment": "staging", "target": target, "executor": executor,
