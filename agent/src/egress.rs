@@ -113,6 +113,14 @@ impl Egress {
         }
     }
 
+    /// This policy with more exceptions: a platform agent's for one run, with the run's
+    /// account's entries from the offer (set by the controller's operator).
+    pub fn allowing(&self, more: impl IntoIterator<Item = AllowRule>) -> Egress {
+        let mut egress = self.clone();
+        egress.allow.extend(more);
+        egress
+    }
+
     pub fn is_denying(&self) -> bool {
         self.deny
     }

@@ -437,13 +437,23 @@ impl Session<'_> {
     }
 
     /// What a leased run is given: the operator's target policy and grant, or on a
-    /// platform agent the deny-list and no environment at all.
-    fn run_options(&self) -> (crate::load::TargetOptions, crate::run_context::EnvVars) {
+    /// platform agent the deny-list (with the exceptions the controller's operator opened
+    /// for the run's account, `allow_targets`) and no environment at all.
+    fn run_options(
+        &self,
+        allow_targets: &[String],
+    ) -> (crate::load::TargetOptions, crate::run_context::EnvVars) {
         let options = &self.config.target_options;
         let env = crate::run_context::EnvVars::process();
         if self.platform.load(Ordering::Relaxed) {
+            let account = allow_targets.iter().filter_map(|entry| {
+                entry
+                    .parse::<crate::egress::AllowRule>()
+                    .inspect_err(|error| tracing::warn!(entry, %error, "an account egress exception of the offer does not parse: left out"))
+                    .ok()
+            });
             let options = crate::load::TargetOptions {
-                egress: Arc::new(options.egress.denying()),
+                egress: Arc::new(options.egress.denying().allowing(account)),
                 ..options.clone()
             };
             (options, env.granting(crate::secrets::SecretGrant::Platform))
@@ -475,7 +485,7 @@ impl Session<'_> {
                 send(tx, agent_message::Body::LeaseAnswer(answer_message)).await;
                 if let Ok((kind, plan)) = answer {
                     tracing::info!(run = %offer.run_id, kind = %kind, "lease accepted");
-                    let (options, env) = self.run_options();
+                    let (options, env) = self.run_options(&offer.allow_targets);
                     execute::start(
                         self.leases,
                         &self.config.name,

@@ -41,3 +41,15 @@ pub struct Shared {
     /// Where webhooks may be sent (the deny-list and `--allow-webhook-target`).
     pub egress: std::sync::Arc<outbox::egress::EgressPolicy>,
 }
+
+impl Shared {
+    /// The egress policy of one account: the process-wide one widened by the exceptions
+    /// the operator opened for that account (`account allow-target`).
+    pub async fn account_egress(
+        &self,
+        account_id: &str,
+    ) -> store::Result<outbox::egress::EgressPolicy> {
+        let entries = self.store.egress_allow(account_id).await?;
+        Ok(self.egress.with_account(&entries))
+    }
+}

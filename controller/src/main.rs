@@ -1,5 +1,6 @@
 //! `iohr-controller`: initialise, administer and serve the controller.
 
+mod account_allow;
 mod account_delete;
 mod agent_token;
 mod ca_command;
@@ -234,6 +235,9 @@ enum AccountCommand {
         /// The account's name.
         name: String,
     },
+    /// The account's own egress exceptions, beyond serve's: ENTRY... adds (--remove
+    /// removes) CIDR|HOST[:PORT] its webhooks and cloud runs may reach; none lists them.
+    AllowTarget(account_allow::AllowTargetArgs),
     /// Delete an account and all of it: runs, frames, findings, scenarios, schedules,
     /// webhooks and their logs, events, tokens and enrollment tokens, agents and their
     /// certificates, audit lines.
@@ -499,6 +503,9 @@ async fn main() -> anyhow::Result<()> {
         Command::Account {
             command: AccountCommand::CloseConsole { store, name },
         } => set_console(store, &name, false).await,
+        Command::Account {
+            command: AccountCommand::AllowTarget(args),
+        } => account_allow::run(args).await,
         Command::Account {
             command:
                 AccountCommand::Delete {

@@ -85,8 +85,9 @@ impl Controller {
             .await
     }
 
-    /// Without the loopback exception every other start adds: the webhook target policy
-    /// as an installation has it by default (tenant_controller.rs).
+    /// Without the loopback exceptions every other start adds (`--allow-webhook-target`,
+    /// `--allow-cloud-target`): the target policy as an installation has it by default
+    /// (tenant_controller.rs, tenant_allow.rs).
     pub async fn start_default_policy(install: &Installation, extra: &[&str]) -> Controller {
         Standby::spawn(
             install,
@@ -174,7 +175,7 @@ impl Standby {
         heartbeat_ms: u64,
         agent_port: Option<u16>,
         extra: &[&str],
-        allow_loopback_webhooks: bool,
+        allow_loopback: bool,
     ) -> Standby {
         let (log, file) = log_file(install, log_name);
         let mut command = Command::new(bin("iohr-controller"));
@@ -195,15 +196,15 @@ impl Standby {
             .stdout(Stdio::piped())
             .stderr(file)
             .kill_on_drop(true);
-        if allow_loopback_webhooks {
+        if allow_loopback {
             // Webhook receivers of the tests listen on loopback, which the controller
             // refuses by default (tenant_controller.rs shows the refusals).
             command.args(["--allow-webhook-target", "127.0.0.0/8"]);
+            // Cloud runs of the tests aim at loopback too, which platform agents (started
+            // with --allow-target 127.0.0.0/8) reach; the controller refuses a denied
+            // literal target of a cloud run by default (tenant_agent.rs shows it).
+            command.args(["--allow-cloud-target", "127.0.0.0/8"]);
         }
-        // Cloud runs of the tests aim at loopback too, which platform agents (started with
-        // --allow-target 127.0.0.0/8) reach; the controller refuses a denied literal
-        // target of a cloud run by default (tenant_agent.rs shows it).
-        command.args(["--allow-cloud-target", "127.0.0.0/8"]);
         let mut child = command.spawn().expect("spawn iohr-controller");
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         Standby { child, stdout, log }

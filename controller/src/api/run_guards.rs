@@ -17,14 +17,21 @@ pub fn target(text: &str) -> Result<String, ApiError> {
 /// Refuses a cloud run (`executor: cloud`) whose target is a literal address the
 /// platform agents' deny-list refuses, 422 `target_not_allowed`: it could only end in
 /// their refusal. A host name is judged by the platform agent as it connects.
-pub fn cloud_target(shared: &Shared, target: &str, executor: &Executor) -> Result<(), ApiError> {
+/// The account's own exceptions (`account allow-target`) count with the process-wide ones.
+pub async fn cloud_target(
+    shared: &Shared,
+    account_id: &str,
+    target: &str,
+    executor: &Executor,
+) -> Result<(), ApiError> {
     if !matches!(executor, Executor::Cloud) {
         return Ok(());
     }
     let Ok(uri) = target.parse::<hyper::Uri>() else {
         return Ok(()); // normalize_target answered first
     };
-    shared.egress.check_cloud_target(&uri).map_err(|refusal| {
+    let egress = shared.account_egress(account_id).await?;
+    egress.check_cloud_target(&uri).map_err(|refusal| {
         ApiError::new(
             axum::http::StatusCode::UNPROCESSABLE_ENTITY,
             "target_not_allowed",

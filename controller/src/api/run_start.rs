@@ -177,7 +177,7 @@ pub async fn check(
         })?,
     };
     run_guards::known_executor(shared, &account.id, &executor).await?;
-    run_guards::cloud_target(shared, &target, &executor)?;
+    run_guards::cloud_target(shared, &account.id, &target, &executor).await?;
     if body.change.as_ref().is_some_and(|c| c.len() > MAX_NAME) {
         return Err(ApiError::bad_request(
             "invalid_change",

@@ -177,14 +177,15 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     let JsonBody(body) = body?;
     let hook = validate(body)?;
+    let egress = shared.account_egress(caller.account_id()).await?;
     if let Ok(uri) = hook.url.parse::<hyper::Uri>()
-        && let Err(refusal) = shared.egress.check_url(&uri)
+        && let Err(refusal) = egress.check_url(&uri)
     {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "target_not_allowed",
             format!(
-                "{refusal}; the controller's operator may allow it (serve --allow-webhook-target)"
+                "{refusal}; the controller's operator may allow it (serve --allow-webhook-target, or for this account: account allow-target)"
             ),
         ));
     }

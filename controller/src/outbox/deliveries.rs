@@ -6,6 +6,7 @@
 //! in the store (`next_attempt_at`), not in memory, so a restart keeps it: that is why
 //! this is not a `backon` retry loop, which holds its state in the task.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,8 +69,8 @@ pub async fn run(
     policy: Arc<EgressPolicy>,
     shutdown: CancellationToken,
 ) {
-    let client = match client(policy) {
-        Ok(client) => client,
+    let mut clients = match Clients::new(policy) {
+        Ok(clients) => clients,
         Err(error) => {
             tracing::error!(%error, "webhook deliveries cannot start: TLS configuration");
             return;
@@ -83,18 +84,72 @@ pub async fn run(
             _ = shutdown.cancelled() => return,
         }
         tokio::select! {
-            () = one_pass(&store, &client, &config) => {}
+            () = one_pass(&store, &mut clients, &config) => {}
             // Attempts cut short stay pending and are sent again after a restart.
             _ = shutdown.cancelled() => return,
         }
     }
 }
 
-async fn one_pass(store: &Store, client: &HttpsClient, config: &DeliveryConfig) {
+/// The delivery clients: the process-wide policy's, and one per account the operator
+/// opened exceptions for (`account allow-target`), so that account's exceptions are
+/// judged at its connections only and no pooled connection crosses accounts.
+struct Clients {
+    policy: Arc<EgressPolicy>,
+    shared: HttpsClient,
+    /// An account's exceptions and the client built on them.
+    accounts: HashMap<String, (Vec<String>, HttpsClient)>,
+}
+
+impl Clients {
+    fn new(policy: Arc<EgressPolicy>) -> Result<Clients, rustls::Error> {
+        Ok(Clients {
+            shared: client(policy.clone())?,
+            policy,
+            accounts: HashMap::new(),
+        })
+    }
+
+    /// Brings the accounts' clients up to the stored exceptions: a client whose account's
+    /// entries changed is built again, one whose account has none left is dropped.
+    fn refresh(&mut self, stored: Vec<(String, String)>) -> Result<(), rustls::Error> {
+        let mut wanted: HashMap<String, Vec<String>> = HashMap::new();
+        for (account, entry) in stored {
+            wanted.entry(account).or_default().push(entry);
+        }
+        self.accounts
+            .retain(|account, (entries, _)| wanted.get(account) == Some(entries));
+        for (account, entries) in wanted {
+            if !self.accounts.contains_key(&account) {
+                let policy = Arc::new(self.policy.with_account(&entries));
+                self.accounts.insert(account, (entries, client(policy)?));
+            }
+        }
+        Ok(())
+    }
+
+    fn of(&self, account_id: &str) -> &HttpsClient {
+        self.accounts
+            .get(account_id)
+            .map_or(&self.shared, |(_, client)| client)
+    }
+}
+
+async fn one_pass(store: &Store, clients: &mut Clients, config: &DeliveryConfig) {
     if let Err(error) = store.fan_out_events(FAN_OUT_BATCH).await {
         tracing::warn!(%error, "webhook fan-out failed; retried next poll");
         return;
     }
+    let refreshed = match store.all_egress_allow().await {
+        Ok(stored) => clients.refresh(stored).map_err(|e| e.to_string()),
+        Err(error) => Err(error.to_string()),
+    };
+    if let Err(error) = refreshed {
+        // Without the accounts' exceptions a delivery could be refused that should not.
+        tracing::warn!(%error, "reading the accounts' egress exceptions failed; retried next poll");
+        return;
+    }
+    let clients = &*clients;
     let limit = u32::try_from(config.concurrency * 4).unwrap_or(u32::MAX);
     let per_account = u32::try_from(config.per_account).unwrap_or(u32::MAX);
     let due = match store.due_deliveries(now_ms(), limit, per_account).await {
@@ -106,7 +161,7 @@ async fn one_pass(store: &Store, client: &HttpsClient, config: &DeliveryConfig) 
     };
     futures_util::stream::iter(due)
         .for_each_concurrent(config.concurrency, |due| async move {
-            let outcome = attempt(client, &due, config).await;
+            let outcome = attempt(clients.of(&due.webhook.account_id), &due, config).await;
             let (hook, seq) = (&due.webhook.id, due.delivery.event_seq);
             match &outcome {
                 AttemptOutcome::Delivered { status_code } => {

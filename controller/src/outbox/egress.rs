@@ -2,7 +2,8 @@
 //! default, refuses loopback, link-local, private (RFC 1918), shared (RFC 6598),
 //! unique-local IPv6, unspecified, multicast and reserved addresses, the cloud metadata
 //! addresses and names, and the controller's own listen addresses; the operator opens
-//! exceptions with `serve --allow-webhook-target CIDR|HOST[:PORT]` (repeatable).
+//! exceptions with `serve --allow-webhook-target CIDR|HOST[:PORT]` (repeatable), and per
+//! account with `iohr-controller account allow-target` ([`EgressPolicy::with_account`]).
 //!
 //! Judged twice: on the URL when a subscription is created (a literal address or a known
 //! name, answered 422 `target_not_allowed`), and on every address a name resolves to when
@@ -31,7 +32,7 @@ pub enum Refusal {
 /// Why a cloud run's target is refused when the run is created.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "target: {ip} is {}, which runs on platform agents (executor: cloud) may not reach; the controller's operator may allow it (serve --allow-cloud-target) where the platform agents allow it too (iohr-agent run --allow-target)",
+    "target: {ip} is {}, which runs on platform agents (executor: cloud) may not reach; the controller's operator may allow it (serve --allow-cloud-target, or for this account: account allow-target) where the platform agents allow it too (iohr-agent run --allow-target)",
     class.describe()
 )]
 pub struct CloudRefusal {
@@ -76,6 +77,17 @@ impl EgressPolicy {
     pub fn with_cloud_targets(mut self, cloud: Vec<AllowRule>) -> EgressPolicy {
         self.cloud = cloud;
         self
+    }
+
+    /// This policy widened by one account's exceptions (`account allow-target`, set by
+    /// the operator), for that account's webhooks and cloud runs only.
+    pub fn with_account(&self, entries: &[String]) -> EgressPolicy {
+        let mut policy = self.clone();
+        for rule in account_rules(entries) {
+            policy.allow.push(rule.clone());
+            policy.cloud.push(rule);
+        }
+        policy
     }
 
     /// A cloud run's target (`executor: cloud`), when it is created: a literal address
@@ -171,6 +183,21 @@ impl EgressPolicy {
     fn name_allowed(&self, host: &str, port: u16) -> bool {
         self.allow.iter().any(|rule| rule.names(host, port))
     }
+}
+
+/// An account's stored exceptions as rules. They were parsed before they were stored;
+/// one that no longer parses (a hand-edited row) is left out, loudly.
+pub fn account_rules(entries: &[String]) -> Vec<AllowRule> {
+    entries
+        .iter()
+        .filter_map(|entry| match entry.parse::<AllowRule>() {
+            Ok(rule) => Some(rule),
+            Err(error) => {
+                tracing::warn!(entry, %error, "an account's egress exception does not parse: left out");
+                None
+            }
+        })
+        .collect()
 }
 
 /// The addresses of the host's interfaces (none when they cannot be read: the listen

@@ -193,3 +193,30 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_accounts_exceptions_widen_only_its_own_policy() {
+    let shared = EgressPolicy::new(rules(&["10.0.0.0/8"]), &[]);
+    let account = shared.with_account(&["127.0.0.1:8080".to_string(), "not a rule".to_string()]);
+    // Webhooks: the account's entry and the process-wide one both count, for it only.
+    assert_eq!(account.check_url(&uri("http://127.0.0.1:8080/")), Ok(()));
+    assert!(account.check_url(&uri("http://127.0.0.1:8081/")).is_err());
+    assert_eq!(account.check_url(&uri("http://10.1.1.1/")), Ok(()));
+    assert!(shared.check_url(&uri("http://127.0.0.1:8080/")).is_err());
+    // Cloud runs: the account's entry opens its literal target; the shared policy's
+    // webhook exceptions do not (they are not cloud exceptions).
+    assert_eq!(
+        account.check_cloud_target(&uri("http://127.0.0.1:8080/")),
+        Ok(())
+    );
+    assert!(
+        account
+            .check_cloud_target(&uri("http://10.1.1.1/"))
+            .is_err()
+    );
+    assert!(
+        shared
+            .check_cloud_target(&uri("http://127.0.0.1:8080/"))
+            .is_err()
+    );
+}

@@ -51,6 +51,7 @@ pub const ACCOUNT_TABLES: &[(&str, &str)] = &[
     ),
     ("webhooks", "account_id = $1"),
     ("account_secrets", "account_id = $1"),
+    ("account_egress_allow", "account_id = $1"),
     ("event_cursors", "account_id = $1"),
     ("event_counters", "account_id = $1"),
     ("events", "account_id = $1"),

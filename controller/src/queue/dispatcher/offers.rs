@@ -66,6 +66,13 @@ impl Dispatcher {
             Ok(Err(missing)) => return OfferMessage::MissingSecret(missing),
             Err(()) => return OfferMessage::Unavailable,
         };
+        let allow_targets = match self.store.egress_allow(&run.account_id).await {
+            Ok(entries) => entries,
+            Err(error) => {
+                tracing::error!(run = %run.run_id, %error, "reading the run's account egress exceptions failed; offered again later");
+                return OfferMessage::Unavailable;
+            }
+        };
         OfferMessage::Ready(Box::new(ControllerMessage {
             body: Some(controller_message::Body::Offer(LeaseOffer {
                 lease_id: guard.lease_id.clone(),
@@ -92,6 +99,7 @@ impl Dispatcher {
                     None => 0,
                 },
                 secrets: secrets.into_iter().collect(),
+                allow_targets,
             })),
         }))
     }
