@@ -128,3 +128,15 @@ async fn names_are_judged_by_what_they_resolve_to_at_connect_time() {
         .await
         .expect("open policy connects");
 }
+
+#[test]
+fn a_runs_account_entries_widen_that_runs_policy_only() {
+    let platform = Egress::new(true, vec![rule("10.0.0.0/8")], Vec::new());
+    let run = platform.allowing([rule("127.0.0.1:8080")]);
+    assert!(run.check("127.0.0.1", addr("127.0.0.1:8080")).is_ok());
+    assert!(run.check("127.0.0.1", addr("127.0.0.1:8081")).is_err());
+    assert!(run.check("10.1.1.1", addr("10.1.1.1:80")).is_ok());
+    assert!(run.is_denying());
+    // The agent's own policy is unchanged for the next run.
+    assert!(platform.check("127.0.0.1", addr("127.0.0.1:8080")).is_err());
+}
