@@ -31,6 +31,30 @@ async fn finished(stack: &OneAgent, body: &Value) -> String {
     done["id"].as_str().expect("id").to_string()
 }
 
+/// Two closed-model runs of `duration` (128 connections, 1 s warm-up) against a 100 ms
+/// service: one steady, then one against the same address restarted with `stall` flags.
+/// The two run ids and the stalling target, whose counts the caller reads.
+async fn steady_then_stalled(
+    stack: &OneAgent,
+    duration: &str,
+    stall: &[&str],
+) -> (String, String, Target) {
+    let target = Target::start_with(&["--service-ms", "100"]).await;
+    let addr = target.addr.to_string();
+    let load = json!({"kind": "load", "environment": "staging", "target": target.url(),
+        "spec": {"operations": [{"path": "/"}], "model": "closed", "connections": 128,
+                 "duration": duration, "warmup": "1s"}});
+    let steady = finished(stack, &load).await;
+    target.stop().await;
+    let flags: Vec<&str> = ["--service-ms", "100"]
+        .into_iter()
+        .chain(stall.iter().copied())
+        .collect();
+    let stalling = Target::start_at(&addr, &flags).await;
+    let stalled = finished(stack, &load).await;
+    (steady, stalled, stalling)
+}
+
 /// `GET /compare` of the two runs, which must say `regressed`: the answer.
 async fn regressed(stack: &OneAgent, before: &str, after: &str) -> Value {
     let (status, answer) = stack
@@ -52,28 +76,13 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 async fn a_target_that_stalls_regresses_on_throughput_and_the_tail() {
     let _alone = ONE_AT_A_TIME.lock().await;
     let stack = OneAgent::start(Backend::Sqlite, AgentOptions::default()).await;
-    let target = Target::start_with(&["--service-ms", "100"]).await;
-    let addr = target.addr.to_string();
-    let load = json!({"kind": "load", "environment": "staging", "target": target.url(),
-        "spec": {"operations": [{"path": "/"}], "model": "closed", "connections": 128,
-                 "duration": "6s", "warmup": "1s"}});
-    let steady = finished(&stack, &load).await;
-
-    // The same target, now holding its answers during [k, k+0.5) s of its life.
-    target.stop().await;
-    let stalling = Target::start_at(
-        &addr,
-        &[
-            "--service-ms",
-            "100",
-            "--stall-every-ms",
-            "1000",
-            "--stall-ms",
-            "500",
-        ],
+    // The target holding its answers during [k, k+0.5) s of its life.
+    let (steady, stalled, stalling) = steady_then_stalled(
+        &stack,
+        "6s",
+        &["--stall-every-ms", "1000", "--stall-ms", "500"],
     )
     .await;
-    let stalled = finished(&stack, &load).await;
     assert!(
         stalling.stats().await["stalled"].as_u64().unwrap_or(0) > 0,
         "the target held answers"
@@ -126,26 +135,12 @@ async fn a_target_that_stalls_regresses_on_throughput_and_the_tail() {
 async fn one_stall_of_one_second_regresses_on_throughput_and_the_tail() {
     let _alone = ONE_AT_A_TIME.lock().await;
     let stack = OneAgent::start(Backend::Sqlite, AgentOptions::default()).await;
-    let target = Target::start_with(&["--service-ms", "100"]).await;
-    let addr = target.addr.to_string();
-    let load = json!({"kind": "load", "environment": "staging", "target": target.url(),
-        "spec": {"operations": [{"path": "/"}], "model": "closed", "connections": 128,
-                 "duration": "10s", "warmup": "1s"}});
-    let steady = finished(&stack, &load).await;
-    target.stop().await;
-    let stalling = Target::start_at(
-        &addr,
-        &[
-            "--service-ms",
-            "100",
-            "--stall-once-at-ms",
-            "5000",
-            "--stall-ms",
-            "1000",
-        ],
+    let (steady, stalled, stalling) = steady_then_stalled(
+        &stack,
+        "10s",
+        &["--stall-once-at-ms", "5000", "--stall-ms", "1000"],
     )
     .await;
-    let stalled = finished(&stack, &load).await;
     let held = stalling.stats().await["stalled"].as_u64().unwrap_or(0);
     assert!(held >= 100, "the target held {held} answers");
 
