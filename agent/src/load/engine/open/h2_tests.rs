@@ -9,14 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hyper::body::Bytes;
-use iohr_domain::RunStatus;
-use iohr_domain::load::{LoadSecond, LoadSpec};
 use tokio::net::TcpListener;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
-use crate::load::run;
-use crate::run_context::RunContext;
 use crate::stress::Meter;
 
 const HOLD: Duration = Duration::from_millis(500);
@@ -83,23 +79,9 @@ async fn held_run(connections: u32, max_connections: u32) -> (u64, u64, Arc<Seen
     let spec = serde_json::json!({"operations": [{"path": "/"}], "model": "open",
         "rate": 200, "duration": "2s", "connections": connections,
         "max_connections": max_connections, "http": "2", "streams": PLAN_STREAMS});
-    let plan = LoadSpec::from_json(&spec)
-        .and_then(|s| s.plan())
-        .expect("plan");
-    let (tx, mut rx) = crate::frames::FrameSender::channel();
-    let meter = Meter::new();
-    let ctx = RunContext::<()>::new(target, tx).with_stress(Some(meter.clone()));
-    let outcome = tokio::time::timeout(Duration::from_secs(20), run(plan, &ctx))
-        .await
-        .expect("the run ends");
-    assert_eq!(outcome.status, RunStatus::Passed, "{:?}", outcome.reason);
-    drop(ctx);
+    let (seconds, meter) = super::tests::metered_seconds(target, spec).await;
     let (mut sent, mut late, mut held, mut ok) = (0, 0, 0, 0);
-    while let Some(frame) = rx.recv().await {
-        let Ok(second) = serde_json::from_value::<LoadSecond>(frame.data) else {
-            continue;
-        };
-        assert!(second.late_held <= second.late, "{second:?}");
+    for second in &seconds {
         sent += second.sent;
         late += second.late;
         held += second.late_held;

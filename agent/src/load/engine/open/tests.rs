@@ -62,6 +62,24 @@ async fn held_run(connections: u32, max_connections: u32) -> (u64, u64, u64, Met
     let spec = serde_json::json!({"operations": [{"path": "/"}], "model": "open",
         "rate": 200, "duration": "2s", "connections": connections,
         "max_connections": max_connections});
+    let (seconds, meter) = metered_seconds(target, spec).await;
+    let (mut sent, mut late, mut held) = (0, 0, 0);
+    for second in &seconds {
+        sent += second.sent;
+        late += second.late;
+        held += second.late_held;
+    }
+    assert_eq!(sent, 400, "every request sent");
+    (late, held, sent, meter)
+}
+
+/// Runs `spec` against `target` with a stress meter, to its end (bounded at 20 s): the
+/// run must pass. Its load seconds, each with no more sends late for a held connection
+/// than late in all, and the meter.
+pub(super) async fn metered_seconds(
+    target: String,
+    spec: serde_json::Value,
+) -> (Vec<LoadSecond>, Meter) {
     let plan = LoadSpec::from_json(&spec)
         .and_then(|s| s.plan())
         .expect("plan");
@@ -73,18 +91,15 @@ async fn held_run(connections: u32, max_connections: u32) -> (u64, u64, u64, Met
         .expect("the run ends");
     assert_eq!(outcome.status, RunStatus::Passed, "{:?}", outcome.reason);
     drop(ctx);
-    let (mut sent, mut late, mut held) = (0, 0, 0);
+    let mut seconds = Vec::new();
     while let Some(frame) = rx.recv().await {
         let Ok(second) = serde_json::from_value::<LoadSecond>(frame.data) else {
             continue;
         };
         assert!(second.late_held <= second.late, "{second:?}");
-        sent += second.sent;
-        late += second.late;
-        held += second.late_held;
+        seconds.push(second);
     }
-    assert_eq!(sent, 400, "every request sent");
-    (late, held, sent, meter)
+    (seconds, meter)
 }
 
 /// With room to grow, a held connection is replaced by a new one: nothing waits for the
