@@ -8,6 +8,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
 #[derive(Debug, Clone)]
 pub struct AccountShares {
     /// Places held now, per account; an account holding none has no entry.
@@ -97,6 +99,63 @@ impl AccountShares {
     }
 }
 
+/// A process bound that is a plain count of places (event feeds, API requests in flight)
+/// with each account's share of it: the semaphore and the shares together, so each such
+/// bound is the same few lines.
+#[derive(Debug, Clone)]
+pub struct SharedBound {
+    slots: Arc<Semaphore>,
+    shares: AccountShares,
+    /// Places the process holds at most.
+    pub max: usize,
+}
+
+/// Why a place of a [`SharedBound`] was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// The process holds `max` places.
+    Total(usize),
+    /// The account holds its share.
+    Account(usize),
+}
+
+/// One place of a [`SharedBound`]; dropping it frees the place and the account's.
+#[derive(Debug)]
+pub struct BoundPlace {
+    _slot: OwnedSemaphorePermit,
+    _share: SharePlace,
+}
+
+impl SharedBound {
+    pub fn new(max: usize, per_account: usize) -> SharedBound {
+        SharedBound {
+            slots: Arc::new(Semaphore::new(max)),
+            shares: AccountShares::of(max, per_account),
+            max,
+        }
+    }
+
+    /// A place for `account_id`, or why not (its share is checked first).
+    pub fn join(&self, account_id: &str) -> Result<BoundPlace, Full> {
+        let (share, slot) = self
+            .shares
+            .take(account_id, || self.slots.clone().try_acquire_owned())
+            .map_err(|refused| match refused {
+                Refused::Share(share) => Full::Account(share),
+                Refused::Bound(_) => Full::Total(self.max),
+            })?;
+        Ok(BoundPlace {
+            _slot: slot,
+            _share: share,
+        })
+    }
+
+    /// Places `account_id` holds now.
+    pub fn held(&self, account_id: &str) -> usize {
+        self.shares.held(account_id)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +180,20 @@ mod tests {
         assert_eq!(shares.held("a"), 1);
         let _a3 = shares.take("a", || Ok::<_, ()>(())).unwrap();
         assert_eq!(shares.held("a"), 2);
+    }
+
+    #[test]
+    fn a_shared_bound_refuses_the_account_at_its_share_then_the_process_at_its_bound() {
+        let bound = SharedBound::new(3, 2);
+        let a1 = bound.join("a").unwrap();
+        let _a2 = bound.join("a").unwrap();
+        assert_eq!(bound.join("a").unwrap_err(), Full::Account(2));
+        let _b1 = bound.join("b").unwrap();
+        assert_eq!(bound.join("b").unwrap_err(), Full::Total(3));
+        drop(a1);
+        assert_eq!(bound.held("a"), 1);
+        let _b2 = bound.join("b").unwrap();
+        assert_eq!(bound.held("b"), 2);
     }
 
     #[test]

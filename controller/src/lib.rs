@@ -40,6 +40,8 @@ pub struct Shared {
     pub feed: outbox::FeedLimits,
     /// Where webhooks may be sent (the deny-list and `--allow-webhook-target`).
     pub egress: std::sync::Arc<outbox::egress::EgressPolicy>,
+    /// API requests in flight and each account's share of them (`api/in_flight.rs`).
+    pub requests: account_shares::SharedBound,
 }
 
 impl Shared {

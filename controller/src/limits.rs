@@ -39,6 +39,15 @@ pub struct Limits {
     /// one more is answered 429 `too_many_account_feeds`.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub max_event_feeds_per_account: u32,
+    /// API requests (REST, gRPC, the tools' calls through MCP) answered at once, counted
+    /// once the caller's token is checked and until the answer's head is written; one more
+    /// is answered 429 `too_many_requests` (gRPC RESOURCE_EXHAUSTED).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub api_max_requests: u32,
+    /// API requests one account may have in flight, its share of --api-max-requests; one
+    /// more is answered 429 `too_many_account_requests` (gRPC RESOURCE_EXHAUSTED).
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub api_requests_per_account: u32,
     /// Connections the agent-link port holds at once (agents' links, enrollments and
     /// handshakes in progress); more wait in the listen backlog until one closes.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -59,6 +68,8 @@ impl Default for Limits {
             compares_per_account: 4,
             max_event_feeds: 256,
             max_event_feeds_per_account: 32,
+            api_max_requests: 1024,
+            api_requests_per_account: 128,
             max_agent_connections: 4096,
             agent_handshake_timeout_ms: 10_000,
         }
@@ -72,6 +83,14 @@ impl Limits {
             total: self.max_viewers as usize,
             per_account: self.max_viewers_per_account as usize,
         }
+    }
+
+    /// The bound on API requests in flight and each account's share of it.
+    pub fn requests(&self) -> crate::account_shares::SharedBound {
+        crate::account_shares::SharedBound::new(
+            self.api_max_requests as usize,
+            self.api_requests_per_account as usize,
+        )
     }
 
     pub fn compares(&self) -> usize {

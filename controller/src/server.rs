@@ -200,6 +200,7 @@ pub async fn start(
             config.events.poll(),
         ),
         egress,
+        requests: config.limits.requests(),
     };
     let enrollment =
         crate::link::enroll::EnrollmentService::new(shared.store.clone(), signer.clone());

@@ -270,6 +270,7 @@ fn the_chart_renders_validates_and_its_commands_are_the_binaries() {
             "controller.allowCloudTargets={10.2.0.0/16}",
             "controller.mcpAllowedOrigins={https://console.example}",
             "controller.maxEventFeedsPerAccount=16",
+            "controller.apiRequestsPerAccount=64",
             "controller.webhookConcurrencyPerAccount=3",
             "controller.maxAgentConnections=512",
             "controller.agentHandshakeTimeoutMs=5000",
@@ -314,6 +315,7 @@ fn the_chart_renders_validates_and_its_commands_are_the_binaries() {
         ["https://console.example"]
     );
     assert_eq!(flag(serve, "--max-event-feeds-per-account"), ["16"]);
+    assert_eq!(flag(serve, "--api-requests-per-account"), ["64"]);
     assert_eq!(flag(serve, "--webhook-concurrency-per-account"), ["3"]);
     assert_eq!(flag(serve, "--max-agent-connections"), ["512"]);
     assert_eq!(flag(serve, "--agent-handshake-timeout-ms"), ["5000"]);

@@ -10,6 +10,12 @@
 //!   means a real controller offers: its store read waits on a PostgreSQL lock the test
 //!   holds, and the test sees it waiting in `pg_stat_activity`.
 //!
+//! - API requests in flight (`serve --api-requests-per-account`): counted once the token
+//!   is checked and until the answer's head; past the share, 429
+//!   `too_many_account_requests` (gRPC `RESOURCE_EXHAUSTED`). A request is held in flight
+//!   from outside by sending its head and not its body: the handler has taken its place
+//!   and waits for the body.
+//!
 //! (Event feeds' share is in `tenant_controller.rs`.) Everything on 127.0.0.1 only.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
@@ -20,6 +26,7 @@ use std::time::Duration;
 use iohr_tests::{Api, Backend, Controller, Installation, wait_for};
 use serde_json::{Value, json};
 use sqlx::Connection;
+use tokio::io::AsyncWriteExt;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -249,5 +256,71 @@ async fn an_account_holding_its_compare_share_leaves_the_rest_to_others() {
             "{body}"
         );
     }
+    controller.stop().await;
+}
+
+/// A `POST /runs` whose head is sent and whose body never is: the controller checks the
+/// token, takes the request's place, and waits for the body while the connection lives.
+async fn request_held_open(api: SocketAddr, token: &str) -> tokio::net::TcpStream {
+    let mut stream = tokio::net::TcpStream::connect(api).await.unwrap();
+    let head = format!(
+        "POST /v1/reliability/runs HTTP/1.1\r\nHost: {api}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: 64\r\n\r\n{{"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_holding_its_request_share_leaves_the_rest_to_others() {
+    let install = Installation::new(Backend::Sqlite).await;
+    install.create_account("other", 2, false);
+    let controller = Controller::start_with(
+        &install,
+        200,
+        None,
+        &["--api-max-requests", "8", "--api-requests-per-account", "2"],
+    )
+    .await;
+    let url = controller.api_url();
+    let default_token = install.full_token();
+    let default = Api::new(&url, &default_token);
+    let other = Api::new(&url, &install.token("other", &["reliability:read"], None));
+
+    // Two of default's requests in flight: its next one is refused, naming its share.
+    let held = [
+        request_held_open(controller.api, &default_token).await,
+        request_held_open(controller.api, &default_token).await,
+    ];
+    let (headers, body) = wait_for("default's share held by two requests", LIMIT, || async {
+        let (status, headers, body) = default.get_head("/v1/reliability/runs").await;
+        (status == 429).then_some((headers, body))
+    })
+    .await;
+    assert_eq!(body["error"]["code"], "too_many_account_requests", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has 2 API requests in flight"),
+        "the account's own limit is named: {body}"
+    );
+    assert!(headers.contains_key("retry-after"), "{headers:?}");
+    let status = watch_run(&controller, &default_token, "run-x")
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+
+    // Another account is served meanwhile.
+    let (status, body) = other.get("/v1/reliability/runs").await;
+    assert_eq!(status, 200, "{body}");
+
+    // The held requests gone, default is served again.
+    drop(held);
+    wait_for("default served again", LIMIT, || async {
+        let (status, _) = default.get("/v1/reliability/runs").await;
+        (status == 200).then_some(())
+    })
+    .await;
     controller.stop().await;
 }

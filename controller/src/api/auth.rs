@@ -159,6 +159,11 @@ impl<S: Rule> FromRequestParts<Shared> for Caller<S> {
         if url.contains("%00") {
             return Err(super::error::invalid_text("the URL"));
         }
+        // The account's share of the requests in flight, once its token is known.
+        if let Some(slot) = parts.extensions.get::<super::in_flight::Slot>() {
+            slot.take(&shared.requests, caller.account_id())
+                .map_err(super::in_flight::refusal)?;
+        }
         Ok(caller)
     }
 }
@@ -172,6 +177,14 @@ pub async fn grpc_guard(
 ) -> Response {
     match authorize::<ReadScope>(&shared, request.headers().get(AUTHORIZATION)).await {
         Ok(caller) => {
+            if let Some(slot) = request.extensions().get::<super::in_flight::Slot>()
+                && let Err(full) = slot.take(&shared.requests, caller.account_id())
+            {
+                let refused = super::in_flight::refusal(full);
+                return tonic::Status::resource_exhausted(refused.message)
+                    .into_http::<axum::body::Body>()
+                    .into_response();
+            }
             request.extensions_mut().insert(caller);
             next.run(request).await
         }

@@ -16,6 +16,7 @@ pub mod events;
 pub mod faults;
 pub mod feed;
 pub mod findings;
+pub mod in_flight;
 pub mod limits;
 pub mod openapi;
 pub mod page;
@@ -101,5 +102,7 @@ pub fn router(shared: Shared) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        // Outermost: a request's place is held until its answer's head is written.
+        .layer(axum::middleware::from_fn(in_flight::hold))
         .with_state(shared)
 }

@@ -98,6 +98,9 @@ pub const ERROR_CODES: &[&str] = &[
     "invalid_secret",
     "too_many_secrets",
     "secrets_unavailable",
+    // Any authorized request
+    "too_many_requests",
+    "too_many_account_requests",
 ];
 
 /// The body of every refusal: `{"error": {"code", "message"}}`.

@@ -128,6 +128,10 @@ impl FromRequestParts<ConsoleState> for Viewer {
             return Err(Redirect::to("/sign-in").into_response());
         };
         admitted(&session.token, session.console_open).map_err(|e| PageError(e).into_response())?;
+        if let Some(slot) = parts.extensions.get::<crate::api::in_flight::Slot>() {
+            slot.take(&state.shared.requests, &session.token.account.id)
+                .map_err(|full| PageError(crate::api::in_flight::refusal(full)).into_response())?;
+        }
         Ok(Viewer {
             token: session.token,
             csrf: csrf_of(&cookie),

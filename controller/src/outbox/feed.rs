@@ -4,14 +4,12 @@
 //! commit, read from the store every poll; in `seq` order, without gaps or repeats.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::Stream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::account_shares::{AccountShares, Refused, SharePlace};
+use crate::account_shares::{BoundPlace, Full, SharedBound};
 use crate::store::{EventRow, Store};
 
 /// Events read per query.
@@ -21,10 +19,9 @@ const PAGE: u32 = 200;
 /// feeds look for new events.
 #[derive(Debug, Clone)]
 pub struct FeedLimits {
-    slots: Arc<Semaphore>,
-    /// Feeds one account may hold: one account at its share leaves the rest to others.
-    shares: AccountShares,
-    pub max: usize,
+    /// Feeds at once, and one account's share: one account at its share leaves the rest
+    /// to others.
+    bound: SharedBound,
     pub poll: Duration,
 }
 
@@ -38,34 +35,26 @@ pub enum FeedFull {
 }
 
 /// One feed's place; dropping it frees the place.
-#[derive(Debug)]
-pub struct FeedPlace {
-    _slot: OwnedSemaphorePermit,
-    _share: SharePlace,
-}
+pub type FeedPlace = BoundPlace;
 
 impl FeedLimits {
     pub fn new(max: usize, per_account: usize, poll: Duration) -> FeedLimits {
         FeedLimits {
-            slots: Arc::new(Semaphore::new(max)),
-            shares: AccountShares::of(max, per_account),
-            max,
+            bound: SharedBound::new(max, per_account),
             poll,
         }
     }
 
+    /// Feeds the controller serves at most.
+    pub fn max(&self) -> usize {
+        self.bound.max
+    }
+
     /// A place for one more feed of `account_id`, or why not.
     pub fn join(&self, account_id: &str) -> Result<FeedPlace, FeedFull> {
-        let (share, slot) = self
-            .shares
-            .take(account_id, || self.slots.clone().try_acquire_owned())
-            .map_err(|refused| match refused {
-                Refused::Share(share) => FeedFull::Account(share),
-                Refused::Bound(_) => FeedFull::Total(self.max),
-            })?;
-        Ok(FeedPlace {
-            _slot: slot,
-            _share: share,
+        self.bound.join(account_id).map_err(|full| match full {
+            Full::Total(max) => FeedFull::Total(max),
+            Full::Account(share) => FeedFull::Account(share),
         })
     }
 }
@@ -173,6 +162,6 @@ mod tests {
         assert_eq!(limits.join("c").unwrap_err(), FeedFull::Total(3));
         drop(a3);
         assert!(limits.join("c").is_ok());
-        assert_eq!(limits.shares.held("c"), 0, "dropped at once");
+        assert_eq!(limits.bound.held("c"), 0, "dropped at once");
     }
 }

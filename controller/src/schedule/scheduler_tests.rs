@@ -59,6 +59,7 @@ impl Setup {
             shutdown,
             feed: Default::default(),
             egress: Default::default(),
+            requests: crate::limits::Limits::default().requests(),
         };
         Setup {
             shared,

@@ -38,6 +38,7 @@ pub(crate) async fn shared_with_a_live_run() -> (Shared, String) {
         shutdown,
         feed: Default::default(),
         egress: Default::default(),
+        requests: crate::limits::Limits::default().requests(),
     };
     (shared, run.id)
 }
