@@ -72,6 +72,10 @@ impl Api {
         self.call(Method::PATCH, path, Some(body)).await
     }
 
+    pub async fn put(&self, path: &str, body: &Value) -> Result<Value> {
+        self.call(Method::PUT, path, Some(body)).await
+    }
+
     /// `DELETE`: `Null` for an empty (204) answer.
     pub async fn delete(&self, path: &str) -> Result<Value> {
         self.call(Method::DELETE, path, None).await

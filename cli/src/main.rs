@@ -21,6 +21,7 @@ mod run;
 mod runs;
 mod scenarios;
 mod schedules;
+mod secrets;
 mod webhooks;
 
 use std::process::ExitCode;
@@ -130,6 +131,11 @@ enum Reliability {
     /// Follow the account's events (run finished, finding created), from the first or
     /// after --after SEQ, reconnecting where it left off.
     Events(feed::EventsArgs),
+    /// The account's secrets, used in specs as ${secret:NAME}: list them (names and times,
+    /// never a value), set one (an admin's token; the value read from standard input or
+    /// an environment variable, never from the command line), delete one.
+    #[command(subcommand)]
+    Secrets(secrets::SecretsCommand),
 }
 
 /// What every command needs.
@@ -192,6 +198,7 @@ async fn execute(cli: Cli) -> Result<u8> {
         Reliability::Webhooks(command) => webhooks::execute(&ctx, command).await,
         Reliability::Events(args) => feed::execute(&ctx, args).await,
         Reliability::Schedules(command) => schedules::execute(&ctx, command).await,
+        Reliability::Secrets(command) => secrets::execute(&ctx, command).await,
     }
 }
 

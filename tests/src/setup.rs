@@ -230,10 +230,21 @@ pub struct CliOutput {
 
 /// `iohr ARGS` against `controller` with `token`.
 pub fn iohr(controller: &crate::Controller, token: &str, args: &[&str]) -> CliOutput {
+    iohr_with_env(controller, token, args, &[])
+}
+
+/// `iohr ARGS` against `controller` with `token` and the variables `env` set.
+pub fn iohr_with_env(
+    controller: &crate::Controller,
+    token: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> CliOutput {
     let output = std::process::Command::new(crate::process::bin("iohr"))
         .args(["--server", &controller.api_url()])
         .args(["--token", token])
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .expect("run iohr");
     CliOutput {
@@ -262,7 +273,7 @@ impl OneAgent {
         OneAgent::start_beating(install, options, 200).await
     }
 
-    /// With the controller's heartbeat every `heartbeat_ms` (a lease lives five of them):
+    /// With the controller's heartbeat every `heartbeat_ms` (a lease lives three of them):
     /// the tests' 200 ms is five times faster than a link a starved agent can keep.
     pub async fn start_beating(
         install: Installation,

@@ -174,10 +174,12 @@ async fn finished(stack: &OneAgent, body: &Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_starved_agent_is_marked_saturated_and_its_compare_refused() {
-    // The controller's default heartbeat (5 s; a lease lives 25 s): an agent held to a
-    // thousandth of a CPU answers it, where it would miss the tests' usual 200 ms.
+    // A heartbeat of 20 s (a lease lives three, 60 s): the starved agent's link answers
+    // it, where it misses the tests' usual 200 ms. With 5 s (a 15 s lease), an agent held
+    // to half a hundredth of a CPU on a machine busy with builds heard nothing for 15.6 s
+    // and, as it must, stopped its exclusive run itself.
     let install = Installation::new(Backend::Sqlite).await;
-    let stack = OneAgent::start_beating(install, AgentOptions::default(), 5_000).await;
+    let stack = OneAgent::start_beating(install, AgentOptions::default(), 20_000).await;
     let target = Target::start().await;
 
     // The unconstrained agent: not marked, and a stress frame a second. Unconstrained

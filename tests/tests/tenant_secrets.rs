@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use iohr_tests::process::AgentOptions;
 use iohr_tests::recorder::Recorder;
+use iohr_tests::setup::iohr_with_env;
 use iohr_tests::{Agent, Api, Backend, Controller, Installation};
 use serde_json::{Value, json};
 
@@ -64,14 +65,12 @@ async fn a_cloud_run_sends_an_account_secret_that_is_nowhere_else() {
     install.create_account("other", 10, false);
     let controller = Controller::start(&install, 200, None).await;
     let runner = Api::new(&controller.api_url(), &install.full_token());
-    let admin = Api::new(
-        &controller.api_url(),
-        &install.token(
-            "default",
-            &["reliability:read", "reliability:run", "reliability:admin"],
-            Some("ada"),
-        ),
+    let admin_token = install.token(
+        "default",
+        &["reliability:read", "reliability:run", "reliability:admin"],
+        Some("ada"),
     );
+    let admin = Api::new(&controller.api_url(), &admin_token);
 
     // Writing needs reliability:admin; names and values are checked.
     let (status, body) = put_secret(&runner, "API_KEY", VALUE).await;
@@ -155,6 +154,58 @@ async fn a_cloud_run_sends_an_account_secret_that_is_nowhere_else() {
         assert!(!answer.to_string().contains(VALUE), "{answer}");
         assert!(!answer.to_string().contains("first-value"), "{answer}");
     }
+
+    // The CLI sets one from an environment variable (never its command line), lists the
+    // names without a value, and deletes it.
+    let set = iohr_with_env(
+        &controller,
+        &admin_token,
+        &[
+            "reliability",
+            "secrets",
+            "set",
+            "CLI_KEY",
+            "--from-env",
+            "CLI_VALUE",
+        ],
+        &[("CLI_VALUE", "cli-only-value")],
+    );
+    assert_eq!(set.code, 0, "{set:?}");
+    let list = iohr_with_env(
+        &controller,
+        &install.full_token(),
+        &["reliability", "secrets", "list"],
+        &[],
+    );
+    assert_eq!(list.code, 0, "{list:?}");
+    assert!(
+        list.stdout.contains("API_KEY") && list.stdout.contains("CLI_KEY"),
+        "{list:?}"
+    );
+    assert!(
+        !list.stdout.contains("cli-only-value") && !list.stdout.contains(VALUE),
+        "{list:?}"
+    );
+    let refused = iohr_with_env(
+        &controller,
+        &install.full_token(),
+        &["reliability", "secrets", "delete", "CLI_KEY"],
+        &[],
+    );
+    assert_eq!(refused.code, 2, "an API token is not an admin: {refused:?}");
+    let deleted = iohr_with_env(
+        &controller,
+        &admin_token,
+        &["reliability", "secrets", "delete", "CLI_KEY"],
+        &[],
+    );
+    assert_eq!(deleted.code, 0, "{deleted:?}");
+    let (_, listed) = runner.get("/v1/reliability/secrets").await;
+    assert_eq!(
+        listed["secrets"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
 
     // A cloud run names it: the platform agent sends it, and only to the target.
     let run = runner.create_run(&cloud_checks(&recorder.url())).await;
