@@ -13,6 +13,7 @@ mod error;
 mod feed;
 mod findings;
 mod follow;
+mod gate;
 mod mcp;
 mod output;
 mod page;
@@ -108,6 +109,11 @@ enum Reliability {
     /// What is different now: two runs of one scenario version, before and after a change.
     /// Exit status 0 unchanged or improved, 1 regressed, 2 refused or an error.
     Compare(compare::CompareArgs),
+    /// The comparison a CI job fails on: waits for both runs to end, compares them, and
+    /// writes markdown (--markdown), a JUnit report (--junit) and, in GitHub Actions, the
+    /// job summary and annotations. Exit status 0 unchanged or improved, 1 regressed, 2 a
+    /// usage error, 3 no verdict (a run errored, compare refused, a timeout).
+    Gate(gate::GateArgs),
     /// Problems runs found (failing checks, broken invariants, error rates, capacity below
     /// its floor), seen again by later runs instead of duplicated: list them (by default),
     /// show one, close one.
@@ -192,6 +198,7 @@ async fn execute(cli: Cli) -> Result<u8> {
         Reliability::Agents => agents::execute(&ctx).await,
         Reliability::Scenarios(command) => scenarios::execute(&ctx, command).await,
         Reliability::Compare(args) => compare::execute(&ctx, args).await,
+        Reliability::Gate(args) => gate::execute(&ctx, args).await,
         Reliability::Findings(args) => findings::execute(&ctx, args).await,
         Reliability::Audit(args) => audit::execute(&ctx, args).await,
         Reliability::Halt { reason } => runs::halt(&ctx, reason).await,
