@@ -19,6 +19,7 @@ mod errors;
 mod excursion;
 mod latency;
 mod load;
+mod scenario;
 mod throughput;
 
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,7 @@ use crate::stress::GeneratorSaturated;
 pub(crate) use capacity::compare_capacity_values;
 pub(crate) use checks::compare_checks;
 pub(crate) use load::compare_load;
+pub(crate) use scenario::compare_scenario;
 
 /// Changes smaller than this share of the before value are noise, whatever the intervals.
 pub const NOISE_FLOOR: f64 = 0.02;

@@ -191,13 +191,12 @@ async fn a_scenario_run_is_replayed_from_its_record(backend: Backend) {
     let stack = OneAgent::start(backend, AgentOptions::default()).await;
     let api = &stack.api;
     let target = Target::start().await;
-    let scenario = api
-        .create_run(&json!({
-            "kind": "scenario", "environment": "staging", "target": target.url(),
-            "spec": {"slug": "before-fix", "warmup": 2,
-                     "ops": ["GET / 20", "GET /health 10", "POST /slow 5 {\"sku\": \"A1-secret\"}"]}
-        }))
-        .await;
+    let scenario_body = json!({
+        "kind": "scenario", "environment": "staging", "target": target.url(),
+        "spec": {"slug": "before-fix", "warmup": 2,
+                 "ops": ["GET / 20", "GET /health 10", "POST /slow 5 {\"sku\": \"A1-secret\"}"]}
+    });
+    let scenario = api.create_run(&scenario_body).await;
     let scenario_id = scenario["id"].as_str().expect("id");
     let recorded = api.wait_status(scenario_id, &["passed"], LIMIT).await;
     let log = recorded["result"]["requests"].as_array().expect("log");
@@ -212,6 +211,23 @@ async fn a_scenario_run_is_replayed_from_its_record(backend: Backend) {
         command.contains("--scenario") && command.contains("--version sha256:"),
         "{command}"
     );
+
+    // A second run of the same scenario version compares with the first, op by op.
+    let second = api.create_run(&scenario_body).await;
+    let second_id = second["id"].as_str().expect("id");
+    api.wait_status(second_id, &["passed"], LIMIT).await;
+    let (status, compared) = api
+        .get(&format!(
+            "/v1/reliability/compare?before={scenario_id}&after={second_id}"
+        ))
+        .await;
+    assert_eq!(status, 200, "{compared}");
+    assert!(compared["verdict"].is_string(), "{compared}");
+    assert_eq!(compared["samples"], json!([35, 35]), "{compared}");
+    let judged = compared.to_string();
+    for measure in ["p50 GET /health", "p99 POST /slow", "error rate GET /"] {
+        assert!(judged.contains(measure), "{measure} judged: {compared}");
+    }
 
     let replay_body = json!({"kind": "replay", "environment": "staging", "target": target.url(),
         "spec": {"from_run": scenario_id, "speed": 4}});

@@ -6,12 +6,13 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{Kind, RunKind, Traits};
-use crate::compare::{Comparison, not_compared};
+use crate::compare::{Comparison, compare_scenario, not_compared};
 use crate::cost::RunCost;
 use crate::finding::{ErrorLimit, Found, RunFacts, operation_findings};
-use crate::load::{Counts, status_class};
+use crate::load::Counts;
 use crate::request::SpecError;
 use crate::scenario_kind::ScenarioSpec;
+use crate::scenario_kind::record::{ScenarioRecord, op_counts};
 
 pub struct Scenario;
 
@@ -21,7 +22,7 @@ impl Kind for Scenario {
         exclusive: false,
         https: false,
         confirmed_in_production: false,
-        compared: false,
+        compared: true,
     };
     type Spec = ScenarioSpec;
     type Plan = ScenarioSpec;
@@ -48,8 +49,14 @@ impl Kind for Scenario {
         }
     }
 
-    fn compare(_before: Value, _after: Value, out: &mut Comparison) {
-        not_compared(out)
+    fn compare(before: Value, after: Value, out: &mut Comparison) {
+        match (
+            serde_json::from_value::<ScenarioRecord>(before),
+            serde_json::from_value::<ScenarioRecord>(after),
+        ) {
+            (Ok(b), Ok(a)) => compare_scenario(&b, &a, out),
+            _ => not_compared(out),
+        }
     }
 }
 
@@ -66,18 +73,6 @@ struct ScenarioOp {
 
 impl ScenarioOp {
     fn counts(&self) -> Counts {
-        let mut counts = Counts::default();
-        for (status, n) in &self.by_status {
-            *counts
-                .responses
-                .entry(status_class(*status).to_string())
-                .or_default() += n;
-            counts.requests += n;
-        }
-        for (kind, n) in &self.errors {
-            *counts.errors.entry(kind.clone()).or_default() += n;
-            counts.requests += n;
-        }
-        counts
+        op_counts(&self.by_status, &self.errors)
     }
 }

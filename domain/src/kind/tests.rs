@@ -50,7 +50,7 @@ fn what_each_kind_may_do() {
         vec![
             (RunKind::Checks, false, false, false, true),
             (RunKind::Load, true, true, false, true),
-            (RunKind::Scenario, false, false, false, false),
+            (RunKind::Scenario, false, false, false, true),
             (RunKind::Faults, true, false, true, false),
             (RunKind::Capacity, true, true, false, true),
             (RunKind::Replay, true, true, false, true),

@@ -9,7 +9,10 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use hdrhistogram::Histogram;
+
 use crate::histogram::{HistogramError, latency_histogram};
+use crate::load::{Counts, status_class};
 use crate::quantile::{Percentile, percentile};
 
 use super::base_url::op_url;
@@ -358,12 +361,47 @@ impl ScenarioRecord {
     }
 }
 
+/// The latencies of op `op`'s load requests that had a whole response, in microseconds:
+/// what the op's percentiles are of, and what compare judges.
+pub fn op_latency_histogram(
+    requests: &[RequestRecord],
+    op: usize,
+) -> Result<Histogram<u64>, HistogramError> {
+    let mut histogram = latency_histogram()?;
+    for r in requests {
+        if r.op == op && !r.warmup && r.error.is_none() && r.status.is_some() {
+            // Whole microseconds, at least 1: the histogram's range starts there.
+            let micros = (r.duration_ms * 1000.0).round().max(1.0) as u64;
+            histogram.saturating_record(micros);
+        }
+    }
+    Ok(histogram)
+}
+
+/// An op's load requests counted as a load result counts them (status classes, and the
+/// kinds of requests with no response), so its error rate reads alike.
+pub fn op_counts(by_status: &BTreeMap<u16, u64>, errors: &BTreeMap<String, u64>) -> Counts {
+    let mut counts = Counts::default();
+    for (status, n) in by_status {
+        *counts
+            .responses
+            .entry(status_class(*status).to_string())
+            .or_default() += n;
+        counts.requests += n;
+    }
+    for (kind, n) in errors {
+        *counts.errors.entry(kind.clone()).or_default() += n;
+        counts.requests += n;
+    }
+    counts
+}
+
 fn op_record(planned: PlannedOp, requests: &[RequestRecord]) -> Result<OpRecord, HistogramError> {
     let mut by_status = BTreeMap::new();
     let mut errors = BTreeMap::new();
     let mut warmup_by_status = BTreeMap::new();
     let mut warmup_errors = BTreeMap::new();
-    let mut histogram = latency_histogram()?;
+    let histogram = op_latency_histogram(requests, planned.op)?;
     let mut load_seen = 0u64;
     for r in requests.iter().filter(|r| r.op == planned.op) {
         let (statuses, failures) = if r.warmup {
@@ -375,11 +413,6 @@ fn op_record(planned: PlannedOp, requests: &[RequestRecord]) -> Result<OpRecord,
         match (&r.error, r.status) {
             (None, Some(status)) => {
                 *statuses.entry(status).or_insert(0) += 1;
-                if !r.warmup {
-                    // Whole microseconds, at least 1: the histogram's range starts there.
-                    let micros = (r.duration_ms * 1000.0).round().max(1.0) as u64;
-                    histogram.saturating_record(micros);
-                }
             }
             (error, _) => {
                 let kind = error.clone().unwrap_or_else(|| "unknown".to_string());
