@@ -17,6 +17,7 @@ mod capacity;
 mod checks;
 mod errors;
 mod excursion;
+mod faults;
 mod latency;
 mod load;
 mod scenario;
@@ -32,6 +33,7 @@ use crate::stress::GeneratorSaturated;
 
 pub(crate) use capacity::compare_capacity_values;
 pub(crate) use checks::compare_checks;
+pub(crate) use faults::compare_faults;
 pub(crate) use load::compare_load;
 pub(crate) use scenario::compare_scenario;
 

@@ -181,6 +181,29 @@ async fn faults_runs_through_the_controller_deviate_confirm_cancel_and_halt() {
         assert!(timeline.iter().any(|t| t == step), "{step} in {timeline:?}");
     }
 
+    // The same experiment again compares with the first: probe by probe, both deviated
+    // alike, the rollbacks alike.
+    let again = api
+        .create_run(&json!({"kind": "faults", "environment": "staging",
+            "target": target.url(), "spec": example()}))
+        .await;
+    let again = again["id"].as_str().expect("id");
+    api.wait_status(again, &["passed", "failed", "error", "refused"], LIMIT)
+        .await;
+    let (status, compared) = api
+        .get(&format!("/v1/reliability/compare?before={id}&after={again}"))
+        .await;
+    assert_eq!(status, 200, "{compared}");
+    assert_eq!(compared["verdict"], "unchanged", "{compared}");
+    let unchanged = compared["unchanged"].to_string();
+    for measure in [
+        "probe home-fast before the method",
+        "probe home-fast after the method",
+        "rollbacks",
+    ] {
+        assert!(unchanged.contains(measure), "{measure}: {compared}");
+    }
+
     // Production: waits for a person, who is named in the journal.
     let ada = stack.install.token(
         "default",

@@ -149,6 +149,7 @@ impl Prober {
             p99_ms: p99_ms(&result.latency),
             error_rate: result.error_rate,
             requests: result.counts.requests,
+            histogram: Some(result.latency.histogram),
         })
     }
 }
@@ -323,8 +324,11 @@ mod tests {
                 p99_ms,
                 error_rate,
                 requests,
+                histogram,
             } => {
                 assert_eq!(requests, 50);
+                let kept = iohr_domain::histogram::decode(&histogram.unwrap()).unwrap();
+                assert_eq!(kept.len(), 50, "the burst's latencies are kept for compare");
                 assert_eq!(error_rate, 0.0);
                 let p99 = p99_ms.unwrap();
                 assert!(p99 > 0.0 && p99 < 1000.0, "{p99}");

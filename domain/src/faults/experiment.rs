@@ -203,6 +203,9 @@ pub enum ProbeOutput {
         p99_ms: Option<f64>,
         error_rate: f64,
         requests: u64,
+        /// The burst's corrected latencies (an encoded HDR histogram, as load results keep
+        /// them): what compare judges the p99 with an interval over.
+        histogram: Option<String>,
     },
 }
 
@@ -215,7 +218,12 @@ impl ProbeOutput {
                 latency_ms,
                 body,
             } => json!({"status": status, "latency_ms": latency_ms, "body": body}),
-            other => other.for_journal(),
+            ProbeOutput::Load {
+                p99_ms,
+                error_rate,
+                requests,
+                ..
+            } => json!({"p99_ms": p99_ms, "error_rate": error_rate, "requests": requests}),
         }
     }
 
@@ -229,7 +237,11 @@ impl ProbeOutput {
                 p99_ms,
                 error_rate,
                 requests,
-            } => json!({"p99_ms": p99_ms, "error_rate": error_rate, "requests": requests}),
+                histogram,
+            } => json!({
+                "p99_ms": p99_ms, "error_rate": error_rate, "requests": requests,
+                "histogram": histogram,
+            }),
         }
     }
 }

@@ -3,9 +3,9 @@
 use serde_json::Value;
 
 use super::{Kind, RunKind, Traits};
-use crate::compare::{Comparison, not_compared};
+use crate::compare::{Comparison, compare_faults, not_compared};
 use crate::cost::RunCost;
-use crate::faults::Experiment;
+use crate::faults::{Experiment, Journal};
 use crate::finding::{FindingKind, Found, RunFacts};
 use crate::request::SpecError;
 
@@ -17,7 +17,7 @@ impl Kind for Faults {
         exclusive: true,
         https: false,
         confirmed_in_production: true,
-        compared: false,
+        compared: true,
     };
     type Spec = Experiment;
     type Plan = Experiment;
@@ -43,8 +43,14 @@ impl Kind for Faults {
         faults_findings(facts.result, found)
     }
 
-    fn compare(_before: Value, _after: Value, out: &mut Comparison) {
-        not_compared(out)
+    fn compare(before: Value, after: Value, out: &mut Comparison) {
+        match (
+            serde_json::from_value::<Journal>(before),
+            serde_json::from_value::<Journal>(after),
+        ) {
+            (Ok(b), Ok(a)) => compare_faults(&b, &a, out),
+            _ => not_compared(out),
+        }
     }
 }
 

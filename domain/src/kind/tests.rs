@@ -51,7 +51,7 @@ fn what_each_kind_may_do() {
             (RunKind::Checks, false, false, false, true),
             (RunKind::Load, true, true, false, true),
             (RunKind::Scenario, false, false, false, true),
-            (RunKind::Faults, true, false, true, false),
+            (RunKind::Faults, true, false, true, true),
             (RunKind::Capacity, true, true, false, true),
             (RunKind::Replay, true, true, false, true),
         ]
