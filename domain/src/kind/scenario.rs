@@ -1,11 +1,12 @@
 //! Scenario: a recorded, replayable drive of operations.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Kind, RunKind, Traits};
+use super::{Kind, LiveView, RunKind, Traits};
 use crate::compare::{Comparison, not_compared};
 use crate::cost::RunCost;
 use crate::finding::{ErrorLimit, Found, RunFacts, operation_findings};
@@ -50,6 +51,16 @@ impl Kind for Scenario {
 
     fn compare(_before: Value, _after: Value, out: &mut Comparison) {
         not_compared(out)
+    }
+
+    // Cheap enough to watch every minute.
+    const SCHEDULE_FLOOR: Duration = Duration::from_secs(60);
+    const STRESS_SAMPLED: bool = true;
+    const HALTED: bool = false;
+    const LIVE_VIEW: LiveView = LiveView::Seconds;
+
+    fn measured_seconds(_spec: &Value) -> Option<u64> {
+        None
     }
 }
 
