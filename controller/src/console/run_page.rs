@@ -7,6 +7,7 @@ use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use iohr_domain::capacity::CapacityResult;
 use iohr_domain::checks::ChecksResult;
+use iohr_domain::kind::LiveView;
 use iohr_domain::stress::GeneratorSaturated;
 use iohr_domain::{RunKind, RunRecord};
 use maud::{Markup, html};
@@ -112,17 +113,17 @@ fn shell_word(word: &str) -> String {
 fn live_view(run: &RunRecord) -> Markup {
     let feed = format!("/runs/{}/live", run.id);
     html! {
-        @match run.kind {
-            RunKind::Load | RunKind::Scenario | RunKind::Replay | RunKind::Capacity => {
+        @match run.kind.live_view() {
+            LiveView::Seconds => {
                 h2 { "Each second" }
                 div #plot data-feed=(feed) data-seconds="0" {}
                 p.legend { "requests/s, p50 and p99 (ms, corrected for coordinated omission) and errors/s, per second of the run" }
             }
-            RunKind::Faults => {
+            LiveView::Timeline => {
                 h2 { "Timeline" }
                 ol #timeline data-feed=(feed) {}
             }
-            _ => {}
+            LiveView::Nothing => {}
         }
         @if run.kind == RunKind::Capacity {
             @if let Some(sweep) = run.result.as_ref().and_then(|r| CapacityResult::deserialize(r).ok()) {
