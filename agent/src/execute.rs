@@ -31,10 +31,11 @@ pub fn plan(kind: RunKind, spec_json: &str) -> Result<Plan, String> {
 }
 
 /// Runs a plan to its outcome, sending frames as it goes (used by leases and by `exec`).
-/// A kind that sends load runs with a stress sampler beside it ([`crate::stress`]): its
-/// `stress` frames, and the result's `generator_saturated` when the generator set the pace.
+/// A kind whose contract says so (`Kind::STRESS_SAMPLED`: the kinds that send load) runs
+/// with a stress sampler beside it ([`crate::stress`]): its `stress` frames, and the
+/// result's `generator_saturated` when the generator set the pace.
 pub async fn run_plan(plan: Plan, ctx: &RunContext) -> Outcome {
-    if plan.kind() == RunKind::Checks {
+    if !plan.kind().stress_sampled() {
         return plan.run(ctx).await;
     }
     let watch = crate::stress::watch(ctx.frames.clone(), &ctx.cancel);

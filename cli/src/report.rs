@@ -8,12 +8,11 @@
 
 use std::io::IsTerminal;
 
-use humantime::parse_duration;
 use indicatif::{ProgressBar, ProgressStyle};
-use iohr_domain::Frame;
 use iohr_domain::faults::journal::TimelineStep;
 use iohr_domain::load::SecondSummary;
 use iohr_domain::stress::StressSecond;
+use iohr_domain::{Frame, FrameKind, RunKind};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -22,33 +21,25 @@ use crate::output::{clean, frame_line, note};
 /// The line a person reads for `frame`; `total_s` is the measured part's length when
 /// known.
 pub fn line(frame: &Frame, total_s: Option<u64>) -> String {
-    match frame.kind.as_str() {
-        "load" => clean(&SecondSummary::of(&frame.data).line(total_s)),
-        "stress" => match StressSecond::deserialize(&frame.data) {
+    match FrameKind::parse(&frame.kind) {
+        Some(FrameKind::Load) => clean(&SecondSummary::of(&frame.data).line(total_s)),
+        Some(FrameKind::Stress) => match StressSecond::deserialize(&frame.data) {
             Ok(second) => clean(&second.line()),
             Err(_) => frame_line(&frame.kind, &frame.data),
         },
-        "timeline" => match TimelineStep::deserialize(&frame.data) {
+        Some(FrameKind::Timeline) => match TimelineStep::deserialize(&frame.data) {
             Ok(step) => clean(&format!("timeline  {}", step.line())),
             Err(_) => frame_line(&frame.kind, &frame.data),
         },
+        // The other frames, and one this CLI does not know, as they came.
         _ => frame_line(&frame.kind, &frame.data),
     }
 }
 
-/// The measured seconds of a load spec: its `duration`, or the sum of its `stages`.
+/// The measured seconds of a run of `kind` with this spec, as its kind's contract reads
+/// them ([`RunKind::measured_seconds`]: a load spec's duration or stages).
 pub fn total_seconds(kind: &str, spec: Option<&Value>) -> Option<u64> {
-    let spec = spec.filter(|_| kind == "load")?;
-    let seconds = |text: &Value| text.as_str().and_then(|t| parse_duration(t).ok());
-    if let Some(duration) = spec.get("duration").and_then(seconds) {
-        return Some(duration.as_secs());
-    }
-    let stages = spec.get("stages")?.as_array()?;
-    let mut total = std::time::Duration::ZERO;
-    for stage in stages {
-        total += stage.get("duration").and_then(seconds)?;
-    }
-    (!stages.is_empty()).then_some(total.as_secs())
+    kind.parse::<RunKind>().ok()?.measured_seconds(spec?)
 }
 
 /// `--wait`'s progress on stderr: a line per frame, or on a terminal a bar for the
@@ -73,12 +64,13 @@ impl Progress {
     }
 
     pub fn frame(&self, frame: &Frame) {
-        if frame.kind == "stress" {
+        let kind = FrameKind::parse(&frame.kind);
+        if kind == Some(FrameKind::Stress) {
             return;
         }
         let text = line(frame, self.total_s);
         match &self.bar {
-            Some(bar) if frame.kind == "load" => {
+            Some(bar) if kind == Some(FrameKind::Load) => {
                 let summary = SecondSummary::of(&frame.data);
                 if summary.phase.as_deref() == Some("measure")
                     && let Some(second) = summary.second

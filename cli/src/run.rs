@@ -23,8 +23,8 @@ pub const EXIT_NO_VERDICT: u8 = 3;
 #[derive(Args, Debug)]
 #[command(group(ArgGroup::new("what").required(true).args(["spec", "scenario"])))]
 pub struct RunArgs {
-    /// What the run does: checks, load, scenario, faults, capacity or replay.
-    #[arg(long, value_name = "KIND")]
+    // The kinds in the help are the registry's.
+    #[arg(long, value_name = "KIND", help = format!("What the run does: {}", RunKind::listed("or")))]
     pub kind: RunKind,
     /// The environment the target lives in, e.g. staging.
     #[arg(long, value_name = "ENV")]

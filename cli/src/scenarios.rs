@@ -22,9 +22,8 @@ pub enum ScenariosCommand {
         /// The scenario's id: the name its versions, runs and findings are grouped under.
         #[arg(long, value_name = "NAME")]
         name: String,
-        /// The kind of run the spec is for (checks, load, scenario, faults, capacity,
-        /// replay).
-        #[arg(long, value_name = "KIND")]
+        // The kinds in the help are the registry's.
+        #[arg(long, value_name = "KIND", help = format!("The kind of run the spec is for ({})", RunKind::listed("or")))]
         kind: RunKind,
         /// A JSON file with the spec (`-` reads stdin).
         #[arg(long, value_name = "FILE")]

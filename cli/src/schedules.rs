@@ -55,8 +55,8 @@ pub struct CreateArgs {
     /// Created paused.
     #[arg(long)]
     pub paused: bool,
-    /// What the run does: checks, load, scenario, faults, capacity or replay.
-    #[arg(long, value_name = "KIND")]
+    // The kinds in the help are the registry's.
+    #[arg(long, value_name = "KIND", help = format!("What the run does: {}", RunKind::listed("or")))]
     pub kind: RunKind,
     /// The environment the target lives in, e.g. staging.
     #[arg(long, value_name = "ENV")]

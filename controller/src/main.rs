@@ -270,9 +270,15 @@ struct PlanArgs {
     /// unlimited).
     #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
     units_per_month: Option<i64>,
-    /// How often a schedule of a kind may fire, such as checks=30s (repeatable; default:
-    /// load, capacity, replay and faults hourly, checks and scenario every minute).
-    #[arg(long = "schedule-floor", value_parser = iohr_controller::schedule::floors::parse_override)]
+    // The defaults in the help come from each kind's contract.
+    #[arg(
+        long = "schedule-floor",
+        value_parser = iohr_controller::schedule::floors::parse_override,
+        help = format!(
+            "How often a schedule of a kind may fire, such as checks=30s (repeatable; default: {})",
+            iohr_controller::schedule::floors::defaults_text()
+        )
+    )]
     schedule_floors: Vec<(iohr_domain::RunKind, Duration)>,
 }
 

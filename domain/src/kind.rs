@@ -6,10 +6,12 @@
 //! confirmed in production), the findings its result gives and how two of its results
 //! compare. [`visit`] is the registry, the one `match` over the kinds, generated from the
 //! list with the enum, its words and `ALL`: the controller, the findings and compare reach
-//! every kind through it, and the trait names every item the new kind must fill. The agent keeps its own registry for what only it does (executing, dry runs).
+//! every kind through it, as do the surfaces for what they decide by kind
+//! ([`decisions`]), and the trait names every item the new kind must fill. The agent keeps its own registry for what only it does (executing, dry runs).
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -21,8 +23,11 @@ use crate::load::{AgentLoss, LoadResult, MergeError, Share, Threshold};
 use crate::request::SpecError;
 use crate::run::{RunStatus, UnknownWord};
 
+pub use decisions::LiveView;
+
 pub mod capacity;
 pub mod checks;
+pub mod decisions;
 pub mod faults;
 pub mod load;
 pub mod replay;
@@ -90,6 +95,24 @@ pub trait Kind {
     fn merge_shares(_plan: &Self::Plan, _results: &[Value]) -> Result<MergedRun, MergeError> {
         Err(MergeError::NotSplit(Self::KIND))
     }
+
+    // What each surface decides by the kind ([`decisions`]): no defaults, so that a new
+    // kind says each of them.
+    /// How often a schedule of this kind may fire unless the account's plan says
+    /// otherwise (`set-plan --schedule-floor`).
+    const SCHEDULE_FLOOR: Duration;
+    /// Whether the agent samples its own stress (CPU, lag, sockets) beside a run of this
+    /// kind: the kinds that send load, whose result then says when the generator set the
+    /// pace ([`crate::stress`]).
+    const STRESS_SAMPLED: bool;
+    /// Whether `POST /halt` (stop the account's experiments now) cancels this kind's
+    /// queued and running runs.
+    const HALTED: bool;
+    /// What the run's page draws from its live feed.
+    const LIVE_VIEW: LiveView;
+    /// The measured part's length in seconds, read leniently from the spec as sent (the
+    /// CLI's progress bar); `None` when the spec does not say it or the kind has none.
+    fn measured_seconds(spec: &Value) -> Option<u64>;
 
     /// Reads and plans a spec in one step.
     fn read(value: &Value) -> Result<(Self::Spec, Self::Plan), SpecError> {

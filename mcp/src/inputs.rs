@@ -1,6 +1,7 @@
 //! The tools' inputs: JSON Schemas (schemars) for the client, strict like REST's bodies.
 //! Optional fields left out are left out of the REST call, so REST's defaults apply.
 
+use iohr_domain::RunKind;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -9,11 +10,19 @@ use serde_json::Value;
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartRun {
-    /// checks, load, scenario, faults, capacity or replay.
+    // The kinds in the description are the registry's.
+    #[schemars(description = format!("{}.", RunKind::listed("or")))]
     pub kind: String,
     /// An environment of the account, e.g. `staging`.
     pub environment: String,
-    /// `http://HOST[:PORT][/PATH]` (https:// for load, replay and capacity).
+    // The kinds whose engine speaks TLS, as their contracts say.
+    #[schemars(description = format!(
+        "`http://HOST[:PORT][/PATH]` (https:// for {}).",
+        iohr_domain::kind::decisions::listed(
+            RunKind::ALL.iter().filter(|k| k.traits().https).map(|k| k.as_str()),
+            "and"
+        )
+    ))]
     pub target: String,
     /// The kind's spec inline, e.g. `{"checks": [{"path": "/"}]}` (or give `scenario`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

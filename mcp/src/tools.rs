@@ -285,8 +285,28 @@ impl Tools {
     }
 }
 
-#[tool_handler(
-    name = "iohr",
-    instructions = "iohr reliability: start checks, load, scenario, faults, capacity and replay runs against a target, wait for them, and compare two runs of one scenario (before and after a change). Calls have the REST API's scopes: reading needs reliability:read, starting a run reliability:run."
-)]
-impl ServerHandler for Tools {}
+#[tool_handler(name = "iohr")]
+impl ServerHandler for Tools {
+    // Written out (not the macro's `instructions`, a literal) so that the kinds named are
+    // the registry's; otherwise what the macro would generate.
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            rmcp::model::ServerCapabilities::builder()
+                .enable_tools()
+                .build(),
+        )
+        .with_server_info(rmcp::model::Implementation::new(
+            "iohr",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(instructions())
+    }
+}
+
+/// What the server tells a client it is for.
+fn instructions() -> String {
+    format!(
+        "iohr reliability: start {} runs against a target, wait for them, and compare two runs of one scenario (before and after a change). Calls have the REST API's scopes: reading needs reliability:read, starting a run reliability:run.",
+        iohr_domain::RunKind::listed("and")
+    )
+}

@@ -12,6 +12,7 @@ use iohr_agent::kinds::registry;
 use iohr_agent::kinds::{FrameSender, NewFrame, Outcome, RunContext};
 use iohr_agent::load::TargetOptions;
 use iohr_domain::RunKind;
+use iohr_domain::kind::decisions::listed;
 use iohr_domain::load::Share;
 use iohr_domain::scenario_kind;
 use tokio_util::sync::CancellationToken;
@@ -83,15 +84,17 @@ async fn run(
         output,
     } = report;
     let kind: RunKind = kind.parse()?;
-    let scenario = kind == RunKind::Scenario;
-    if !scenario && source.ops_file.is_some() {
-        bail!("--ops-file applies to --kind scenario only");
+    if source.ops_file.is_some() && !registry::takes_ops_file(kind) {
+        let takers = registry::SUPPORTED_KINDS
+            .iter()
+            .filter(|k| registry::takes_ops_file(**k))
+            .map(|k| k.as_str());
+        bail!(
+            "--ops-file applies to --kind {} only",
+            listed(takers, "and")
+        );
     }
-    if scenario {
-        // Before the general rule, so that a localhost target is refused with the reason.
-        scenario_kind::check_base_url(target)?;
-    }
-    iohr_domain::target::validate_target(target)?;
+    registry::exec_target(kind, target)?;
     let text = source.read()?;
     let plan = execute::plan(kind, &text).map_err(anyhow::Error::msg)?;
     let run_id = format!("exec-{}", std::process::id());

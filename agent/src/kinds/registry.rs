@@ -7,6 +7,7 @@ use std::future::Future;
 
 use iohr_domain::kind::Kind as Contract;
 use iohr_domain::load::Share;
+use iohr_domain::target::TargetError;
 use serde_json::Value;
 
 use super::{Outcome, RunContext};
@@ -24,6 +25,16 @@ pub trait Kind {
     /// `exec` opens the fault ledger (and holds its lock) only for a kind that needs it:
     /// other kinds run side by side freely.
     const NEEDS_FAULTS: bool = false;
+
+    /// `exec --ops-file`: whether the kind takes an ops file's operations into its spec
+    /// (scenario); `exec` refuses the flag for the others.
+    const OPS_FILE: bool = false;
+
+    /// `exec`: the target as this kind accepts it, checked before the spec is read (the
+    /// API checks a lease's): the general rule, or the kind's own (scenario's base URL).
+    fn exec_target(target: &str) -> Result<(), TargetError> {
+        iohr_domain::target::validate_target(target)
+    }
 
     /// The plan as the agent holds it, from the contract's.
     fn from_contract(plan: <Self::Contract as Contract>::Plan) -> Self::Plan;
@@ -167,6 +178,18 @@ macro_rules! kinds {
             }
         }
 
+        pub fn takes_ops_file(kind: ::iohr_domain::RunKind) -> bool {
+            match kind {
+                $(::iohr_domain::RunKind::$variant => <$kind as $crate::kinds::registry::Kind>::OPS_FILE),*
+            }
+        }
+
+        pub fn exec_target(kind: ::iohr_domain::RunKind, target: &str) -> Result<(), ::iohr_domain::target::TargetError> {
+            match kind {
+                $(::iohr_domain::RunKind::$variant => <$kind as $crate::kinds::registry::Kind>::exec_target(target)),*
+            }
+        }
+
         pub fn summary(kind: ::iohr_domain::RunKind, result: &::serde_json::Value) -> Option<Vec<String>> {
             match kind {
                 $(::iohr_domain::RunKind::$variant => <$kind as $crate::kinds::registry::Kind>::summary(result)),*
@@ -184,7 +207,9 @@ macro_rules! kinds {
 pub(crate) use kinds;
 
 // What `kinds!` generated in [`crate::kinds`], where the list is.
-pub use super::{Plan, SUPPORTED_KINDS, needs_faults, stored, summary};
+pub use super::{
+    Plan, SUPPORTED_KINDS, exec_target, needs_faults, stored, summary, takes_ops_file,
+};
 
 #[cfg(test)]
 mod tests {

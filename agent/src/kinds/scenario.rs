@@ -52,8 +52,15 @@ impl Kind for Scenario {
     type Contract = iohr_domain::kind::scenario::Scenario;
     type Plan = ScenarioSpec;
 
+    const OPS_FILE: bool = true;
+
     fn from_contract(plan: ScenarioSpec) -> ScenarioSpec {
         plan
+    }
+
+    /// Before the general rule, so that a localhost target is refused with the reason.
+    fn exec_target(target: &str) -> Result<(), iohr_domain::target::TargetError> {
+        check_base_url(target)
     }
 
     async fn run(spec: ScenarioSpec, ctx: &RunContext) -> Outcome {

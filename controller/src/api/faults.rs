@@ -144,10 +144,16 @@ pub async fn halt(
         None => format!("halted by {actor}"),
     };
     let account_id = caller.account_id().to_string();
-    let runs = shared
-        .store
-        .unfinished_runs_of_kind(&account_id, RunKind::Faults.as_str())
-        .await?;
+    // The kinds a halt stops are their contracts' (`Kind::HALTED`): the experiments.
+    let mut runs = Vec::new();
+    for kind in RunKind::ALL.into_iter().filter(|k| k.halted()) {
+        runs.extend(
+            shared
+                .store
+                .unfinished_runs_of_kind(&account_id, kind.as_str())
+                .await?,
+        );
+    }
     let mut halted = Vec::with_capacity(runs.len());
     for run in runs {
         shared

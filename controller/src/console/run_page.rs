@@ -7,6 +7,7 @@ use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use iohr_domain::capacity::CapacityResult;
 use iohr_domain::checks::ChecksResult;
+use iohr_domain::kind::LiveView;
 use iohr_domain::stress::GeneratorSaturated;
 use iohr_domain::{RunKind, RunRecord};
 use maud::{Markup, html};
@@ -112,17 +113,17 @@ fn shell_word(word: &str) -> String {
 fn live_view(run: &RunRecord) -> Markup {
     let feed = format!("/runs/{}/live", run.id);
     html! {
-        @match run.kind {
-            RunKind::Load | RunKind::Scenario | RunKind::Replay | RunKind::Capacity => {
+        @match run.kind.live_view() {
+            LiveView::Seconds => {
                 h2 { "Each second" }
                 div #plot data-feed=(feed) data-seconds="0" {}
                 p.legend { "requests/s, p50 and p99 (ms, corrected for coordinated omission) and errors/s, per second of the run" }
             }
-            RunKind::Faults => {
+            LiveView::Timeline => {
                 h2 { "Timeline" }
                 ol #timeline data-feed=(feed) {}
             }
-            _ => {}
+            LiveView::Nothing => {}
         }
         @if run.kind == RunKind::Capacity {
             @if let Some(sweep) = run.result.as_ref().and_then(|r| CapacityResult::deserialize(r).ok()) {
@@ -214,7 +215,7 @@ fn findings(run: &RunRecord) -> Markup {
 
 #[cfg(test)]
 mod tests {
-    use super::shell_word;
+    use super::*;
 
     #[test]
     fn words_are_quoted_only_when_the_shell_would_read_them_otherwise() {
@@ -228,5 +229,44 @@ mod tests {
         assert_eq!(shell_word("it's"), r"'it'\''s'");
         assert_eq!(shell_word("$(rm)"), "'$(rm)'");
         assert_eq!(shell_word(""), "''");
+    }
+
+    fn record(kind: RunKind) -> RunRecord {
+        serde_json::from_value(serde_json::json!({
+            "id": "r1", "kind": kind, "scenario": {"id": "s1", "version": "sha256:ab"},
+            "environment": "staging", "target": "http://127.0.0.1:9", "executor": "any",
+            "agent": null, "started_by": {"type": "token", "id": "t1"},
+            "status": "running", "reason": null, "result": null, "findings": [],
+            "units": {"reserved": 0, "spent": 0}, "created_at": "2026-10-07T10:00:00Z",
+            "started_at": null, "ended_at": null
+        }))
+        .expect("record")
+    }
+
+    /// The live view is the kind contract's: a plot of the seconds, a faults run's
+    /// timeline, nothing for checks.
+    #[test]
+    fn each_kind_gets_the_live_view_its_contract_names() {
+        for kind in RunKind::ALL {
+            let page = live_view(&record(kind)).into_string();
+            let (plot, timeline) = (page.contains(r#"id="plot""#), page.contains("timeline"));
+            let expected = match kind.live_view() {
+                LiveView::Seconds => (true, false),
+                LiveView::Timeline => (false, true),
+                LiveView::Nothing => (false, false),
+            };
+            assert_eq!((plot, timeline), expected, "{kind}: {page}");
+        }
+        assert!(live_view(&record(RunKind::Checks)).into_string().is_empty());
+        assert!(
+            live_view(&record(RunKind::Faults))
+                .into_string()
+                .contains("Timeline")
+        );
+        assert!(
+            live_view(&record(RunKind::Load))
+                .into_string()
+                .contains("Each second")
+        );
     }
 }

@@ -7,13 +7,19 @@ use std::time::Duration;
 
 use iohr_domain::RunKind;
 
-/// The default floor of a kind: load, capacity, replay and faults at most hourly; checks
-/// and scenario runs every minute.
+/// The default floor of a kind: its contract's ([`iohr_domain::kind::Kind::SCHEDULE_FLOOR`]).
 pub fn default_floor(kind: RunKind) -> Duration {
-    match kind {
-        RunKind::Checks | RunKind::Scenario => Duration::from_secs(60),
-        _ => Duration::from_secs(3600),
-    }
+    kind.schedule_floor()
+}
+
+/// Every kind's default floor as `set-plan --schedule-floor`'s help says it:
+/// `checks=1m, load=1h, ...`.
+pub fn defaults_text() -> String {
+    RunKind::ALL
+        .iter()
+        .map(|k| format!("{k}={}", humantime::format_duration(k.schedule_floor())))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The floor of `kind` under an account's stored overrides (overrides that do not parse

@@ -1,8 +1,10 @@
 //! Capacity: a sweep of load steps, the highest rate that meets an SLO and the knee.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
-use super::{Kind, RunKind, Traits};
+use super::{Kind, LiveView, RunKind, Traits};
 use crate::capacity::{CapacityPlan, CapacitySpec};
 use crate::compare::{Comparison, compare_capacity_values};
 use crate::cost::RunCost;
@@ -60,6 +62,16 @@ impl Kind for Capacity {
 
     fn compare(before: Value, after: Value, out: &mut Comparison) {
         compare_capacity_values(before, after, out)
+    }
+
+    // It loads the target: at most hourly.
+    const SCHEDULE_FLOOR: Duration = Duration::from_secs(3600);
+    const STRESS_SAMPLED: bool = true;
+    const HALTED: bool = false;
+    const LIVE_VIEW: LiveView = LiveView::Seconds;
+
+    fn measured_seconds(_spec: &Value) -> Option<u64> {
+        None
     }
 }
 

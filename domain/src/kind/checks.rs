@@ -1,8 +1,10 @@
 //! Checks: HTTP surface checks and invariants, one verdict each.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
-use super::{Kind, RunKind, Traits};
+use super::{Kind, LiveView, RunKind, Traits};
 use crate::checks::{ChecksResult, ChecksSpec};
 use crate::compare::{Comparison, compare_checks, not_compared};
 use crate::cost::RunCost;
@@ -46,6 +48,16 @@ impl Kind for Checks {
             (Ok(b), Ok(a)) => compare_checks(&b, &a, out),
             _ => not_compared(out),
         }
+    }
+
+    // Cheap enough to watch every minute.
+    const SCHEDULE_FLOOR: Duration = Duration::from_secs(60);
+    const STRESS_SAMPLED: bool = false;
+    const HALTED: bool = false;
+    const LIVE_VIEW: LiveView = LiveView::Nothing;
+
+    fn measured_seconds(_spec: &Value) -> Option<u64> {
+        None
     }
 }
 

@@ -1,8 +1,10 @@
 //! Faults: chaos experiments in the Chaos Toolkit's shape.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
-use super::{Kind, RunKind, Traits};
+use super::{Kind, LiveView, RunKind, Traits};
 use crate::compare::{Comparison, compare_faults, not_compared};
 use crate::cost::RunCost;
 use crate::faults::{Experiment, Journal};
@@ -51,6 +53,16 @@ impl Kind for Faults {
             (Ok(b), Ok(a)) => compare_faults(&b, &a, out),
             _ => not_compared(out),
         }
+    }
+
+    // It loads the target: at most hourly.
+    const SCHEDULE_FLOOR: Duration = Duration::from_secs(3600);
+    const STRESS_SAMPLED: bool = true;
+    const HALTED: bool = true;
+    const LIVE_VIEW: LiveView = LiveView::Timeline;
+
+    fn measured_seconds(_spec: &Value) -> Option<u64> {
+        None
     }
 }
 

@@ -1,8 +1,10 @@
 //! Load: an open or closed model against the target's operations.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
-use super::{Kind, RunKind, Traits};
+use super::{Kind, LiveView, RunKind, Traits};
 use crate::compare::{Comparison, compare_load, not_compared};
 use crate::cost::RunCost;
 use crate::finding::{Found, NamedCounts, RunFacts, operation_findings, spec_error_limit};
@@ -76,6 +78,16 @@ impl Kind for Load {
     fn compare(before: Value, after: Value, out: &mut Comparison) {
         compare_load_values(before, after, out)
     }
+
+    // It loads the target: at most hourly.
+    const SCHEDULE_FLOOR: Duration = Duration::from_secs(3600);
+    const STRESS_SAMPLED: bool = true;
+    const HALTED: bool = false;
+    const LIVE_VIEW: LiveView = LiveView::Seconds;
+
+    fn measured_seconds(spec: &Value) -> Option<u64> {
+        measured_seconds(spec)
+    }
 }
 
 /// An operation over the spec's error-rate limit (load and replay results).
@@ -97,4 +109,22 @@ pub(crate) fn compare_load_values(before: Value, after: Value, out: &mut Compari
         (Ok(b), Ok(a)) => compare_load(&b, &a, out),
         _ => not_compared(out),
     }
+}
+
+/// The measured seconds of a load spec as sent: its `duration`, or the sum of its
+/// `stages` (read from the JSON alone, so that a progress bar needs no planned spec).
+fn measured_seconds(spec: &Value) -> Option<u64> {
+    let seconds = |text: &Value| {
+        text.as_str()
+            .and_then(|t| humantime::parse_duration(t).ok())
+    };
+    if let Some(duration) = spec.get("duration").and_then(seconds) {
+        return Some(duration.as_secs());
+    }
+    let stages = spec.get("stages")?.as_array()?;
+    let mut total = Duration::ZERO;
+    for stage in stages {
+        total += stage.get("duration").and_then(seconds)?;
+    }
+    (!stages.is_empty()).then_some(total.as_secs())
 }

@@ -1,8 +1,10 @@
 //! Replay: a recorded log's requests sent again with their spacing, on the load engine.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
-use super::{Kind, RunKind, Traits};
+use super::{Kind, LiveView, RunKind, Traits};
 use crate::compare::Comparison;
 use crate::cost::RunCost;
 use crate::finding::{Found, RunFacts};
@@ -83,5 +85,15 @@ impl Kind for Replay {
 
     fn compare(before: Value, after: Value, out: &mut Comparison) {
         super::load::compare_load_values(before, after, out)
+    }
+
+    // It loads the target: at most hourly.
+    const SCHEDULE_FLOOR: Duration = Duration::from_secs(3600);
+    const STRESS_SAMPLED: bool = true;
+    const HALTED: bool = false;
+    const LIVE_VIEW: LiveView = LiveView::Seconds;
+
+    fn measured_seconds(_spec: &Value) -> Option<u64> {
+        None
     }
 }

@@ -1,11 +1,12 @@
 //! Scenario: a recorded, replayable drive of operations.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Kind, RunKind, Traits};
+use super::{Kind, LiveView, RunKind, Traits};
 use crate::compare::{Comparison, compare_scenario, not_compared};
 use crate::cost::RunCost;
 use crate::finding::{ErrorLimit, Found, RunFacts, operation_findings};
@@ -57,6 +58,16 @@ impl Kind for Scenario {
             (Ok(b), Ok(a)) => compare_scenario(&b, &a, out),
             _ => not_compared(out),
         }
+    }
+
+    // Cheap enough to watch every minute.
+    const SCHEDULE_FLOOR: Duration = Duration::from_secs(60);
+    const STRESS_SAMPLED: bool = true;
+    const HALTED: bool = false;
+    const LIVE_VIEW: LiveView = LiveView::Seconds;
+
+    fn measured_seconds(_spec: &Value) -> Option<u64> {
+        None
     }
 }
 

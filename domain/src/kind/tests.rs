@@ -152,3 +152,62 @@ fn a_run_splits_over_agents_only_where_its_kind_and_connections_allow() {
         "spec"
     );
 }
+
+/// What the surfaces decide by the kind: the schedule floor, the stress sampler, the
+/// halt and the run page's live view, one row per kind.
+#[test]
+fn what_each_surface_decides_by_the_kind() {
+    use std::time::Duration;
+    let table: Vec<(RunKind, Duration, bool, bool, LiveView)> = RunKind::ALL
+        .iter()
+        .map(|k| {
+            (
+                *k,
+                k.schedule_floor(),
+                k.stress_sampled(),
+                k.halted(),
+                k.live_view(),
+            )
+        })
+        .collect();
+    let minute = Duration::from_secs(60);
+    let hour = Duration::from_secs(3600);
+    assert_eq!(
+        table,
+        vec![
+            (RunKind::Checks, minute, false, false, LiveView::Nothing),
+            (RunKind::Load, hour, true, false, LiveView::Seconds),
+            (RunKind::Scenario, minute, true, false, LiveView::Seconds),
+            (RunKind::Faults, hour, true, true, LiveView::Timeline),
+            (RunKind::Capacity, hour, true, false, LiveView::Seconds),
+            (RunKind::Replay, hour, true, false, LiveView::Seconds),
+        ]
+    );
+}
+
+/// The CLI's progress bar: a load spec's `duration` or the sum of its `stages`, read
+/// from the JSON as sent; no other kind has a measured length to show.
+#[test]
+fn only_a_load_spec_says_its_measured_seconds() {
+    let spec = json!({"duration": "1m"});
+    assert_eq!(RunKind::Load.measured_seconds(&spec), Some(60));
+    let staged = json!({"stages": [{"duration": "10s", "target": 5},
+        {"duration": "20s", "target": 0}]});
+    assert_eq!(RunKind::Load.measured_seconds(&staged), Some(30));
+    assert_eq!(RunKind::Load.measured_seconds(&json!({"stages": []})), None);
+    let bad = json!({"stages": [{"duration": "soon"}]});
+    assert_eq!(RunKind::Load.measured_seconds(&bad), None);
+    for kind in RunKind::ALL.into_iter().filter(|k| *k != RunKind::Load) {
+        assert_eq!(kind.measured_seconds(&spec), None, "{kind}");
+    }
+}
+
+#[test]
+fn help_texts_list_every_kind_in_the_registry_order() {
+    assert_eq!(
+        RunKind::listed("or"),
+        "checks, load, scenario, faults, capacity or replay"
+    );
+    assert_eq!(super::decisions::listed(["a"], "and"), "a");
+    assert_eq!(super::decisions::listed([], "and"), "");
+}
