@@ -21,6 +21,7 @@ use super::{
     agents, audit, compare, events, faults, feed, findings, runs, scenarios, schedules, secrets,
     stream, webhooks,
 };
+use crate::store::EVENT_TYPES;
 use iohr_domain::RunRecord;
 use iohr_domain::finding::Finding;
 
@@ -59,6 +60,8 @@ pub const ERROR_CODES: &[&str] = &[
     "kind_mismatch",
     "spec_or_scenario",
     "run_too_long",
+    "invalid_agents",
+    "agents_not_placeable",
     "too_many_queued",
     "unknown_secret",
     "conflict",
@@ -135,6 +138,44 @@ impl PartialSchema for ApiErrorDetail {
 
 impl ToSchema for ApiErrorDetail {}
 
+/// The formats a webhook delivers in (`format` of `POST /webhooks`): the list the API
+/// checks a subscription's format against and the schema `WebhookFormat` lists.
+pub const WEBHOOK_FORMATS: &[&str] = &["standard", "slack"];
+
+/// A string schema that is one of `words`.
+fn words_schema(description: &str, words: &[&str]) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(description))
+        .enum_values(Some(words.iter().copied()))
+        .into()
+}
+
+/// An event type a webhook subscribes to (`events` of `POST /webhooks`).
+pub struct WebhookEvent;
+
+impl PartialSchema for WebhookEvent {
+    fn schema() -> RefOr<Schema> {
+        words_schema("An event type of the account's events", &EVENT_TYPES)
+    }
+}
+
+impl ToSchema for WebhookEvent {}
+
+/// How a webhook's deliveries are written (`format` of `POST /webhooks`).
+pub struct WebhookFormat;
+
+impl PartialSchema for WebhookFormat {
+    fn schema() -> RefOr<Schema> {
+        words_schema(
+            "`standard` (the event as JSON) or `slack` (an incoming webhook's `{\"text\"}`)",
+            WEBHOOK_FORMATS,
+        )
+    }
+}
+
+impl ToSchema for WebhookFormat {}
+
 /// A page of runs, newest first (`GET /v1/reliability/runs`).
 #[allow(dead_code)] // a schema: the page is written by `page::page_answer`
 #[derive(ToSchema)]
@@ -202,8 +243,8 @@ pages for people at `/` (docs/console.md)."
         healthz,
         serve,
     ),
-    components(schemas(ApiErrorBody, ApiErrorDetail)),
-    modifiers(&Common),
+    components(schemas(ApiErrorBody, ApiErrorDetail, WebhookEvent, WebhookFormat)),
+    modifiers(&Common, &NoNul),
     tags(
         (name = "runs", description = "Start, read, list and cancel runs"),
         (name = "events", description = "A run's live frames"),
@@ -264,6 +305,17 @@ impl Modify for Common {
                 responses.entry("401".into()).or_insert_with(|| {
                     error_response("`unauthorized`: no bearer token, or one unknown or revoked")
                 });
+                let crowded = "`too_many_requests` (with `Retry-After`): the controller's bound \
+                               on requests in flight; `too_many_account_requests`: this \
+                               account's share of it";
+                match responses.get_mut("429") {
+                    Some(RefOr::T(response)) => {
+                        response.description = format!("{}; {crowded}", response.description);
+                    }
+                    _ => {
+                        responses.insert("429".into(), error_response(crowded));
+                    }
+                }
                 responses.entry("503".into()).or_insert_with(|| {
                     error_response(
                         "`store_unavailable`: the store failed; `busy` (with `Retry-After`): the \
@@ -273,6 +325,109 @@ impl Modify for Common {
                 });
             }
         }
+    }
+}
+
+/// What a string the API reads may hold: no NUL (refused with 400 `invalid_text`, since
+/// PostgreSQL stores none).
+pub const NO_NUL: &str = "^[^\\u0000]*$";
+
+/// Every string a request may carry (a parameter, or in a body's schema and the schemas
+/// it names) says it holds no NUL: a schema-valid request is then not refused for it.
+struct NoNul;
+
+impl Modify for NoNul {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let mut named = Vec::new();
+        for item in openapi.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.patch,
+                &mut item.delete,
+            ];
+            for operation in operations.into_iter().flatten() {
+                for parameter in operation.parameters.iter_mut().flatten() {
+                    if let RefOr::T(parameter) = parameter
+                        && let Some(schema) = parameter.schema.as_mut()
+                    {
+                        no_nul(schema, &mut named);
+                    }
+                }
+                if let Some(RefOr::T(body)) = operation.request_body.as_mut() {
+                    for content in body.content.values_mut() {
+                        if let RefOr::T(content) = content
+                            && let Some(schema) = content.schema.as_mut()
+                        {
+                            no_nul(schema, &mut named);
+                        }
+                    }
+                }
+            }
+        }
+        let Some(components) = openapi.components.as_mut() else {
+            return;
+        };
+        let mut done = Vec::new();
+        while let Some(name) = named.pop() {
+            if done.contains(&name) {
+                continue;
+            }
+            if let Some(schema) = components.schemas.get_mut(&name) {
+                no_nul(schema, &mut named);
+            }
+            done.push(name);
+        }
+    }
+}
+
+/// `schema`'s strings get [`NO_NUL`]; the components it names are pushed on `named`.
+fn no_nul(schema: &mut RefOr<Schema>, named: &mut Vec<String>) {
+    use utoipa::openapi::schema::{AdditionalProperties, ArrayItems, SchemaType};
+    let schema = match schema {
+        RefOr::Ref(reference) => {
+            if let Some(name) = reference.ref_location.strip_prefix("#/components/schemas/") {
+                named.push(name.to_string());
+            }
+            return;
+        }
+        RefOr::T(schema) => schema,
+    };
+    let items = match schema {
+        Schema::Object(object) => {
+            let string = match &object.schema_type {
+                SchemaType::Type(kind) => *kind == Type::String,
+                SchemaType::Array(kinds) => kinds.contains(&Type::String),
+                SchemaType::AnyValue => false,
+            };
+            // An enum or a format says more than the pattern would.
+            if string
+                && object.enum_values.is_none()
+                && object.format.is_none()
+                && object.pattern.is_none()
+            {
+                object.pattern = Some(NO_NUL.to_string());
+            }
+            let mut inner: Vec<&mut RefOr<Schema>> = object.properties.values_mut().collect();
+            if let Some(AdditionalProperties::RefOr(extra)) =
+                object.additional_properties.as_deref_mut()
+            {
+                inner.push(extra);
+            }
+            inner
+        }
+        Schema::Array(array) => match &mut array.items {
+            ArrayItems::RefOrSchema(items) => vec![items.as_mut()],
+            _ => Vec::new(),
+        },
+        Schema::OneOf(one_of) => one_of.items.iter_mut().collect(),
+        Schema::AllOf(all_of) => all_of.items.iter_mut().collect(),
+        Schema::AnyOf(any_of) => any_of.items.iter_mut().collect(),
+        _ => Vec::new(),
+    };
+    for inner in items {
+        no_nul(inner, named);
     }
 }
 
@@ -326,6 +481,9 @@ pub async fn healthz() -> &'static str {
 pub async fn serve() -> impl IntoResponse {
     ([(CONTENT_TYPE, "application/json")], DOCUMENT.as_str())
 }
+
+#[cfg(test)]
+mod contract;
 
 #[cfg(test)]
 mod tests {
