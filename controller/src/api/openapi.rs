@@ -9,10 +9,12 @@
 //! requirement gets the shared 400 `invalid_text`, 401 and 503 answers from [`Common`];
 //! each declares its own 4xx with the codes it answers.
 
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
+use utoipa::openapi::path::ParameterIn;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder, Schema, Type};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
@@ -138,6 +140,32 @@ impl PartialSchema for ApiErrorDetail {
 
 impl ToSchema for ApiErrorDetail {}
 
+/// One server-sent event of a `text/event-stream` answer, as an event-stream parser reads
+/// it (the schema of each event, not of the stream's text).
+pub struct SseEvent;
+
+impl PartialSchema for SseEvent {
+    fn schema() -> RefOr<Schema> {
+        let text = |description: &str| {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some(description))
+        };
+        ObjectBuilder::new()
+            .description(Some(
+                "One server-sent event: `id` (to resume after it with `Last-Event-ID`), `event` \
+                 (its type) and `data` (one JSON object, as text)",
+            ))
+            .property("id", text("The event's id: a frame number or an event seq"))
+            .property("event", text("The frame's kind, or the event's type"))
+            .property("data", text("One JSON object"))
+            .required("data")
+            .into()
+    }
+}
+
+impl ToSchema for SseEvent {}
+
 /// The formats a webhook delivers in (`format` of `POST /webhooks`): the list the API
 /// checks a subscription's format against and the schema `WebhookFormat` lists.
 pub const WEBHOOK_FORMATS: &[&str] = &["standard", "slack"];
@@ -243,7 +271,7 @@ pages for people at `/` (docs/console.md)."
         healthz,
         serve,
     ),
-    components(schemas(ApiErrorBody, ApiErrorDetail, WebhookEvent, WebhookFormat)),
+    components(schemas(ApiErrorBody, ApiErrorDetail, SseEvent, WebhookEvent, WebhookFormat)),
     modifiers(&Common, &NoNul),
     tags(
         (name = "runs", description = "Start, read, list and cancel runs"),
@@ -289,6 +317,7 @@ impl Modify for Common {
                 &mut item.delete,
             ];
             for operation in operations.into_iter().flatten() {
+                event_streams(&mut operation.responses.responses);
                 if operation.security.is_none() {
                     continue;
                 }
@@ -352,6 +381,9 @@ impl Modify for NoNul {
                     if let RefOr::T(parameter) = parameter
                         && let Some(schema) = parameter.schema.as_mut()
                     {
+                        if parameter.parameter_in == ParameterIn::Header {
+                            not_null(schema);
+                        }
                         no_nul(schema, &mut named);
                     }
                 }
@@ -378,6 +410,24 @@ impl Modify for NoNul {
                 no_nul(schema, &mut named);
             }
             done.push(name);
+        }
+    }
+}
+
+/// A header is text or absent, never `null`: an optional header's schema (utoipa makes
+/// an `Option` nullable) is its type alone.
+fn not_null(schema: &mut RefOr<Schema>) {
+    use utoipa::openapi::schema::SchemaType;
+    if let RefOr::T(Schema::Object(object)) = schema
+        && let SchemaType::Array(kinds) = &object.schema_type
+    {
+        let kinds: Vec<Type> = kinds
+            .iter()
+            .filter(|k| **k != Type::Null)
+            .cloned()
+            .collect();
+        if let [only] = kinds.as_slice() {
+            object.schema_type = SchemaType::Type(only.clone());
         }
     }
 }
@@ -428,6 +478,20 @@ fn no_nul(schema: &mut RefOr<Schema>, named: &mut Vec<String>) {
     };
     for inner in items {
         no_nul(inner, named);
+    }
+}
+
+/// A `text/event-stream` answer's schema is one event's: OpenAPI 3.2's `itemSchema`, as
+/// event-stream tools (schemathesis) read it, with no `schema`, which OpenAPI 3.1 reads as
+/// the whole text and schemathesis as the list of events.
+fn event_streams(responses: &mut BTreeMap<String, RefOr<utoipa::openapi::Response>>) {
+    for response in responses.values_mut() {
+        if let RefOr::T(response) = response
+            && let Some(RefOr::T(content)) = response.content.get_mut("text/event-stream")
+            && let Some(schema) = content.schema.take()
+        {
+            content.item_schema = Some(schema);
+        }
     }
 }
 
