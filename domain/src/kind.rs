@@ -282,6 +282,10 @@ macro_rules! kinds {
         /// What a run does: every kind runs on agents (see `iohr_agent::execute`).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+        // utoipa does not read the variants' `serde(rename = $word)` through the macro's
+        // fragment, and every word is the variant in lower case (the words stay checked by
+        // the controller's test that round-trips every schema enum through serde).
+        #[cfg_attr(feature = "openapi", schema(rename_all = "lowercase"))]
         pub enum RunKind {
             $(#[serde(rename = $word)] $variant),*
         }

@@ -199,6 +199,7 @@ impl Viewer {
 #[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// Same as `Last-Event-ID`, for clients that cannot set headers.
+    #[param(format = "uint64", maximum = 18446744073709551615usize)]
     after: Option<u64>,
 }
 
@@ -234,11 +235,11 @@ pub fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
     security(("bearer" = [])),
     params(
         ("id" = String, Path, description = "The run's id"),
-        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this frame number"),
+        ("Last-Event-ID" = Option<u64>, Header, format = "uint64", maximum = 18446744073709551615usize, description = "Resume after this frame number"),
         EventsQuery,
     ),
     responses(
-        (status = 200, description = "The frames, as `text/event-stream`", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "The frames, as `text/event-stream`", body = super::openapi::SseEvent, content_type = "text/event-stream"),
         (status = 400, description = "`invalid_query`, `invalid_last_event_id`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
         (status = 404, description = "`not_found`: no such run in this account", body = super::openapi::ApiErrorBody),

@@ -40,11 +40,11 @@ pub struct FeedQuery {
     operation_id = "account_events",
     security(("bearer" = [])),
     params(
-        ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this event seq"),
+        ("Last-Event-ID" = Option<i64>, Header, minimum = 0, description = "Resume after this event seq"),
         FeedQuery,
     ),
     responses(
-        (status = 200, description = "The events, as `text/event-stream`", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "The events, as `text/event-stream`", body = super::openapi::SseEvent, content_type = "text/event-stream"),
         (status = 400, description = "`invalid_query`, `invalid_last_event_id`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
         (status = 429, description = "`too_many_feeds`: the controller's bound; `too_many_account_feeds`: this account's share of it (`Retry-After`)", body = super::openapi::ApiErrorBody),

@@ -9,10 +9,12 @@
 //! requirement gets the shared 400 `invalid_text`, 401 and 503 answers from [`Common`];
 //! each declares its own 4xx with the codes it answers.
 
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
+use utoipa::openapi::path::ParameterIn;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder, Schema, Type};
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
@@ -21,6 +23,7 @@ use super::{
     agents, audit, compare, events, faults, feed, findings, runs, scenarios, schedules, secrets,
     stream, webhooks,
 };
+use crate::store::EVENT_TYPES;
 use iohr_domain::RunRecord;
 use iohr_domain::finding::Finding;
 
@@ -59,6 +62,8 @@ pub const ERROR_CODES: &[&str] = &[
     "kind_mismatch",
     "spec_or_scenario",
     "run_too_long",
+    "invalid_agents",
+    "agents_not_placeable",
     "too_many_queued",
     "unknown_secret",
     "conflict",
@@ -135,6 +140,70 @@ impl PartialSchema for ApiErrorDetail {
 
 impl ToSchema for ApiErrorDetail {}
 
+/// One server-sent event of a `text/event-stream` answer, as an event-stream parser reads
+/// it (the schema of each event, not of the stream's text).
+pub struct SseEvent;
+
+impl PartialSchema for SseEvent {
+    fn schema() -> RefOr<Schema> {
+        let text = |description: &str| {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some(description))
+        };
+        ObjectBuilder::new()
+            .description(Some(
+                "One server-sent event: `id` (to resume after it with `Last-Event-ID`), `event` \
+                 (its type) and `data` (one JSON object, as text)",
+            ))
+            .property("id", text("The event's id: a frame number or an event seq"))
+            .property("event", text("The frame's kind, or the event's type"))
+            .property("data", text("One JSON object"))
+            .required("data")
+            .into()
+    }
+}
+
+impl ToSchema for SseEvent {}
+
+/// The formats a webhook delivers in (`format` of `POST /webhooks`): the list the API
+/// checks a subscription's format against and the schema `WebhookFormat` lists.
+pub const WEBHOOK_FORMATS: &[&str] = &["standard", "slack"];
+
+/// A string schema that is one of `words`.
+fn words_schema(description: &str, words: &[&str]) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(description))
+        .enum_values(Some(words.iter().copied()))
+        .into()
+}
+
+/// An event type a webhook subscribes to (`events` of `POST /webhooks`).
+pub struct WebhookEvent;
+
+impl PartialSchema for WebhookEvent {
+    fn schema() -> RefOr<Schema> {
+        words_schema("An event type of the account's events", &EVENT_TYPES)
+    }
+}
+
+impl ToSchema for WebhookEvent {}
+
+/// How a webhook's deliveries are written (`format` of `POST /webhooks`).
+pub struct WebhookFormat;
+
+impl PartialSchema for WebhookFormat {
+    fn schema() -> RefOr<Schema> {
+        words_schema(
+            "`standard` (the event as JSON) or `slack` (an incoming webhook's `{\"text\"}`)",
+            WEBHOOK_FORMATS,
+        )
+    }
+}
+
+impl ToSchema for WebhookFormat {}
+
 /// A page of runs, newest first (`GET /v1/reliability/runs`).
 #[allow(dead_code)] // a schema: the page is written by `page::page_answer`
 #[derive(ToSchema)]
@@ -202,8 +271,8 @@ pages for people at `/` (docs/console.md)."
         healthz,
         serve,
     ),
-    components(schemas(ApiErrorBody, ApiErrorDetail)),
-    modifiers(&Common),
+    components(schemas(ApiErrorBody, ApiErrorDetail, SseEvent, WebhookEvent, WebhookFormat)),
+    modifiers(&Common, &NoNul),
     tags(
         (name = "runs", description = "Start, read, list and cancel runs"),
         (name = "events", description = "A run's live frames"),
@@ -248,6 +317,7 @@ impl Modify for Common {
                 &mut item.delete,
             ];
             for operation in operations.into_iter().flatten() {
+                event_streams(&mut operation.responses.responses);
                 if operation.security.is_none() {
                     continue;
                 }
@@ -264,6 +334,17 @@ impl Modify for Common {
                 responses.entry("401".into()).or_insert_with(|| {
                     error_response("`unauthorized`: no bearer token, or one unknown or revoked")
                 });
+                let crowded = "`too_many_requests` (with `Retry-After`): the controller's bound \
+                               on requests in flight; `too_many_account_requests`: this \
+                               account's share of it";
+                match responses.get_mut("429") {
+                    Some(RefOr::T(response)) => {
+                        response.description = format!("{}; {crowded}", response.description);
+                    }
+                    _ => {
+                        responses.insert("429".into(), error_response(crowded));
+                    }
+                }
                 responses.entry("503".into()).or_insert_with(|| {
                     error_response(
                         "`store_unavailable`: the store failed; `busy` (with `Retry-After`): the \
@@ -272,6 +353,144 @@ impl Modify for Common {
                     )
                 });
             }
+        }
+    }
+}
+
+/// What a string the API reads may hold: no NUL (refused with 400 `invalid_text`, since
+/// PostgreSQL stores none).
+pub const NO_NUL: &str = "^[^\\u0000]*$";
+
+/// Every string a request may carry (a parameter, or in a body's schema and the schemas
+/// it names) says it holds no NUL: a schema-valid request is then not refused for it.
+struct NoNul;
+
+impl Modify for NoNul {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let mut named = Vec::new();
+        for item in openapi.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.patch,
+                &mut item.delete,
+            ];
+            for operation in operations.into_iter().flatten() {
+                for parameter in operation.parameters.iter_mut().flatten() {
+                    if let RefOr::T(parameter) = parameter
+                        && let Some(schema) = parameter.schema.as_mut()
+                    {
+                        if parameter.parameter_in == ParameterIn::Header {
+                            not_null(schema);
+                        }
+                        no_nul(schema, &mut named);
+                    }
+                }
+                if let Some(RefOr::T(body)) = operation.request_body.as_mut() {
+                    for content in body.content.values_mut() {
+                        if let RefOr::T(content) = content
+                            && let Some(schema) = content.schema.as_mut()
+                        {
+                            no_nul(schema, &mut named);
+                        }
+                    }
+                }
+            }
+        }
+        let Some(components) = openapi.components.as_mut() else {
+            return;
+        };
+        let mut done = Vec::new();
+        while let Some(name) = named.pop() {
+            if done.contains(&name) {
+                continue;
+            }
+            if let Some(schema) = components.schemas.get_mut(&name) {
+                no_nul(schema, &mut named);
+            }
+            done.push(name);
+        }
+    }
+}
+
+/// A header is text or absent, never `null`: an optional header's schema (utoipa makes
+/// an `Option` nullable) is its type alone.
+fn not_null(schema: &mut RefOr<Schema>) {
+    use utoipa::openapi::schema::SchemaType;
+    if let RefOr::T(Schema::Object(object)) = schema
+        && let SchemaType::Array(kinds) = &object.schema_type
+    {
+        let kinds: Vec<Type> = kinds
+            .iter()
+            .filter(|k| **k != Type::Null)
+            .cloned()
+            .collect();
+        if let [only] = kinds.as_slice() {
+            object.schema_type = SchemaType::Type(only.clone());
+        }
+    }
+}
+
+/// `schema`'s strings get [`NO_NUL`]; the components it names are pushed on `named`.
+fn no_nul(schema: &mut RefOr<Schema>, named: &mut Vec<String>) {
+    use utoipa::openapi::schema::{AdditionalProperties, ArrayItems, SchemaType};
+    let schema = match schema {
+        RefOr::Ref(reference) => {
+            if let Some(name) = reference.ref_location.strip_prefix("#/components/schemas/") {
+                named.push(name.to_string());
+            }
+            return;
+        }
+        RefOr::T(schema) => schema,
+    };
+    let items = match schema {
+        Schema::Object(object) => {
+            let string = match &object.schema_type {
+                SchemaType::Type(kind) => *kind == Type::String,
+                SchemaType::Array(kinds) => kinds.contains(&Type::String),
+                SchemaType::AnyValue => false,
+            };
+            // An enum or a format says more than the pattern would.
+            if string
+                && object.enum_values.is_none()
+                && object.format.is_none()
+                && object.pattern.is_none()
+            {
+                object.pattern = Some(NO_NUL.to_string());
+            }
+            let mut inner: Vec<&mut RefOr<Schema>> = object.properties.values_mut().collect();
+            if let Some(AdditionalProperties::RefOr(extra)) =
+                object.additional_properties.as_deref_mut()
+            {
+                inner.push(extra);
+            }
+            inner
+        }
+        Schema::Array(array) => match &mut array.items {
+            ArrayItems::RefOrSchema(items) => vec![items.as_mut()],
+            _ => Vec::new(),
+        },
+        Schema::OneOf(one_of) => one_of.items.iter_mut().collect(),
+        Schema::AllOf(all_of) => all_of.items.iter_mut().collect(),
+        Schema::AnyOf(any_of) => any_of.items.iter_mut().collect(),
+        _ => Vec::new(),
+    };
+    for inner in items {
+        no_nul(inner, named);
+    }
+}
+
+/// A `text/event-stream` answer's schema is one event's: OpenAPI 3.2's `itemSchema`, as
+/// event-stream tools (schemathesis) read it, with no `schema`, which OpenAPI 3.1 reads as
+/// the whole text and schemathesis as the list of events.
+fn event_streams(responses: &mut BTreeMap<String, RefOr<utoipa::openapi::Response>>) {
+    for response in responses.values_mut() {
+        if let RefOr::T(response) = response
+            && let Some(RefOr::T(content)) = response.content.get_mut("text/event-stream")
+            && let Some(schema) = content.schema.take()
+        {
+            content.item_schema = Some(schema);
         }
     }
 }
@@ -326,6 +545,9 @@ pub async fn healthz() -> &'static str {
 pub async fn serve() -> impl IntoResponse {
     ([(CONTENT_TYPE, "application/json")], DOCUMENT.as_str())
 }
+
+#[cfg(test)]
+mod contract;
 
 #[cfg(test)]
 mod tests {

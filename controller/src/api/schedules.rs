@@ -207,7 +207,6 @@ pub struct ScheduleList {
         (status = 201, description = "The schedule with its next fire times", body = ScheduleRecord),
         (status = 400, description = "`malformed_json`, `invalid_body`, `invalid_name`, `invalid_cron`, and every refusal of `POST /runs` but the queue's", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
-        (status = 409, description = "`conflict`", body = super::openapi::ApiErrorBody),
         (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
         (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
         (status = 422, description = "`schedule_too_frequent` (names the floor), `too_many_schedules`, `target_not_allowed` and `unknown_secret` (as `POST /runs`)", body = super::openapi::ApiErrorBody),

@@ -22,11 +22,16 @@ const MAX_URL_LEN: usize = 2048;
 #[serde(deny_unknown_fields)]
 pub struct CreateBody {
     /// Where deliveries are POSTed: http:// or https://, no credentials or fragment.
-    #[schema(max_length = 2048)]
+    #[schema(
+        max_length = 2048,
+        pattern = r"^https?://[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]{1,4})?(/[A-Za-z0-9._~/-]*)?$"
+    )]
     url: String,
     /// `reliability.run.finished` and/or `reliability.finding.created`.
+    #[schema(value_type = Vec<super::openapi::WebhookEvent>, min_items = 1)]
     events: Vec<String>,
     /// `standard` (the default: the event as JSON) or `slack` (`{"text": ...}`).
+    #[schema(value_type = Option<super::openapi::WebhookFormat>)]
     format: Option<String>,
 }
 
@@ -80,7 +85,7 @@ fn validate(body: CreateBody) -> Result<NewWebhook, ApiError> {
         ));
     }
     let format = body.format.unwrap_or_else(|| "standard".to_string());
-    if !matches!(format.as_str(), "standard" | "slack") {
+    if !super::openapi::WEBHOOK_FORMATS.contains(&format.as_str()) {
         return Err(ApiError::bad_request(
             "invalid_format",
             "format is standard (the event as JSON) or slack (an incoming webhook's {\"text\"})",
