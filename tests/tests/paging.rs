@@ -34,7 +34,7 @@ async fn walk(api: &Api, path: &str, field: &str, limit: usize) -> (Vec<usize>, 
 /// The pages' lengths of `n` items at `limit` a page: no empty page after a full one.
 fn sizes(n: usize, limit: usize) -> Vec<usize> {
     let mut sizes = vec![limit; n / limit];
-    if n % limit != 0 || n == 0 {
+    if !n.is_multiple_of(limit) || n == 0 {
         sizes.push(n % limit);
     }
     sizes

@@ -9,16 +9,59 @@ use serde_json::json;
 use crate::store::tests::{both, failing_checks, run_to_end, seed};
 use crate::store::{EVENT_TYPES, NewWebhook, Store};
 
-/// Follows the cursors of a listing from its first page; every page's length and the
+/// A listing of the store that used to page its own way.
+#[derive(Clone, Copy)]
+enum Listing<'a> {
+    /// An account's scenario names.
+    Names(&'a str),
+    /// An account's webhooks.
+    Hooks(&'a str),
+    /// A webhook's deliveries (keys: event seqs).
+    Deliveries(&'a str),
+}
+
+/// One page of `listing` after `cursor`: its keys and the next cursor.
+async fn page(
+    store: &Store,
+    listing: Listing<'_>,
+    cursor: Option<&str>,
+    limit: u32,
+) -> (Vec<String>, Option<String>) {
+    match listing {
+        Listing::Names(account) => {
+            let (page, next) = store
+                .list_scenarios(account, cursor, limit)
+                .await
+                .expect("page");
+            (page.into_iter().map(|n| n.id).collect(), next)
+        }
+        Listing::Hooks(account) => {
+            let (page, next) = store
+                .webhooks_page(account, cursor, limit)
+                .await
+                .expect("page");
+            (page.into_iter().map(|h| h.id).collect(), next)
+        }
+        Listing::Deliveries(hook) => {
+            let cursor = cursor.map(|c| c.parse::<i64>().expect("a seq"));
+            let (page, next) = store
+                .deliveries_page(hook, cursor, limit)
+                .await
+                .expect("page");
+            (
+                page.into_iter().map(|d| d.event_seq.to_string()).collect(),
+                next,
+            )
+        }
+    }
+}
+
+/// Follows the cursors of `listing` from its first page; every page's length and the
 /// keys in order.
-async fn walk<F, Fut>(page: F) -> (Vec<usize>, Vec<String>)
-where
-    F: Fn(Option<String>) -> Fut,
-    Fut: std::future::Future<Output = (Vec<String>, Option<String>)>,
-{
-    let (mut sizes, mut keys, mut cursor) = (Vec::new(), Vec::new(), None);
+async fn walk(store: &Store, listing: Listing<'_>, limit: usize) -> (Vec<usize>, Vec<String>) {
+    let (mut sizes, mut keys, mut cursor) = (Vec::new(), Vec::new(), None::<String>);
     loop {
-        let (items, next) = page(cursor.take()).await;
+        let (items, next) = page(store, listing, cursor.as_deref(), limit as u32).await;
         sizes.push(items.len());
         keys.extend(items);
         match next {
@@ -35,7 +78,7 @@ fn sizes(n: usize, limit: usize) -> Vec<usize> {
         return vec![0];
     }
     let mut sizes = vec![limit; n / limit];
-    if n % limit != 0 {
+    if !n.is_multiple_of(limit) {
         sizes.push(n % limit);
     }
     sizes
@@ -52,22 +95,9 @@ async fn scenario_names_page_by_name_and_an_exactly_full_last_page_ends() {
                 .await
                 .expect("store");
         }
-        let names = |limit: u32| {
-            let store: &Store = &store;
-            let account = account.id.clone();
-            move |cursor: Option<String>| {
-                let account = account.clone();
-                async move {
-                    let (page, next) = store
-                        .list_scenarios(&account, cursor.as_deref(), limit)
-                        .await
-                        .expect("page");
-                    (page.into_iter().map(|n| n.id).collect(), next)
-                }
-            }
-        };
+        let names = Listing::Names(&account.id);
         // `seed` may store a scenario of its own: count what the listing has.
-        let (_, all) = walk(names(500)).await;
+        let (_, all) = walk(&store, names, 500).await;
         assert!(all.len() >= 3, "{all:?}");
         let mut sorted = all.clone();
         sorted.sort();
@@ -75,7 +105,7 @@ async fn scenario_names_page_by_name_and_an_exactly_full_last_page_ends() {
         assert_eq!(all, sorted, "by name, each once");
         for limit in 1..=all.len() + 1 {
             assert_eq!(
-                walk(names(limit as u32)).await,
+                walk(&store, names, limit).await,
                 (sizes(all.len(), limit), all.clone()),
                 "limit {limit}"
             );
@@ -105,23 +135,10 @@ async fn webhooks_and_deliveries_page_by_key_with_no_empty_last_page() {
             ids.push(made.id);
         }
         ids.sort();
-        let hooks = |limit: u32| {
-            let store: &Store = &store;
-            let account = account.id.clone();
-            move |cursor: Option<String>| {
-                let account = account.clone();
-                async move {
-                    let (page, next) = store
-                        .webhooks_page(&account, cursor.as_deref(), limit)
-                        .await
-                        .expect("page");
-                    (page.into_iter().map(|h| h.id).collect(), next)
-                }
-            }
-        };
+        let hooks = Listing::Hooks(&account.id);
         for limit in 1..=4 {
             assert_eq!(
-                walk(hooks(limit as u32)).await,
+                walk(&store, hooks, limit).await,
                 (sizes(3, limit), ids.clone()),
                 "limit {limit}"
             );
@@ -130,36 +147,15 @@ async fn webhooks_and_deliveries_page_by_key_with_no_empty_last_page() {
         // A failed run gives one run event and findings: each subscription gets them all.
         run_to_end(&store, &template, RunStatus::Failed, failing_checks()).await;
         store.fan_out_events(100).await.expect("fan out");
-        let (all, _) = store
-            .deliveries_page(&ids[0], None, 500)
-            .await
-            .expect("all");
-        let seqs: Vec<String> = all.iter().map(|d| d.event_seq.to_string()).collect();
+        let deliveries = Listing::Deliveries(&ids[0]);
+        let (_, seqs) = walk(&store, deliveries, 500).await;
         assert!(seqs.len() >= 2, "{seqs:?}");
-        let deliveries = |limit: u32| {
-            let store: &Store = &store;
-            let id = ids[0].clone();
-            move |cursor: Option<String>| {
-                let id = id.clone();
-                async move {
-                    let cursor = cursor.map(|c| c.parse::<i64>().expect("a seq"));
-                    let (page, next) = store
-                        .deliveries_page(&id, cursor, limit)
-                        .await
-                        .expect("page");
-                    (
-                        page.into_iter().map(|d| d.event_seq.to_string()).collect(),
-                        next,
-                    )
-                }
-            }
-        };
         let mut newest_first = seqs.clone();
         newest_first.sort_by_key(|s| std::cmp::Reverse(s.parse::<i64>().expect("a seq")));
         assert_eq!(seqs, newest_first, "newest event first");
         for limit in 1..=seqs.len() + 1 {
             assert_eq!(
-                walk(deliveries(limit as u32)).await,
+                walk(&store, deliveries, limit).await,
                 (sizes(seqs.len(), limit), seqs.clone()),
                 "limit {limit}"
             );
