@@ -1,5 +1,7 @@
-//! Paged listings (runs, findings): one page fetched with the filters and the cursor, and
-//! the `next:` line that asks for the following one.
+//! Paged listings (runs, findings, audit lines, scenarios, webhooks and their deliveries):
+//! the one helper every listing pages with. One page fetched with the filters and the
+//! cursor, and the `next:` line that asks for the following one; the server pages every
+//! listing alike (`?limit=`, `?cursor=`, `next_cursor`).
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -15,12 +17,13 @@ use crate::output::{emit, emit_json};
 pub type Filters<'a> = [(&'a str, Option<String>)];
 
 /// What a listing is: where its pages are, under which field of the answer their items
-/// are, what it says when a page is empty, and the command that lists it.
-pub struct Listing {
-    pub path: &'static str,
-    pub field: &'static str,
-    pub none: &'static str,
-    pub command: &'static str,
+/// are, what it says when a page is empty, and the command that lists it (a listing of one
+/// subscription's deliveries names the subscription in its path and its command).
+pub struct Listing<'a> {
+    pub path: &'a str,
+    pub field: &'a str,
+    pub none: &'a str,
+    pub command: &'a str,
 }
 
 /// One page: its items and the cursor of the next page.
@@ -50,7 +53,7 @@ async fn fetch<T: DeserializeOwned>(
 /// `render` writes it (its items, the next cursor and the filters for the `next:` line).
 pub async fn list<T: DeserializeOwned>(
     ctx: &Ctx,
-    listing: &Listing,
+    listing: &Listing<'_>,
     filters: &Filters<'_>,
     cursor: Option<String>,
     render: impl Fn(&[T], Option<&str>, &Filters<'_>) -> String,
@@ -67,7 +70,7 @@ pub async fn list<T: DeserializeOwned>(
 /// A page as text: the listing's `none` when it is empty, else its `table`; then the
 /// `next:` line.
 pub fn render<T>(
-    listing: &Listing,
+    listing: &Listing<'_>,
     items: &[T],
     table: impl FnOnce(&[T]) -> String,
     next: Option<&str>,

@@ -4,10 +4,10 @@
 use clap::Subcommand;
 use serde_json::{Value, json};
 
-use crate::Ctx;
-use crate::client::{query, segment};
-use crate::error::{Failure, Result};
+use crate::client::segment;
+use crate::error::Result;
 use crate::output::{Table, emit, emit_json, or_dash};
+use crate::{Ctx, page};
 
 #[derive(Subcommand, Debug)]
 pub enum WebhooksCommand {
@@ -24,8 +24,15 @@ pub enum WebhooksCommand {
         #[arg(long, value_name = "F")]
         format: Option<String>,
     },
-    /// The account's subscriptions.
-    List,
+    /// The account's subscriptions, in the order of their ids.
+    List {
+        /// At most this many subscriptions on the page.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        limit: Option<u32>,
+        /// The `next_cursor` of the previous page.
+        #[arg(long, value_name = "C")]
+        cursor: Option<String>,
+    },
     /// A subscription's delivery log, newest event first.
     Deliveries {
         /// The subscription's id.
@@ -35,7 +42,7 @@ pub enum WebhooksCommand {
         limit: Option<u32>,
         /// The `next_cursor` of the previous page.
         #[arg(long, value_name = "C")]
-        cursor: Option<i64>,
+        cursor: Option<String>,
     },
     /// Send one event to a subscription again (its retry schedule starts over).
     Redeliver {
@@ -50,6 +57,13 @@ pub enum WebhooksCommand {
         id: String,
     },
 }
+
+const LISTING: page::Listing = page::Listing {
+    path: "/v1/reliability/webhooks",
+    field: "webhooks",
+    none: "no webhooks\n",
+    command: "iohr reliability webhooks list",
+};
 
 fn hook_path(id: &str) -> Result<String> {
     Ok(format!(
@@ -80,34 +94,21 @@ pub async fn execute(ctx: &Ctx, command: WebhooksCommand) -> Result<u8> {
             ));
             emit(&text)?;
         }
-        WebhooksCommand::List => {
-            let raw = ctx.api.get("/v1/reliability/webhooks").await?;
-            if ctx.json {
-                return emit_json(&raw).map(|()| 0);
-            }
-            let hooks = raw["webhooks"]
-                .as_array()
-                .ok_or_else(|| Failure::protocol("the answer lists no webhooks"))?;
-            if hooks.is_empty() {
-                emit("no webhooks")?;
-            } else {
-                emit(&render_hooks(hooks))?;
-            }
+        WebhooksCommand::List { limit, cursor } => {
+            let filters = [("limit", limit.map(|n| n.to_string()))];
+            return page::list(ctx, &LISTING, &filters, cursor, |hooks, next, filters| {
+                page::render(&LISTING, hooks, render_hooks, next, filters)
+            })
+            .await;
         }
         WebhooksCommand::Deliveries { id, limit, cursor } => {
-            let pairs = [
-                ("limit", limit.map(|n| n.to_string())),
-                ("cursor", cursor.map(|n| n.to_string())),
-            ];
-            let path = format!("{}/deliveries{}", hook_path(&id)?, query(&pairs));
-            let raw = ctx.api.get(&path).await?;
-            if ctx.json {
-                return emit_json(&raw).map(|()| 0);
-            }
-            let rows = raw["deliveries"]
-                .as_array()
-                .ok_or_else(|| Failure::protocol("the answer lists no deliveries"))?;
-            emit(&render_deliveries(rows, &id, raw["next_cursor"].as_i64()))?;
+            let (path, command) = deliveries_of(&id)?;
+            let listing = deliveries_listing(&path, &command);
+            let filters = [("limit", limit.map(|n| n.to_string()))];
+            return page::list(ctx, &listing, &filters, cursor, |rows, next, filters| {
+                page::render(&listing, rows, render_deliveries, next, filters)
+            })
+            .await;
         }
         WebhooksCommand::Redeliver { id, event_id } => {
             let path = format!(
@@ -160,10 +161,27 @@ fn render_hooks(hooks: &[Value]) -> String {
     t.render()
 }
 
-fn render_deliveries(rows: &[Value], id: &str, next: Option<i64>) -> String {
-    if rows.is_empty() {
-        return "no deliveries".to_string();
+/// The path and the command of one subscription's delivery log.
+fn deliveries_of(id: &str) -> Result<(String, String)> {
+    Ok((
+        format!("{}/deliveries", hook_path(id)?),
+        format!(
+            "iohr reliability webhooks deliveries {}",
+            page::shell_word(id)
+        ),
+    ))
+}
+
+fn deliveries_listing<'a>(path: &'a str, command: &'a str) -> page::Listing<'a> {
+    page::Listing {
+        path,
+        field: "deliveries",
+        none: "no deliveries\n",
+        command,
     }
+}
+
+fn render_deliveries(rows: &[Value]) -> String {
     let mut t = Table::new(&["EVENT", "TYPE", "STATUS", "ATTEMPTS", "CODE", "LAST ERROR"]);
     for d in rows {
         t.row([
@@ -175,11 +193,34 @@ fn render_deliveries(rows: &[Value], id: &str, next: Option<i64>) -> String {
             or_dash(d["last_error"].as_str()),
         ]);
     }
-    let mut out = t.render();
-    if let Some(next) = next {
-        out.push_str(&format!(
-            "next: iohr reliability webhooks deliveries {id} --cursor {next}\n"
-        ));
+    t.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_of_deliveries_names_its_subscription_in_the_next_line() {
+        let (path, command) = deliveries_of("wh_1").unwrap();
+        assert_eq!(path, "/v1/reliability/webhooks/wh_1/deliveries");
+        let listing = deliveries_listing(&path, &command);
+        let rows = [
+            json!({"event_id": "evt_9", "event_type": "reliability.run.finished",
+            "status": "delivered", "attempts": 1, "last_status_code": 204}),
+        ];
+        let filters = [("limit", Some("1".to_string()))];
+        let text = page::render(&listing, &rows, render_deliveries, Some("9"), &filters);
+        assert!(text.contains("evt_9"), "{text}");
+        assert!(
+            text.ends_with(
+                "next: iohr reliability webhooks deliveries wh_1 --cursor 9 --limit 1\n"
+            ),
+            "{text}"
+        );
+        assert_eq!(
+            page::render(&listing, &[], render_deliveries, None, &filters),
+            "no deliveries\n"
+        );
     }
-    out
 }

@@ -2,77 +2,60 @@
 //! `GET /runs/{id}/events` read into frames, and what progress shows of them (the phase,
 //! and for a load run the last second's rate and p99).
 
+use std::collections::VecDeque;
+
 use futures_util::StreamExt;
+use iohr_sse::{SseEvent, SseParser};
 use serde_json::Value;
 
 use crate::rest::ByteStream;
 
-/// The frames of one event stream, parsed as they arrive.
+/// The frames of one event stream, parsed as they arrive by the workspace's one
+/// event-stream parser (BOM, every line end, comments, chunks split anywhere).
 pub struct Frames {
     body: ByteStream,
-    buffer: Vec<u8>,
+    parser: SseParser,
+    /// Events parsed from a chunk and not yet returned.
+    ready: VecDeque<SseEvent>,
+    ended: bool,
 }
-
-/// The largest event we buffer; a frame is far smaller, so more is not our API.
-const MAX_EVENT: usize = 4 << 20;
 
 impl Frames {
     pub fn new(body: ByteStream) -> Frames {
         Frames {
             body,
-            buffer: Vec::new(),
+            parser: SseParser::new(),
+            ready: VecDeque::new(),
+            ended: false,
         }
     }
 
     /// The next frame (`{run_id, number, kind, at, data}`), or `None` when the stream
-    /// ended, broke or sent something that is not one.
+    /// ended or broke (an event whose data is not JSON is passed over).
     pub async fn next(&mut self) -> Option<Value> {
         loop {
-            if let Some(event) = self.take_event() {
-                match data_of(&event) {
-                    Some(frame) => return Some(frame),
-                    // A comment (keep-alive) or an event without data.
-                    None => continue,
+            while let Some(event) = self.ready.pop_front() {
+                if let Ok(frame) = serde_json::from_str(&event.data) {
+                    return Some(frame);
                 }
             }
-            if self.buffer.len() > MAX_EVENT {
+            if self.ended {
                 return None;
             }
-            match self.body.next().await {
-                Some(Ok(bytes)) => self.buffer.extend_from_slice(&bytes),
-                _ => return None,
-            }
+            let events = match self.body.next().await {
+                Some(Ok(bytes)) => match self.parser.push(&bytes) {
+                    Ok(events) => events,
+                    // A line past the parser's bound: a broken stream, not a frame.
+                    Err(_) => return None,
+                },
+                _ => {
+                    self.ended = true;
+                    self.parser.finish()
+                }
+            };
+            self.ready.extend(events);
         }
     }
-
-    /// One whole event (up to its blank line) out of the buffer. Bytes, not text, are
-    /// searched: a chunk may end inside a character.
-    fn take_event(&mut self) -> Option<String> {
-        let (end, gap) = [&b"\n\n"[..], b"\r\n\r\n"]
-            .into_iter()
-            .filter_map(|blank| {
-                self.buffer
-                    .windows(blank.len())
-                    .position(|w| w == blank)
-                    .map(|at| (at, blank.len()))
-            })
-            .min()?;
-        let event = String::from_utf8_lossy(&self.buffer[..end]).replace('\r', "");
-        self.buffer.drain(..end + gap);
-        Some(event)
-    }
-}
-
-fn data_of(event: &str) -> Option<Value> {
-    let data: Vec<&str> = event
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .map(|d| d.strip_prefix(' ').unwrap_or(d))
-        .collect();
-    if data.is_empty() {
-        return None;
-    }
-    serde_json::from_str(&data.join("\n")).ok()
 }
 
 /// What the frames so far say, for the progress message.

@@ -41,6 +41,7 @@ use iohr_proto::link::{
     AgentMessage, Completion, ControllerMessage, Frame, FrameBatch, Heartbeat, Hello, LeaseAnswer,
     LeaseOffer, agent_message, controller_message,
 };
+use iohr_sse::{SseEvent, SseParser};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -360,41 +361,22 @@ async fn view(
     };
     drop(connected);
     let mut body = response.into_body();
-    let mut buffer = Vec::<u8>::new();
+    let mut parser = SseParser::new();
     let mut seen = Seen {
         frames: 0,
         in_order: true,
         finished: false,
     };
     loop {
-        while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
-            let block: Vec<u8> = buffer.drain(..end + 2).collect();
-            let text = String::from_utf8_lossy(&block);
-            let mut id = None;
-            let mut event = "";
-            for line in text.lines() {
-                if let Some(v) = line.strip_prefix("id:") {
-                    id = v.trim().parse::<u64>().ok();
-                } else if let Some(v) = line.strip_prefix("event:") {
-                    event = v.trim();
-                }
+        let events = match tokio::time::timeout(STEP, body.frame()).await {
+            Ok(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => parser.push(&data)?,
+                Err(_) => continue,
+            },
+            Ok(None) => {
+                seen.count(parser.finish());
+                return Ok(seen);
             }
-            let Some(id) = id else { continue }; // a keep-alive comment
-            seen.frames += 1;
-            if id != seen.frames {
-                seen.in_order = false;
-            }
-            if event == "finished" {
-                seen.finished = true;
-            }
-        }
-        match tokio::time::timeout(STEP, body.frame()).await {
-            Ok(Some(Ok(frame))) => {
-                if let Ok(data) = frame.into_data() {
-                    buffer.extend_from_slice(&data);
-                }
-            }
-            Ok(None) => return Ok(seen),
             Ok(Some(Err(error))) => {
                 bail!("the stream failed after {} frames: {error}", seen.frames)
             }
@@ -403,6 +385,25 @@ async fn view(
                 STEP.as_secs(),
                 seen.frames
             ),
+        };
+        seen.count(events);
+    }
+}
+
+impl Seen {
+    /// Counts the frames among `events` (a frame carries its number as the event id).
+    fn count(&mut self, events: Vec<SseEvent>) {
+        for event in events {
+            let Some(id) = event.id.and_then(|id| id.trim().parse::<u64>().ok()) else {
+                continue;
+            };
+            self.frames += 1;
+            if id != self.frames {
+                self.in_order = false;
+            }
+            if event.event == "finished" {
+                self.finished = true;
+            }
         }
     }
 }

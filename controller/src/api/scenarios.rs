@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
-use super::page::page_limit;
+use super::page::{page_limit, text_cursor};
 use super::runs::{MAX_NAME, parse_kind, validate_spec};
 use crate::Shared;
 use crate::store::{Scenario, ScenarioName, ScenarioVersion, Stored, format_ms};
@@ -158,9 +158,10 @@ pub async fn list(
 ) -> Result<Json<NamePage>, ApiError> {
     let Query(query) = query?;
     let limit = page_limit(query.limit)?;
+    let cursor = text_cursor(query.cursor.as_deref(), MAX_NAME)?;
     let (names, next_cursor) = shared
         .store
-        .list_scenarios(caller.account_id(), query.cursor.as_deref(), limit)
+        .list_scenarios(caller.account_id(), cursor, limit)
         .await?;
     let scenarios = names
         .into_iter()

@@ -10,13 +10,15 @@ use serde::Deserialize;
 
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
-use super::page::page_limit;
+use super::page::{PageQuery, number_cursor, page_answer, page_limit, text_cursor};
 use crate::Shared;
 use crate::outbox::signing;
 use crate::store::{EVENT_TYPES, MAX_WEBHOOKS_PER_ACCOUNT, NewWebhook, StoreError, WebhookRow};
 
 /// The longest subscription URL accepted.
 const MAX_URL_LEN: usize = 2048;
+/// Longer than any subscription id (`wh_` and 32 hex digits): a longer cursor is no id.
+const MAX_WEBHOOK_ID: usize = 64;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -117,11 +119,13 @@ pub struct Webhook {
     secret: Option<String>,
 }
 
-/// The account's webhook subscriptions.
+/// A page of the account's webhook subscriptions, in the order of their ids.
 #[allow(dead_code)] // a schema
 #[derive(utoipa::ToSchema)]
 pub struct WebhookList {
     webhooks: Vec<Webhook>,
+    /// The `cursor` of the next page; `null` on the last.
+    next_cursor: Option<String>,
 }
 
 /// One delivery of one event to one subscription: never a body.
@@ -150,8 +154,8 @@ pub struct Delivery {
 #[derive(utoipa::ToSchema)]
 pub struct DeliveryPage {
     deliveries: Vec<Delivery>,
-    /// The `cursor` of the next page (an event seq); `null` on the last.
-    next_cursor: Option<i64>,
+    /// The `cursor` of the next page; `null` on the last.
+    next_cursor: Option<String>,
 }
 
 /// Subscribe a URL to the account's events; the answer holds the signing `secret`, shown
@@ -223,18 +227,27 @@ pub async fn create(
     tag = "webhooks",
     operation_id = "list_webhooks",
     security(("bearer" = [])),
+    params(PageQuery),
     responses(
         (status = 200, description = "The subscriptions", body = WebhookList),
+        (status = 400, description = "`invalid_query`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
     )
 )]
 pub async fn list(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,
+    query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let hooks = shared.store.webhooks(caller.account_id()).await?;
+    let Query(query) = query?;
+    let limit = page_limit(query.limit)?;
+    let cursor = text_cursor(query.cursor.as_deref(), MAX_WEBHOOK_ID)?;
+    let (hooks, next) = shared
+        .store
+        .webhooks_page(caller.account_id(), cursor, limit)
+        .await?;
     let hooks: Vec<_> = hooks.iter().map(WebhookRow::to_api).collect();
-    Ok(Json(serde_json::json!({ "webhooks": hooks })))
+    Ok(page_answer("webhooks", &hooks, next))
 }
 
 async fn owned(shared: &Shared, account_id: &str, id: &str) -> Result<WebhookRow, ApiError> {
@@ -311,7 +324,7 @@ pub struct DeliveriesQuery {
     #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
     /// The `next_cursor` of the page before: deliveries of older events.
-    cursor: Option<i64>,
+    cursor: Option<String>,
 }
 
 /// A subscription's delivery log, newest event first, a page at a time.
@@ -339,18 +352,14 @@ pub async fn deliveries(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(query) = query?;
     let limit = page_limit(query.limit)?;
+    let cursor = number_cursor(query.cursor.as_deref())?;
     let hook = owned(&shared, caller.account_id(), &id).await?;
-    let rows = shared
+    let (rows, next) = shared
         .store
-        .deliveries(&hook.id, limit, query.cursor)
+        .deliveries_page(&hook.id, cursor, limit)
         .await?;
-    let next = (rows.len() == limit as usize)
-        .then(|| rows.last().map(|d| d.event_seq))
-        .flatten();
     let rows: Vec<_> = rows.iter().map(|d| d.to_api()).collect();
-    Ok(Json(
-        serde_json::json!({ "deliveries": rows, "next_cursor": next }),
-    ))
+    Ok(page_answer("deliveries", &rows, next))
 }
 
 /// Deliver an event again: the delivery is pending again, its retry schedule started

@@ -5,6 +5,7 @@
 use iohr_domain::version::{compact_json, version_of};
 use sqlx::{AssertSqlSafe, Row};
 
+use super::page::{Bind, Keyset, Order};
 use super::{Result, Store, StoreError, new_id, now_ms};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -177,28 +178,44 @@ impl Store {
     }
 
     /// The account's scenario names in order, after `cursor` (a name), at most `limit`,
-    /// and the cursor of the next page.
+    /// and the cursor of the next page (the keyset of every listing: the names of the
+    /// page first, then what the page shows of them).
     pub async fn list_scenarios(
         &self,
         account_id: &str,
         cursor: Option<&str>,
         limit: u32,
     ) -> Result<(Vec<ScenarioName>, Option<String>)> {
-        let limit = limit.clamp(1, MAX_LISTED);
+        let (page, next) = Keyset::new(
+            "SELECT DISTINCT name FROM scenario_names WHERE account_id = $1".to_string(),
+            account_id,
+        )
+        .page(
+            &self.pool,
+            Order::Ascending,
+            "name",
+            cursor.map(|c| Bind::Text(c.to_string())),
+            limit.min(MAX_LISTED),
+            |row| Ok(row.try_get::<String, _>("name")?),
+            |name| name.clone(),
+        )
+        .await?;
+        let (Some(first), Some(last)) = (page.first(), page.last()) else {
+            return Ok((Vec::new(), None));
+        };
+        // The page's names are consecutive in order: its rows are those between the first
+        // and the last.
         let rows = sqlx::query(
             "SELECT n.name AS name, s.kind AS kind, n.version AS version,
                     n.created_at AS created_at
              FROM scenario_names n
              JOIN scenarios s ON s.account_id = n.account_id AND s.version = n.version
-             WHERE n.account_id = $1
-               AND n.name IN (SELECT DISTINCT name FROM scenario_names
-                              WHERE account_id = $1 AND name > $2
-                              ORDER BY name LIMIT $3)
+             WHERE n.account_id = $1 AND n.name >= $2 AND n.name <= $3
              ORDER BY n.name, n.seq DESC",
         )
         .bind(account_id)
-        .bind(cursor.unwrap_or(""))
-        .bind(i64::from(limit) + 1)
+        .bind(first)
+        .bind(last)
         .fetch_all(&self.pool)
         .await?;
         let mut names: Vec<ScenarioName> = Vec::new();
@@ -215,12 +232,6 @@ impl Store {
                 }),
             }
         }
-        let next = if names.len() > limit as usize {
-            names.truncate(limit as usize);
-            names.last().map(|n| n.id.clone())
-        } else {
-            None
-        };
         Ok((names, next))
     }
 

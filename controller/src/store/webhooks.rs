@@ -2,11 +2,11 @@
 //! event of its account fanned out into deliveries; each delivery row is the state of one
 //! event's delivery (status, attempts, last status code and error, times), never a body.
 
-// Dynamic SQL here is assembled from constants only; every value is bound.
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::Row;
 
 use super::audit::{AuditLine, insert_audit};
 use super::events::EventRow;
+use super::page::{Bind, Keyset, Order};
 use super::{Result, Store, StoreError, format_ms, json_list, new_id, now_ms, to_json};
 
 /// A URL's scheme, host and port: what an audit line names, since a path may hold a
@@ -275,6 +275,31 @@ impl Store {
         Ok(sealed)
     }
 
+    /// The account's subscriptions in the order of their ids, after `cursor` (an id), at
+    /// most `limit`, and the cursor of the next page.
+    pub async fn webhooks_page(
+        &self,
+        account_id: &str,
+        cursor: Option<&str>,
+        limit: u32,
+    ) -> Result<(Vec<WebhookRow>, Option<String>)> {
+        Keyset::new(
+            "SELECT * FROM webhooks WHERE account_id = $1".to_string(),
+            account_id,
+        )
+        .page(
+            &self.pool,
+            Order::Ascending,
+            "id",
+            cursor.map(|c| Bind::Text(c.to_string())),
+            limit,
+            webhook_from_row,
+            |hook| hook.id.clone(),
+        )
+        .await
+    }
+
+    /// Every subscription of the account, in the order of their ids.
     pub async fn webhooks(&self, account_id: &str) -> Result<Vec<WebhookRow>> {
         let rows = sqlx::query("SELECT * FROM webhooks WHERE account_id = $1 ORDER BY id")
             .bind(account_id)
@@ -523,16 +548,31 @@ impl Store {
         limit: u32,
         before: Option<i64>,
     ) -> Result<Vec<DeliveryRow>> {
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT * FROM webhook_deliveries WHERE webhook_id = $1{} ORDER BY event_seq DESC LIMIT $2",
-            if before.is_some() { " AND event_seq < $3" } else { "" }
-        )))
-        .bind(webhook_id)
-        .bind(i64::from(limit))
-        .bind(before.unwrap_or(0))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(delivery_from_row).collect()
+        Ok(self.deliveries_page(webhook_id, before, limit).await?.0)
+    }
+
+    /// A page of a subscription's delivery log, newest event first, before the event seq
+    /// `cursor`, at most `limit`, and the cursor of the next page (an event seq).
+    pub async fn deliveries_page(
+        &self,
+        webhook_id: &str,
+        cursor: Option<i64>,
+        limit: u32,
+    ) -> Result<(Vec<DeliveryRow>, Option<String>)> {
+        Keyset::new(
+            "SELECT * FROM webhook_deliveries WHERE webhook_id = $1".to_string(),
+            webhook_id,
+        )
+        .page(
+            &self.pool,
+            Order::NewestFirst,
+            "event_seq",
+            cursor.map(Bind::Int),
+            limit,
+            delivery_from_row,
+            |delivery| delivery.event_seq,
+        )
+        .await
     }
 
     /// Sends a delivery again: pending now, its retry schedule started over. `None` when

@@ -42,3 +42,18 @@ fn load_seconds_give_the_rate_and_the_measured_p99() {
     live.update(&json!({"kind": "finished", "data": {}}));
     assert!(live.finished);
 }
+
+#[tokio::test]
+async fn a_bom_and_lone_cr_line_ends_are_read_as_the_standard_says() {
+    let mut frames = frames_of(&[
+        "\u{feff}: keep-alive\r\rid: 1\revent: phase\rdata: {\"kind\":\"phase\",",
+        "\"data\":{\"phase\":\"measure\"}}\r",
+        "\rdata: not json\n\ndata: {\"kind\":\"finished\",\"data\":{}}\r\n\r\n",
+    ]);
+    assert_eq!(
+        frames.next().await.expect("a frame")["data"]["phase"],
+        "measure"
+    );
+    assert_eq!(frames.next().await.expect("a frame")["kind"], "finished");
+    assert_eq!(frames.next().await, None);
+}

@@ -2,6 +2,19 @@
 //! fed with body chunks exactly as they arrive. A chunk may end anywhere: inside a line,
 //! between `\r` and `\n`, or inside a multi-byte UTF-8 character, so bytes are held
 //! until their line is complete and only whole lines are decoded.
+//!
+//! The one parser of the workspace: the CLI (`iohr run --wait`, `iohr reliability
+//! events`), the MCP tools' progress, the viewers bench and the end-to-end tests all read
+//! event streams with it, so a stream is read one way everywhere.
+//!
+//! Why our own code and not a crate: the two maintained candidates refuse or change
+//! streams the standard accepts. `sse-stream` (already in the build through rmcp) fails
+//! the whole stream on a field line without a colon (`data`), an unknown field, a second
+//! `event:` or `id:` line in one event, a `retry:` that is not a number or invalid UTF-8,
+//! and does not carry the last event id over to the events after it; `eventsource-stream`
+//! (unreleased since 2022) is an async adapter only, with no bound on a line's length.
+//! This parser is small, synchronous (any body type feeds it), bounds a line
+//! ([`MAX_LINE`]) and is property-tested against any split of its input.
 
 use std::time::Duration;
 
@@ -17,15 +30,11 @@ pub struct SseEvent {
     pub data: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A line longer than [`MAX_LINE`]: the stream cannot be read on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("an event stream line exceeds {limit} bytes")]
 pub struct LineTooLong {
     pub limit: usize,
-}
-
-impl std::fmt::Display for LineTooLong {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "an event stream line exceeds {} bytes", self.limit)
-    }
 }
 
 /// A line this long is a broken or hostile server, not a frame: stop instead of

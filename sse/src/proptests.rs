@@ -1,6 +1,7 @@
 //! Property tests of the SSE parser: any bytes, split anywhere (inside a line, between
 //! `\r` and `\n`, inside a UTF-8 character), give the events the same bytes give in one
-//! piece, never a panic; events written as a server writes them read back exactly.
+//! piece, never a panic; events written as a server writes them (with or without a BOM,
+//! any of the three line ends, comments and `retry:`) read back exactly.
 
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
@@ -93,9 +94,17 @@ proptest! {
     fn events_as_a_server_writes_them_read_back(
         events in prop::collection::vec(("[a-z]{1,8}", "[0-9]{1,6}", prop::collection::vec("[^\r\n]{0,12}", 1..4)), 1..6),
         ending in prop::sample::select(vec!["\n", "\r\n", "\r"]),
+        bom in any::<bool>(),
+        retry in prop::option::of(0u32..100_000),
         cuts in prop::collection::vec(any::<usize>(), 0..10),
     ) {
         let mut text = String::new();
+        if bom {
+            text.push('\u{feff}');
+        }
+        if let Some(ms) = retry {
+            text.push_str(&format!(": keep-alive{ending}retry: {ms}{ending}{ending}"));
+        }
         for (event, id, lines) in &events {
             text.push_str(&format!("event: {event}{ending}id: {id}{ending}"));
             for line in lines {
@@ -103,7 +112,7 @@ proptest! {
             }
             text.push_str(ending);
         }
-        let (parsed, _) = parse(&split(text.as_bytes(), &cuts));
+        let (parsed, parsed_retry) = parse(&split(text.as_bytes(), &cuts));
         let wanted: Vec<SseEvent> = events
             .iter()
             .map(|(event, id, lines)| SseEvent {
@@ -113,5 +122,6 @@ proptest! {
             })
             .collect();
         prop_assert_eq!(parsed, wanted);
+        prop_assert_eq!(parsed_retry, retry.map(|ms| Duration::from_millis(u64::from(ms))));
     }
 }
