@@ -81,6 +81,15 @@ pub trait Kind {
     fn abort_thresholds(_plan: &Self::Plan) -> Vec<Threshold> {
         Vec::new()
     }
+    /// The faults a run applies, named on its audit line (faults' method).
+    fn applied_faults(_plan: &Self::Plan) -> Vec<String> {
+        Vec::new()
+    }
+    /// Whether a spec names an earlier run whose record the controller writes into it
+    /// before storing it (a replay's `from_run`).
+    fn reads_earlier_run(_value: &Value) -> bool {
+        false
+    }
     /// What losing one share's agent does to a split run (`on_agent_lost`).
     fn on_agent_lost(_spec: &Self::Spec) -> AgentLoss {
         AgentLoss::Error

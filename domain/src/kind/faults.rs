@@ -34,6 +34,10 @@ impl Kind for Faults {
         RunCost::unbounded(spec.expected_requests())
     }
 
+    fn applied_faults(plan: &Experiment) -> Vec<String> {
+        plan.fault_names().into_iter().map(String::from).collect()
+    }
+
     /// A probe's url must name the run's own target.
     fn check_target(plan: &Experiment, target: &str) -> Result<(), SpecError> {
         plan.check_target(target)

@@ -73,6 +73,12 @@ impl Kind for Replay {
         plan.load.abort_thresholds()
     }
 
+    /// `from_run`: the controller writes that scenario run's operations and request log
+    /// into the spec it stores.
+    fn reads_earlier_run(value: &Value) -> bool {
+        value.get("from_run").is_some()
+    }
+
     fn on_agent_lost(spec: &ReplaySpec) -> AgentLoss {
         spec.on_agent_lost
     }
