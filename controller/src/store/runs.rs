@@ -314,12 +314,11 @@ impl Store {
         .bind((run.agents > 1).then_some(i64::from(run.agents)))
         .execute(&mut *tx)
         .await?;
-        let share_ids = match verdict {
-            Verdict::Queue if run.agents > 1 => {
-                super::split_seconds::watch(&mut tx, &id, run.kind, &run.abort_on).await?;
-                super::shares::insert_shares(&mut tx, &id, run, now).await?
-            }
-            _ => Vec::new(),
+        let share_ids = if matches!(verdict, Verdict::Queue) && run.agents > 1 {
+            super::split_seconds::watch(&mut tx, &id, run.kind, &run.abort_on).await?;
+            super::shares::insert_shares(&mut tx, &id, run, now).await?
+        } else {
+            Vec::new()
         };
         if let Verdict::Refuse(why) = &verdict {
             // Ended at once: its stream is one `finished` frame, as any ended run's.
@@ -701,11 +700,13 @@ impl Store {
         let Some(result) = ending
             .result
             .as_ref()
-            // A faults run that ended `error` because a rollback failed still reports the
-            // fault it left applied: that finding is the alert.
+            // A run that ended `error` finds only when its kind says its result still
+            // holds findings then (a faults run whose rollback failed: the fault it left
+            // applied is the alert).
             .filter(|_| {
                 matches!(ending.status, RunStatus::Passed | RunStatus::Failed)
-                    || (run.kind == RunKind::Faults && ending.status == RunStatus::Error)
+                    || (ending.status == RunStatus::Error
+                        && iohr_domain::kind::finds_on_error(run.kind))
             })
         else {
             return Ok(Vec::new());

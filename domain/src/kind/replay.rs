@@ -79,6 +79,18 @@ impl Kind for Replay {
         value.get("from_run").is_some()
     }
 
+    fn merges_seconds() -> bool {
+        true
+    }
+
+    fn judges_steps() -> bool {
+        false
+    }
+
+    fn finds_on_error() -> bool {
+        false
+    }
+
     fn on_agent_lost(spec: &ReplaySpec) -> AgentLoss {
         spec.on_agent_lost
     }

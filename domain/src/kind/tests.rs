@@ -152,3 +152,22 @@ fn a_run_splits_over_agents_only_where_its_kind_and_connections_allow() {
         "spec"
     );
 }
+
+#[test]
+fn what_the_controller_does_with_a_split_run_or_an_error_ending_is_each_kinds() {
+    let merging: Vec<_> = RunKind::ALL
+        .into_iter()
+        .filter(|k| merges_seconds(*k))
+        .collect();
+    assert_eq!(merging, [RunKind::Load, RunKind::Replay]);
+    let judging: Vec<_> = RunKind::ALL
+        .into_iter()
+        .filter(|k| judges_steps(*k))
+        .collect();
+    assert_eq!(judging, [RunKind::Capacity]);
+    let finding: Vec<_> = RunKind::ALL
+        .into_iter()
+        .filter(|k| finds_on_error(*k))
+        .collect();
+    assert_eq!(finding, [RunKind::Faults]);
+}
