@@ -14,26 +14,9 @@ use iohr_domain::{RunKind, RunStatus};
 use serde::Deserialize;
 use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 
-use super::frames::{StoredFrame, insert_frame};
-use super::runs::{Ending, NewRun, RUN_COLUMNS, RunRow, run_from_row};
+use super::frame_row::{StoredFrame, insert_frame};
+use super::run_row::{Ending, NewRun, RUN_COLUMNS, RunRow, run_from_row};
 use super::{Result, Store, StoreError, new_id};
-
-/// The split run a run is a share of, from its row's `parent_id`, `share_index` and
-/// `share_count`.
-pub(super) fn share_of_row(row: &sqlx::any::AnyRow) -> Result<Option<(String, Share)>> {
-    let parent: Option<String> = row.try_get("parent_id")?;
-    let index: Option<i64> = row.try_get("share_index")?;
-    let count: Option<i64> = row.try_get("share_count")?;
-    let (Some(parent), Some(index), Some(count)) = (parent, index, count) else {
-        return Ok(None);
-    };
-    let share = u32::try_from(index)
-        .ok()
-        .zip(u32::try_from(count).ok())
-        .and_then(|(i, n)| Share::new(i, n).ok())
-        .ok_or_else(|| StoreError::Corrupt(format!("share {index} of {count}")))?;
-    Ok(Some((parent, share)))
-}
 
 /// Stores the `count` shares of the parent `parent` (stored already, `queued`), with
 /// what the parent has but its units: the parent reserves the whole run's.
