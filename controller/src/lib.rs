@@ -20,6 +20,7 @@ pub mod outbox;
 pub mod queue;
 pub mod replicas;
 pub mod retention;
+pub mod runs;
 pub mod schedule;
 pub mod server;
 pub mod store;

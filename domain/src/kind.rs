@@ -86,6 +86,23 @@ pub trait Kind {
     fn abort_thresholds(_plan: &Self::Plan) -> Vec<Threshold> {
         Vec::new()
     }
+    /// The faults a run applies, named on its audit line (faults' method).
+    fn applied_faults(_plan: &Self::Plan) -> Vec<String> {
+        Vec::new()
+    }
+    /// Whether a spec names an earlier run whose record the controller writes into it
+    /// before storing it (a replay's `from_run`).
+    fn reads_earlier_run(_value: &Value) -> bool {
+        false
+    }
+    /// Whether a split run's shares send seconds of one schedule that the controller
+    /// merges into the whole's, one per second, judging its `abort_on_fail` on them.
+    fn merges_seconds() -> bool;
+    /// Whether a split run's steps are judged on its shares' parts merged (a sweep's).
+    fn judges_steps() -> bool;
+    /// Whether a run that ended `error` still has findings in its result (a faults run
+    /// whose rollback failed reports the fault it left applied: that finding is the alert).
+    fn finds_on_error() -> bool;
     /// What losing one share's agent does to a split run (`on_agent_lost`).
     fn on_agent_lost(_spec: &Self::Spec) -> AgentLoss {
         AgentLoss::Error
@@ -236,6 +253,42 @@ pub fn abort_thresholds(kind: RunKind, spec: &Value) -> Vec<Threshold> {
         }
     }
     visit(kind, AbortOf(spec))
+}
+
+/// Whether a split run of `kind` has its seconds merged ([`Kind::merges_seconds`]).
+pub fn merges_seconds(kind: RunKind) -> bool {
+    struct MergesOf;
+    impl KindVisitor for MergesOf {
+        type Output = bool;
+        fn visit<K: Kind>(self) -> bool {
+            K::merges_seconds()
+        }
+    }
+    visit(kind, MergesOf)
+}
+
+/// Whether a split run of `kind` has its steps judged ([`Kind::judges_steps`]).
+pub fn judges_steps(kind: RunKind) -> bool {
+    struct StepsOf;
+    impl KindVisitor for StepsOf {
+        type Output = bool;
+        fn visit<K: Kind>(self) -> bool {
+            K::judges_steps()
+        }
+    }
+    visit(kind, StepsOf)
+}
+
+/// Whether a run of `kind` ending `error` has findings ([`Kind::finds_on_error`]).
+pub fn finds_on_error(kind: RunKind) -> bool {
+    struct ErrorFindingsOf;
+    impl KindVisitor for ErrorFindingsOf {
+        type Output = bool;
+        fn visit<K: Kind>(self) -> bool {
+            K::finds_on_error()
+        }
+    }
+    visit(kind, ErrorFindingsOf)
 }
 
 /// What losing one share's agent does to a split run of `kind` ([`Kind::on_agent_lost`]):

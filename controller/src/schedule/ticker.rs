@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::SharedClock;
 use super::cron::Expression;
 use crate::Shared;
-use crate::api::run_start::{self, CreateRun};
+use crate::runs::start::{self, RunRequest};
 use crate::store::{Fire, ScheduleRow, StoreError};
 
 /// The longest a scheduler sleeps between ticks: a new or changed schedule is seen
@@ -152,7 +152,8 @@ impl Scheduler {
         }
     }
 
-    /// A fire's run, made as a POST makes one; the reason it could not be, if not.
+    /// A fire's run, started by the run-lifecycle layer as a POST's is; the reason it
+    /// could not be (the refusal's code and message), if not.
     async fn start(&self, schedule: &ScheduleRow, fire: &Fire) -> Result<String, String> {
         let shared = &self.shared;
         let account = shared
@@ -160,28 +161,31 @@ impl Scheduler {
             .account(&schedule.account_id)
             .await
             .map_err(|e| e.to_string())?;
-        let body = request_of(schedule);
-        let why = |e: crate::api::error::ApiError| format!("{}: {}", e.code, e.message);
-        let checked = run_start::check(shared, &account, &body, true)
-            .await
-            .map_err(why)?;
+        let request = request_of(schedule);
         let started_by = StartedBy {
             kind: "schedule".into(),
             id: schedule.id.clone(),
             change: schedule.change.clone(),
         };
-        let new = run_start::prepare(shared, &account, &body, checked, started_by, fire.at);
         let actor = format!("schedule:{}", schedule.id);
-        let run = run_start::submit(shared, &account, &new, &actor, Some(fire))
-            .await
-            .map_err(why)?;
+        let run = start::start(
+            shared,
+            &account,
+            &request,
+            started_by,
+            &actor,
+            fire.at,
+            Some(fire),
+        )
+        .await
+        .map_err(|e| e.reason())?;
         Ok(run.id)
     }
 }
 
-/// The run request a schedule stands for: a POST body naming its stored scenario version.
-pub fn request_of(schedule: &ScheduleRow) -> CreateRun {
-    CreateRun {
+/// The run request a schedule stands for: a POST's, naming its stored scenario version.
+pub fn request_of(schedule: &ScheduleRow) -> RunRequest {
+    RunRequest {
         kind: schedule.kind.clone(),
         environment: schedule.environment.clone(),
         target: schedule.target.clone(),

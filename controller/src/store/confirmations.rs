@@ -3,7 +3,7 @@
 use sqlx::AssertSqlSafe;
 
 use super::audit::{AuditLine, insert_audit};
-use super::runs::{RUN_COLUMNS, run_from_row};
+use super::run_row::{RUN_COLUMNS, run_from_row};
 use super::{Result, RunRow, Store, StoreError, now_ms};
 
 /// Why a confirmation was not taken.

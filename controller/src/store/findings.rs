@@ -10,7 +10,7 @@ use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 
 use super::audit::AuditLine;
 use super::page::Keyset;
-use super::runs::RunRow;
+use super::run_row::RunRow;
 use super::{Result, Store, StoreError, format_ms, new_id};
 
 #[derive(Debug, Clone, PartialEq)]

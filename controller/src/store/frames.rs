@@ -1,30 +1,11 @@
 //! Frames: append-only, numbered per run, stored exactly once whatever the agent resends.
 
-use sqlx::{Any, AssertSqlSafe, Row, Transaction};
+use sqlx::{AssertSqlSafe, Row};
 
-use super::runs::LeaseGuard;
-use super::{Result, Store, StoreError, format_ms, now_ms};
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredFrame {
-    pub run_id: String,
-    pub number: u64,
-    pub kind: String,
-    pub payload: serde_json::Value,
-    pub at: i64,
-}
-
-impl StoredFrame {
-    pub fn to_api(&self) -> iohr_domain::Frame {
-        iohr_domain::Frame {
-            run_id: self.run_id.clone(),
-            number: self.number,
-            kind: self.kind.clone(),
-            at: format_ms(self.at),
-            data: self.payload.clone(),
-        }
-    }
-}
+pub use super::frame_row::StoredFrame;
+use super::frame_row::insert_frame;
+use super::run_row::LeaseGuard;
+use super::{Result, Store, StoreError, now_ms};
 
 /// What an append did.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,24 +23,6 @@ pub enum AppendOutcome {
     },
     /// The lease is not the run's current accepted lease: nothing was stored.
     Stale,
-}
-
-pub(super) async fn insert_frame(
-    tx: &mut Transaction<'_, Any>,
-    frame: &StoredFrame,
-) -> Result<bool> {
-    let done = sqlx::query(
-        "INSERT INTO frames (run_id, number, kind, payload, at) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (run_id, number) DO NOTHING",
-    )
-    .bind(&frame.run_id)
-    .bind(frame.number as i64)
-    .bind(&frame.kind)
-    .bind(frame.payload.to_string())
-    .bind(frame.at)
-    .execute(&mut **tx)
-    .await?;
-    Ok(done.rows_affected() == 1)
 }
 
 impl Store {
@@ -137,7 +100,7 @@ impl Store {
         ) {
             self.notify_frames(&mut *tx, run_id, first, last).await?;
         }
-        let (relayed, split_aborted) = match super::shares::share_of_row(&row)? {
+        let (relayed, split_aborted) = match super::run_row::share_of_row(&row)? {
             Some((parent, share)) => {
                 let relayed = super::shares::relay_frames(
                     self,

@@ -19,12 +19,14 @@ mod enrollment;
 mod events;
 mod files;
 mod findings;
+mod frame_row;
 mod frames;
 mod page;
 mod pooled;
 mod reasons;
 mod replicas;
 mod retention;
+mod run_row;
 mod runs;
 mod scenarios;
 mod schedules;
@@ -67,7 +69,7 @@ pub use replicas::{
     CANCELS_CHANNEL, ENDED_CHANNEL, FRAMES_CHANNEL, FramesNotice, QUEUE_CHANNEL, ReplicaOffer,
 };
 pub use retention::{Periods, Swept};
-pub use runs::{ConfirmState, Ending, LeaseGuard, NewRun, RunFilter, RunRow};
+pub use run_row::{ConfirmState, Ending, LeaseGuard, NewRun, RunFilter, RunRow};
 pub use scenarios::{Scenario, ScenarioName, ScenarioVersion, Stored};
 pub use schedules::{Fire, MAX_SCHEDULES, NewSchedule, ScheduleChange, ScheduleRow};
 pub use shares::lost_agent;

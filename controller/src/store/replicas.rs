@@ -24,7 +24,8 @@ use iohr_domain::RunKind;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::pooled::agent_has_room;
-use super::runs::{LEASABLE, RUN_COLUMNS, offer_to, run_from_row};
+use super::run_row::{LEASABLE, RUN_COLUMNS, run_from_row};
+use super::runs::offer_to;
 use super::{Backend, Claim, LeaseGuard, Result, RunRow, Store, StoreError};
 
 /// A run queued (new, or back from an offer): its id.

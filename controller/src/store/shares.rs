@@ -14,28 +14,9 @@ use iohr_domain::{RunKind, RunStatus};
 use serde::Deserialize;
 use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 
-use super::frames::{StoredFrame, insert_frame};
-use super::runs::{Ending, NewRun, RUN_COLUMNS, RunRow, run_from_row};
+use super::frame_row::{StoredFrame, insert_frame};
+use super::run_row::{Ending, NewRun, RUN_COLUMNS, RunRow, run_from_row};
 use super::{Result, Store, StoreError, new_id};
-
-/// The split run a run is a share of, from its row's `parent_id`, `share_index` and
-/// `share_count`.
-pub(super) fn share_of_row(row: &sqlx::any::AnyRow) -> Result<Option<(String, Share)>> {
-    let parent: Option<String> = row.try_get("parent_id")?;
-    let index: Option<i64> = row.try_get("share_index")?;
-    let count: Option<i64> = row.try_get("share_count")?;
-    match (parent, index, count) {
-        (Some(parent), Some(index), Some(count)) => {
-            let share = u32::try_from(index)
-                .ok()
-                .zip(u32::try_from(count).ok())
-                .and_then(|(i, n)| Share::new(i, n).ok())
-                .ok_or_else(|| StoreError::Corrupt(format!("share {index} of {count}")))?;
-            Ok(Some((parent, share)))
-        }
-        _ => Ok(None),
-    }
-}
 
 /// Stores the `count` shares of the parent `parent` (stored already, `queued`), with
 /// what the parent has but its units: the parent reserves the whole run's.
@@ -158,7 +139,7 @@ pub(super) async fn relay_frames(
         super::split_seconds::merge(tx, parent, share, &seconds).await?
     };
     let at = frames.last().map_or_else(super::now_ms, |(_, _, at)| *at);
-    if run.kind == RunKind::Capacity {
+    if iohr_domain::kind::judges_steps(run.kind) {
         // A sweep's step ends, judged on the whole as they come.
         super::steps::judge(tx, &run, share, &frames).await?;
     }
@@ -352,10 +333,9 @@ pub(super) fn parent_ending(
     let loss = loss_of(kind, spec);
     let units_spent = Some(shares.iter().map(|s| s.units_spent.max(0)).sum());
     let results: Vec<serde_json::Value> = shares.iter().filter_map(|s| s.result.clone()).collect();
-    let merged = match spec {
-        Some(spec) if !results.is_empty() => Some(merge_shares(kind, spec, &results)),
-        _ => None,
-    };
+    let merged = spec
+        .filter(|_| !results.is_empty())
+        .map(|spec| merge_shares(kind, spec, &results));
     let (mut result, mut verdict, merge_error) = match merged {
         Some(Ok(merged)) => (
             Some(merged.result),

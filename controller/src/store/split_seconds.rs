@@ -24,15 +24,16 @@ use super::{Result, StoreError};
 /// The phases of a load run's seconds, in the order a share sends them.
 const PHASES: [&str; 2] = ["warmup", "measure"];
 
-/// A split run of `kind`, stored: when its shares send seconds (load, replay), they are
-/// to be merged, and its merged measure judged against `thresholds`.
+/// A split run of `kind`, stored: when its shares send seconds its kind merges
+/// ([`iohr_domain::kind::merges_seconds`]: load, replay), they are to be merged, and its
+/// merged measure judged against `thresholds`.
 pub(super) async fn watch(
     tx: &mut Transaction<'static, Any>,
     parent: &str,
     kind: RunKind,
     thresholds: &[Threshold],
 ) -> Result<()> {
-    if !matches!(kind, RunKind::Load | RunKind::Replay) {
+    if !iohr_domain::kind::merges_seconds(kind) {
         return Ok(());
     }
     let thresholds =

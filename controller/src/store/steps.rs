@@ -20,7 +20,7 @@ use iohr_domain::load::Share;
 use serde::Deserialize;
 use sqlx::{Any, Row, Transaction};
 
-use super::runs::{LeaseGuard, RunRow};
+use super::run_row::{LeaseGuard, RunRow};
 use super::{Result, Store, StoreError, now_ms};
 
 /// How long after its verdict the shares start a sweep's next step: time for every

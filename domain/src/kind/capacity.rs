@@ -41,6 +41,18 @@ impl Kind for Capacity {
         )
     }
 
+    fn merges_seconds() -> bool {
+        false
+    }
+
+    fn judges_steps() -> bool {
+        true
+    }
+
+    fn finds_on_error() -> bool {
+        false
+    }
+
     fn check_split(plan: &CapacityPlan, count: u32) -> Result<(), SpecError> {
         plan.check_split(count)
     }

@@ -36,6 +36,18 @@ impl Kind for Checks {
         RunCost::unbounded(spec.checks.len() as u64)
     }
 
+    fn merges_seconds() -> bool {
+        false
+    }
+
+    fn judges_steps() -> bool {
+        false
+    }
+
+    fn finds_on_error() -> bool {
+        false
+    }
+
     fn findings(facts: &RunFacts, found: &mut Vec<Found>) {
         checks_findings(facts.result, found)
     }

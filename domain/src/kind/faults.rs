@@ -36,6 +36,22 @@ impl Kind for Faults {
         RunCost::unbounded(spec.expected_requests())
     }
 
+    fn applied_faults(plan: &Experiment) -> Vec<String> {
+        plan.fault_names().into_iter().map(String::from).collect()
+    }
+
+    fn merges_seconds() -> bool {
+        false
+    }
+
+    fn judges_steps() -> bool {
+        false
+    }
+
+    fn finds_on_error() -> bool {
+        true
+    }
+
     /// A probe's url must name the run's own target.
     fn check_target(plan: &Experiment, target: &str) -> Result<(), SpecError> {
         plan.check_target(target)

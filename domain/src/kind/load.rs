@@ -67,6 +67,18 @@ impl Kind for Load {
         plan.abort_thresholds()
     }
 
+    fn merges_seconds() -> bool {
+        true
+    }
+
+    fn judges_steps() -> bool {
+        false
+    }
+
+    fn finds_on_error() -> bool {
+        false
+    }
+
     fn on_agent_lost(spec: &LoadSpec) -> AgentLoss {
         spec.on_agent_lost
     }

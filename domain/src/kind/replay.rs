@@ -75,6 +75,24 @@ impl Kind for Replay {
         plan.load.abort_thresholds()
     }
 
+    /// `from_run`: the controller writes that scenario run's operations and request log
+    /// into the spec it stores.
+    fn reads_earlier_run(value: &Value) -> bool {
+        value.get("from_run").is_some()
+    }
+
+    fn merges_seconds() -> bool {
+        true
+    }
+
+    fn judges_steps() -> bool {
+        false
+    }
+
+    fn finds_on_error() -> bool {
+        false
+    }
+
     fn on_agent_lost(spec: &ReplaySpec) -> AgentLoss {
         spec.on_agent_lost
     }

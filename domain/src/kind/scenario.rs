@@ -40,6 +40,18 @@ impl Kind for Scenario {
         RunCost::unbounded(spec.total_requests())
     }
 
+    fn merges_seconds() -> bool {
+        false
+    }
+
+    fn judges_steps() -> bool {
+        false
+    }
+
+    fn finds_on_error() -> bool {
+        false
+    }
+
     fn findings(facts: &RunFacts, found: &mut Vec<Found>) {
         if let Some(ops) = facts.result.get("ops") {
             let ops: Vec<ScenarioOp> = serde_json::from_value(ops.clone()).unwrap_or_default();

@@ -211,3 +211,22 @@ fn help_texts_list_every_kind_in_the_registry_order() {
     assert_eq!(super::decisions::listed(["a"], "and"), "a");
     assert_eq!(super::decisions::listed([], "and"), "");
 }
+
+#[test]
+fn what_the_controller_does_with_a_split_run_or_an_error_ending_is_each_kinds() {
+    let merging: Vec<_> = RunKind::ALL
+        .into_iter()
+        .filter(|k| merges_seconds(*k))
+        .collect();
+    assert_eq!(merging, [RunKind::Load, RunKind::Replay]);
+    let judging: Vec<_> = RunKind::ALL
+        .into_iter()
+        .filter(|k| judges_steps(*k))
+        .collect();
+    assert_eq!(judging, [RunKind::Capacity]);
+    let finding: Vec<_> = RunKind::ALL
+        .into_iter()
+        .filter(|k| finds_on_error(*k))
+        .collect();
+    assert_eq!(finding, [RunKind::Faults]);
+}

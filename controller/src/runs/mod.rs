@@ -1,0 +1,21 @@
+//! The run-lifecycle layer: a run's life has one owner here, between the surfaces (REST,
+//! MCP, console, schedule ticker, agent link), which authenticate, translate and call it,
+//! and the store, which persists what it decides.
+//!
+//! - [`start`]: a request checked against the account, its spec read once into a
+//!   [`plan::PlannedRun`] through the kind contract (`iohr_domain::kind`), then stored
+//!   and queued. Refusals are a typed [`error::StartError`] with the code each surface
+//!   says in its own terms.
+//!
+//! The layer imports the store, the queue and `domain`; never a surface (`crate::api`,
+//! `crate::console`, `crate::mcp`, `crate::schedule`).
+
+pub mod error;
+pub mod from_run;
+pub mod guards;
+pub mod plan;
+pub mod start;
+
+pub use error::{Refusal, StartError};
+pub use plan::PlannedRun;
+pub use start::{CheckedRun, RunRequest};
