@@ -191,7 +191,9 @@ async fn faults_runs_through_the_controller_deviate_confirm_cancel_and_halt() {
     api.wait_status(again, &["passed", "failed", "error", "refused"], LIMIT)
         .await;
     let (status, compared) = api
-        .get(&format!("/v1/reliability/compare?before={id}&after={again}"))
+        .get(&format!(
+            "/v1/reliability/compare?before={id}&after={again}"
+        ))
         .await;
     assert_eq!(status, 200, "{compared}");
     assert_eq!(compared["verdict"], "unchanged", "{compared}");
