@@ -5,9 +5,9 @@
 //! on connecting, and counts as sent once connected; probes go to the run's own fault
 //! proxy on loopback, whose upstream the policy checked).
 //!
-//! Not the load engine's: its hand-written HTTP/1.1 driver (`load::h1`, and hyper's
-//! HTTP/2 connection API in `load::client`) has no task, channel or header map per
-//! request, which is what makes it match wrk (docs/benchmarks.md). Nor the fault proxy's
+//! Not the load engine's: its hand-written HTTP/1.1 and HTTP/2 drivers (`load::h1`,
+//! `load::h2`) have no task, channel or header map per request, which is what makes them
+//! match wrk and h2load (docs/benchmarks.md). Nor the fault proxy's
 //! upstream, which copies bytes and speaks no HTTP.
 
 use std::future::Future;
