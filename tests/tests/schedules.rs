@@ -81,6 +81,16 @@ async fn a_schedule_fires_real_checks_runs(backend: Backend) {
         message.contains("every 1h") && message.contains("30m"),
         "{message}"
     );
+    assert!(
+        message.contains("account set-plan --name ACCOUNT --schedule-floor load=DURATION"),
+        "the refusal says how the floor is changed: {message}"
+    );
+    let answer = api.post(path, &body("61 * * * *", "checks")).await;
+    let message = answer.1["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("the minute field \"61\" is not valid: it takes 0-59"),
+        "the refusal names the field and its range: {message}"
+    );
     for cron in ["61 * * * *", "* * * *", "0 0 0 * * * 2030", "0 0 31 2 *"] {
         let answer = api.post(path, &body(cron, "checks")).await;
         assert_eq!(

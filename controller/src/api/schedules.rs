@@ -168,7 +168,8 @@ async fn check_cron(
             StatusCode::UNPROCESSABLE_ENTITY,
             "schedule_too_frequent",
             format!(
-                "cron {:?} fires every {} at times; this plan lets a {kind} schedule fire at most every {}",
+                "cron {:?} fires every {} at times; this plan lets a {kind} schedule fire at most every {} \
+                 (the controller's operator can lower it: iohr-controller account set-plan --name ACCOUNT --schedule-floor {kind}=DURATION)",
                 expression.as_str(),
                 humantime::format_duration(std::time::Duration::from_millis(gap.max(0) as u64)),
                 humantime::format_duration(floor),

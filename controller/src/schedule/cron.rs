@@ -55,8 +55,8 @@ impl Expression {
         if nickname && fields != 1 {
             return Err(error("a nickname such as @hourly stands alone".into()));
         }
-        let cron =
-            Cron::from_str(&as_crontab_reads_it(trimmed)).map_err(|e| error(e.to_string()))?;
+        let cron = Cron::from_str(&as_crontab_reads_it(trimmed))
+            .map_err(|e| error(field_at_fault(trimmed).unwrap_or_else(|| e.to_string())))?;
         let expression = Expression {
             text: trimmed.to_string(),
             cron,
@@ -114,6 +114,40 @@ impl Expression {
         let fires = self.next_n(from_ms, GAP_SAMPLES);
         fires.windows(2).map(|w| w[1] - w[0]).min()
     }
+}
+
+/// The fields of a five- and a six-field expression, with the values each takes.
+const FIELDS_5: [(&str, &str); 5] = [
+    ("minute", "0-59"),
+    ("hour", "0-23"),
+    ("day-of-month", "1-31"),
+    ("month", "1-12 or JAN-DEC"),
+    ("day-of-week", "0-7 (0 and 7 are Sunday) or SUN-SAT"),
+];
+
+/// Which field croner refused, and what that field takes: croner's own message names
+/// neither ("Number out of bounds"). Each field is tried alone, the others `*`.
+fn field_at_fault(text: &str) -> Option<String> {
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    let names: Vec<(&str, &str)> = match fields.len() {
+        5 => FIELDS_5.to_vec(),
+        6 => std::iter::once(("second", "0-59"))
+            .chain(FIELDS_5)
+            .collect(),
+        _ => return None,
+    };
+    (0..fields.len()).find_map(|at| {
+        let alone: Vec<&str> = (0..fields.len())
+            .map(|i| if i == at { fields[i] } else { "*" })
+            .collect();
+        Cron::from_str(&alone.join(" ")).err().map(|_| {
+            let (name, range) = names[at];
+            format!(
+                "the {name} field {:?} is not valid: it takes {range}, lists (1,5), ranges (1-5) and steps (*/5)",
+                fields[at]
+            )
+        })
+    })
 }
 
 /// The expression croner evaluates as crontab evaluates `text`: a day-of-month or

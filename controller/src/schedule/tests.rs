@@ -209,14 +209,18 @@ fn malformed_expressions_are_refused_with_the_reason() {
         ("", "0 fields"),
         ("* * * *", "4 fields"),
         ("0 0 0 * * * 2030", "7 fields"),
-        ("61 * * * *", ""),
-        ("* * 32 * *", ""),
-        ("* * * 13 *", ""),
-        ("* * * * 8", ""),
+        (
+            "61 * * * *",
+            "the minute field \"61\" is not valid: it takes 0-59",
+        ),
+        ("* * 32 * *", "the day-of-month field \"32\" is not valid"),
+        ("* * * 13 *", "the month field \"13\" is not valid"),
+        ("* * * * 8", "the day-of-week field \"8\" is not valid"),
+        ("61 * * * * *", "the second field \"61\" is not valid"),
         ("0 0 31 2 *", "never fires"),
         ("@often", ""),
         ("@hourly 5", "stands alone"),
-        ("a b c d e", ""),
+        ("a b c d e", "the minute field \"a\" is not valid"),
     ] {
         let error = Expression::parse(text).expect_err(text);
         assert!(error.to_string().contains(says), "{text}: {error}");
