@@ -13,7 +13,11 @@
 # listens on 127.0.0.1 only.
 #
 # Ports (environment): IOHR_API_PORT (default 8480), IOHR_AGENT_PORT (8443),
-# IOHR_TARGET_PORT (0: any free port) for the sample target.
+# IOHR_TARGET_PORT for the sample target (default: the port it had the last time, kept in
+# .iohr/target-port, so the URLs of runs, schedules and compares stay valid across
+# restarts; a free port the first time).
+# For the test suite: IOHR_QUICKSTART_STATE (another state dir than .iohr) and
+# IOHR_QUICKSTART_NO_BUILD=1 (the binaries are already built).
 #
 # On any failure it stops what it started and says which log to read.
 set -euo pipefail
@@ -21,7 +25,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 
-STATE=.iohr
+STATE="${IOHR_QUICKSTART_STATE:-.iohr}"
 DATA="$STATE/controller"
 AGENT_NAME=local-1
 AGENT_DIR="$STATE/agent-$AGENT_NAME"
@@ -31,7 +35,8 @@ TOKEN_FILE="$STATE/token"
 ENV_FILE="$STATE/env"
 API_PORT="${IOHR_API_PORT:-8480}"
 AGENT_PORT="${IOHR_AGENT_PORT:-8443}"
-TARGET_PORT="${IOHR_TARGET_PORT:-0}"
+TARGET_PORT_FILE="$STATE/target-port"
+TARGET_PORT="${IOHR_TARGET_PORT:-$(cat "$TARGET_PORT_FILE" 2>/dev/null || echo 0)}"
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug"
 # Seconds to wait for each process to come up, and for the run to end.
 WAIT_UP=30
@@ -171,7 +176,7 @@ status)
     ;;
 esac
 
-command -v cargo >/dev/null || {
+[ "${IOHR_QUICKSTART_NO_BUILD:-}" = 1 ] || command -v cargo >/dev/null || {
     say "cargo is not installed: see https://rustup.rs"
     exit 1
 }
@@ -194,8 +199,10 @@ trap 'exit 143' TERM
 
 # Only the four binaries this script runs: `--bins` would also build the iohr-bench-*
 # tools and their dependencies, which a first try never needs.
-say "building the binaries (cargo build --bin iohr-controller --bin iohr-agent --bin iohr --bin iohr-sample-target)"
-cargo build --bin iohr-controller --bin iohr-agent --bin iohr --bin iohr-sample-target
+if [ "${IOHR_QUICKSTART_NO_BUILD:-}" != 1 ]; then
+    say "building the binaries (cargo build --bin iohr-controller --bin iohr-agent --bin iohr --bin iohr-sample-target)"
+    cargo build --bin iohr-controller --bin iohr-agent --bin iohr --bin iohr-sample-target
+fi
 
 mkdir -p "$LOGS" "$PIDS"
 chmod 700 "$STATE"
@@ -215,16 +222,23 @@ fi
 new_token() {
     (umask 077 && "$BIN/iohr-controller" token create --data-dir "$DATA" --account default \
         --scope reliability:run --scope reliability:read --scope reliability:admin \
-        --person "${USER:-quickstart}" |
+        --scope reliability:audit --person "${USER:-quickstart}" |
         tail -n 1 >"$TOKEN_FILE.new")
     mv "$TOKEN_FILE.new" "$TOKEN_FILE"
+    echo "$TOKEN_SCOPES" >"$TOKEN_FILE.scopes"
     say "created your token (in $TOKEN_FILE)"
 }
-[ -s "$TOKEN_FILE" ] || new_token
+# The scopes a token of this script holds; a token made by an older script (without
+# reliability:audit) is replaced.
+TOKEN_SCOPES="run read admin audit"
+if [ ! -s "$TOKEN_FILE" ] || [ "$(cat "$TOKEN_FILE.scopes" 2>/dev/null)" != "$TOKEN_SCOPES" ]; then
+    new_token
+fi
 
 say "starting the sample target"
 start_bg target "$BIN/iohr-sample-target" --listen "127.0.0.1:$TARGET_PORT" --max-seconds 2592000
 TARGET=$(wait_line target '^listening on http://[^ ]+' | sed 's/^listening on //')
+echo "${TARGET##*:}" >"$TARGET_PORT_FILE"
 
 say "starting the controller"
 # Webhooks to loopback are refused by default (docs/security.md); this demo allows them
@@ -302,7 +316,7 @@ cat <<EOF
 The installation is up (logs in $LOGS/):
   controller     $SERVER, agent link $LINK, store $DATA/iohr.db
   agent          $AGENT_NAME, environment staging, 4 jobs at once
-  sample target  $TARGET (a new port after each restart)
+  sample target  $TARGET (the same port after a restart)
 
 The console: $SERVER/ (sign in with the token in $TOKEN_FILE, yours as
 the account's admin; iohr-controller account open-console default opens it to others).
