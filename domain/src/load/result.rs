@@ -285,16 +285,28 @@ impl LoadResult {
             }
             parts.join(", ")
         };
+        // Under a second (a short replay at speed), a rate per second is an extrapolation:
+        // say how many requests took how long instead.
+        let brief = self.measured_seconds < 1.0;
         let model = match (self.model, self.intended_rate) {
-            (Model::Open, Some(rate)) => format!("open model, {rate:.1}/s intended"),
-            (Model::Open, None) => "open model".to_string(),
+            (Model::Open, Some(rate)) if !brief => format!("open model, {rate:.1}/s intended"),
+            (Model::Open, _) => "open model".to_string(),
             (Model::Closed, _) => format!("closed model, {} connections", self.connections),
         };
-        let mut lines = vec![
+        let achieved = if brief {
             format!(
-                "{model}, {:.1}/s achieved over {:.1} s",
+                "{} requests over {:.0} ms (under a second: no rate per second)",
+                self.counts.requests,
+                self.measured_seconds * 1000.0
+            )
+        } else {
+            format!(
+                "{:.1}/s achieved over {:.1} s",
                 self.achieved_rate, self.measured_seconds
-            ),
+            )
+        };
+        let mut lines = vec![
+            format!("{model}, {achieved}"),
             format!(
                 "requests {}: {}; error rate {:.2}%",
                 self.counts.requests,

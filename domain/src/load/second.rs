@@ -60,9 +60,13 @@ impl SecondSummary {
         let mut parts: Vec<String> = Vec::new();
         parts.extend(self.phase.clone());
         if let Some(second) = self.second {
+            // The total is the measure's length: a warm-up second is not one of it, and a
+            // second past it (answers still coming in) is not "11/10".
+            let measuring = matches!(self.phase.as_deref(), None | Some("measure"));
             parts.push(match total_s {
-                Some(total) => format!("{second}/{total} s"),
-                None => format!("{second} s"),
+                Some(total) if measuring && second <= total => format!("{second}/{total} s"),
+                Some(total) if measuring => format!("{second} s (past the {total} s measure)"),
+                _ => format!("{second} s"),
             });
         }
         if let Some(sent) = self.sent {
@@ -105,6 +109,22 @@ mod tests {
         assert_eq!(
             summary.line(Some(60)),
             "measure  12/60 s  100 req/s  p50 50.0 ms  p99 99.0 ms  errors 3  late 3"
+        );
+    }
+
+    #[test]
+    fn only_a_measured_second_is_counted_against_the_measure() {
+        let at = |phase: &str, second: u64| {
+            SecondSummary::of(&json!({"second": second, "phase": phase, "sent": 5})).line(Some(10))
+        };
+        assert_eq!(at("warmup", 1), "warmup  1 s  5 req/s  errors 0  late 0");
+        assert_eq!(
+            at("measure", 10),
+            "measure  10/10 s  5 req/s  errors 0  late 0"
+        );
+        assert_eq!(
+            at("measure", 11),
+            "measure  11 s (past the 10 s measure)  5 req/s  errors 0  late 0"
         );
     }
 

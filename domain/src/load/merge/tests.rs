@@ -363,3 +363,25 @@ fn stored_results_merge_with_the_worst_generator_verdict_and_live_seconds_abort_
     assert_eq!(crossed.expression, "p99 < 10ms");
     assert!(observed.starts_with("50"), "{observed}");
 }
+
+/// The summary's first line: a rate per second over a second or more; under a second (a
+/// short replay at speed), the requests and the time, never an extrapolated rate.
+#[test]
+fn a_result_under_a_second_says_requests_and_time_not_a_rate() {
+    let part = Part {
+        samples: vec![1000; 35],
+        failed: 0,
+        late: 0,
+    };
+    let mut result = result_of(&part, &[]);
+    assert_eq!(
+        result.summary()[0],
+        "open model, 100.0/s intended, 99.0/s achieved over 2.0 s"
+    );
+    result.measured_seconds = 0.003;
+    result.intended_rate = Some(13498.4);
+    assert_eq!(
+        result.summary()[0],
+        "open model, 35 requests over 3 ms (under a second: no rate per second)"
+    );
+}
