@@ -239,36 +239,10 @@ fn result(result: Option<&Value>) -> String {
         return out;
     };
     let verdict = if checks.passed { "passed" } else { "failed" };
-    let mut out = format!(
-        "result       {verdict}: {} of {} checks failed\n",
-        checks.failed, checks.total
-    );
+    let mut out = format!("result       {verdict}: {}\n", checks.count_line());
     let mut t = Table::plain().indent(2);
-    for c in &checks.checks {
-        let mut why = c.failures.join("; ");
-        if why.is_empty()
-            && let Some(error) = &c.error
-        {
-            why = error.clone();
-        }
-        t.row([
-            "check".to_string(),
-            c.name.clone(),
-            pass(c.passed),
-            c.status.map_or("-".to_string(), |s| s.to_string()),
-            latency(c.latency_ms),
-            why,
-        ]);
-    }
-    for i in &checks.invariants {
-        t.row([
-            "invariant".to_string(),
-            i.name.clone(),
-            pass(i.passed),
-            String::new(),
-            String::new(),
-            i.failures.join("; "),
-        ]);
+    for row in checks.rows() {
+        t.row(row);
     }
     out.push_str(&t.render());
     out

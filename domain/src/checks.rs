@@ -189,6 +189,62 @@ pub struct ChecksResult {
     pub invariants: Vec<InvariantVerdict>,
 }
 
+impl ChecksResult {
+    /// `N of M checks failed`: the count a person reads first.
+    pub fn count_line(&self) -> String {
+        format!("{} of {} checks failed", self.failed, self.total)
+    }
+
+    /// Each check and invariant as the cells people read: `check`, its name, `pass` or
+    /// `FAIL`, the status, the latency, and why it failed (`invariant` rows leave status
+    /// and latency empty).
+    pub fn rows(&self) -> Vec<[String; 6]> {
+        let pass = |passed: bool| if passed { "pass" } else { "FAIL" }.to_string();
+        let checks = self.checks.iter().map(|c| {
+            let mut why = c.failures.join("; ");
+            if why.is_empty()
+                && let Some(error) = &c.error
+            {
+                why = error.clone();
+            }
+            [
+                "check".to_string(),
+                c.name.clone(),
+                pass(c.passed),
+                c.status.map_or("-".to_string(), |s| s.to_string()),
+                format!("{:.1} ms", c.latency_ms),
+                why,
+            ]
+        });
+        let invariants = self.invariants.iter().map(|i| {
+            [
+                "invariant".to_string(),
+                i.name.clone(),
+                pass(i.passed),
+                String::new(),
+                String::new(),
+                i.failures.join("; "),
+            ]
+        });
+        checks.chain(invariants).collect()
+    }
+
+    /// The result in lines: the count, then a line per check and invariant (empty cells
+    /// left out), indented as the other kinds' summaries.
+    pub fn summary(&self) -> Vec<String> {
+        std::iter::once(format!("  {}", self.count_line()))
+            .chain(self.rows().into_iter().map(|row| {
+                let cells: Vec<&str> = row
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|c| !c.is_empty())
+                    .collect();
+                format!("  {}", cells.join("  "))
+            }))
+            .collect()
+    }
+}
+
 pub fn judge_check(check: &Check, seen: &Observation) -> CheckVerdict {
     let mut failures = Vec::new();
     match (seen.status, &seen.error) {

@@ -123,6 +123,15 @@ async fn quiet_shows_no_progress_and_no_info_lines() {
     .await;
     assert_eq!(output.status.code(), Some(0), "{}", shown(&output));
     assert!(text(&output.stderr).contains("INFO"), "{}", shown(&output));
+    // A checks run prints a report as every kind does, not its JSON.
+    let stdout = text(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[..2], ["passed", "  0 of 1 checks failed"], "{stdout}");
+    assert!(
+        lines[2].starts_with("  check  GET /health  pass  200  "),
+        "{stdout}"
+    );
+    assert!(!stdout.contains('{'), "no JSON: {stdout}");
 }
 
 fn read_json(path: &Path) -> Value {

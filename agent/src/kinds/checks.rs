@@ -18,6 +18,7 @@ use iohr_domain::checks::{
     summarise,
 };
 use iohr_domain::{FrameKind, RunStatus};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -52,10 +53,11 @@ impl Kind for Checks {
         dry_run::dry_run(spec, ctx)
     }
 
-    /// A checks result has no summary of its own: read as a load result, it is shown as
-    /// its JSON.
+    /// The count, then a line per check and invariant, as the CLI's record shows them.
     fn summary(result: &Value) -> Option<Vec<String>> {
-        super::load::summary(result)
+        iohr_domain::checks::ChecksResult::deserialize(result)
+            .ok()
+            .map(|checks| checks.summary())
     }
 }
 
