@@ -112,6 +112,11 @@ pub trait Kind {
     fn merge_shares(_plan: &Self::Plan, _results: &[Value]) -> Result<MergedRun, MergeError> {
         Err(MergeError::NotSplit(Self::KIND))
     }
+    /// The name an inline spec is stored under when the run names none: a kind whose spec
+    /// names itself (a scenario's slug) says so; the others are stored as `inline-KIND`.
+    fn stored_name(_spec: &Self::Spec) -> Option<String> {
+        None
+    }
 
     // What each surface decides by the kind ([`decisions`]): no defaults, so that a new
     // kind says each of them.
@@ -207,6 +212,19 @@ impl MergedRun {
             reason,
         })
     }
+}
+
+/// The name an inline spec of `kind` is stored under when the run names none
+/// ([`Kind::stored_name`], else `inline-KIND`).
+pub fn stored_name(kind: RunKind, spec: &Value) -> String {
+    struct NameOf<'a>(&'a Value);
+    impl KindVisitor for NameOf<'_> {
+        type Output = Option<String>;
+        fn visit<K: Kind>(self) -> Option<String> {
+            K::stored_name(&K::spec(self.0).ok()?)
+        }
+    }
+    visit(kind, NameOf(spec)).unwrap_or_else(|| format!("inline-{kind}"))
 }
 
 /// The shares' results of a split run of `kind` with this spec, merged into the run's

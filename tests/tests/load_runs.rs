@@ -198,6 +198,10 @@ async fn a_scenario_run_is_replayed_from_its_record(backend: Backend) {
     });
     let scenario = api.create_run(&scenario_body).await;
     let scenario_id = scenario["id"].as_str().expect("id");
+    assert_eq!(
+        scenario["scenario"]["id"], "before-fix",
+        "an inline scenario is stored under its own slug: {scenario}"
+    );
     let recorded = api.wait_status(scenario_id, &["passed"], LIMIT).await;
     let log = recorded["result"]["requests"].as_array().expect("log");
     assert_eq!(log.len(), 41, "2 + 2 + 2 warm-up, 20 + 10 + 5 measured");

@@ -139,7 +139,7 @@ pub async fn check(
             let name = request
                 .scenario_name
                 .clone()
-                .unwrap_or_else(|| format!("inline-{kind}"));
+                .unwrap_or_else(|| iohr_domain::kind::stored_name(kind, spec));
             if name.is_empty() || name.len() > MAX_NAME {
                 return Err(StartError::refused(
                     Refusal::InvalidScenarioName,

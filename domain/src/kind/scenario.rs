@@ -62,6 +62,12 @@ impl Kind for Scenario {
         }
     }
 
+    /// An inline scenario is stored under its own slug (`orders-before-fix`), as the
+    /// record and the replay command name it.
+    fn stored_name(spec: &ScenarioSpec) -> Option<String> {
+        Some(spec.slug.clone())
+    }
+
     fn compare(before: Value, after: Value, out: &mut Comparison) {
         match (
             serde_json::from_value::<ScenarioRecord>(before),
