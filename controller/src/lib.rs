@@ -8,10 +8,13 @@
 
 pub mod account_shares;
 pub mod api;
+pub mod auth;
 pub mod compare_pool;
 pub mod console;
+pub mod error;
 pub mod http;
 pub mod hub;
+pub mod in_flight;
 pub mod limits;
 pub mod link;
 pub mod mcp;

@@ -14,8 +14,8 @@ use super::layout::{Extras, PageResult, page};
 use super::runs::short;
 use super::session::Viewer;
 use super::value::{list, text, when};
-use crate::api::auth::ReadScope;
 use crate::api::runs::ListQuery;
+use crate::auth::ReadScope;
 
 /// Finished runs offered in the pickers, newest first.
 const PICKABLE: u32 = 100;
@@ -33,7 +33,7 @@ pub async fn show(
     viewer: Viewer,
     picked: Result<Query<Picked>, axum::extract::rejection::QueryRejection>,
 ) -> PageResult {
-    let Query(picked) = picked.map_err(crate::api::error::ApiError::from)?;
+    let Query(picked) = picked.map_err(crate::error::ApiError::from)?;
     let caller = viewer.caller::<ReadScope>()?;
     let runs = crate::api::runs::list(
         State(state.shared.clone()),

@@ -14,7 +14,7 @@ use super::layout::{Extras, PageResult, page};
 use super::runs::short;
 use super::session::{CsrfOnly, Viewer, form_csrf};
 use super::value::{list, query, text, when};
-use crate::api::auth::RunScope;
+use crate::auth::RunScope;
 
 #[derive(Debug, Default, Deserialize)]
 pub struct Filter {
@@ -29,7 +29,7 @@ pub async fn list_page(
     viewer: Viewer,
     filter: Result<Query<Filter>, axum::extract::rejection::QueryRejection>,
 ) -> PageResult {
-    let Query(filter) = filter.map_err(crate::api::error::ApiError::from)?;
+    let Query(filter) = filter.map_err(crate::error::ApiError::from)?;
     let given = |f: &str| (!f.trim().is_empty()).then(|| f.trim().to_string());
     let answer = crate::api::findings::list(
         State(state.shared.clone()),

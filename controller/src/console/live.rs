@@ -24,9 +24,9 @@ use serde_json::{Value, json};
 use super::ConsoleState;
 use super::layout::PageResult;
 use super::session::Viewer;
-use crate::api::auth::ReadScope;
-use crate::api::error::ApiError;
 use crate::api::events::{frame_stream, frames_kept, join, last_event_id};
+use crate::auth::ReadScope;
+use crate::error::ApiError;
 
 pub async fn feed(
     State(state): State<ConsoleState>,

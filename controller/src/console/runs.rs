@@ -42,7 +42,7 @@ pub async fn list_page(
     viewer: Viewer,
     filter: Result<Query<Filter>, axum::extract::rejection::QueryRejection>,
 ) -> PageResult {
-    let Query(filter) = filter.map_err(crate::api::error::ApiError::from)?;
+    let Query(filter) = filter.map_err(crate::error::ApiError::from)?;
     let query = ListQuery {
         status: given(&filter.status),
         kind: given(&filter.kind),

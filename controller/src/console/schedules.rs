@@ -12,9 +12,9 @@ use super::layout::{Extras, PageResult, page};
 use super::runs::short;
 use super::session::{CsrfOnly, Viewer, form_csrf};
 use super::value::{list, text, when};
-use crate::api::auth::RunScope;
-use crate::api::error::JsonBody;
 use crate::api::schedules::PatchSchedule;
+use crate::auth::RunScope;
+use crate::error::JsonBody;
 
 pub async fn list_page(State(state): State<ConsoleState>, viewer: Viewer) -> PageResult {
     let answer = crate::api::schedules::list(State(state.shared.clone()), viewer.caller()?)
