@@ -13,7 +13,10 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use iohr_domain::compare::Refusal;
+
 use crate::queue::Refused;
+use crate::runs::compare::CompareError;
 use crate::store::StoreError;
 
 /// The largest request body accepted (a spec with many checks fits easily).
@@ -107,6 +110,38 @@ impl From<StoreError> for ApiError {
                     "store_unavailable",
                     "the store failed; retry later",
                 )
+            }
+        }
+    }
+}
+
+/// Seconds a refused comparison is told to wait: one comparison takes well under one.
+const COMPARES_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl From<CompareError> for ApiError {
+    fn from(error: CompareError) -> ApiError {
+        let message = error.to_string();
+        match error {
+            CompareError::NoiseFloor => ApiError::bad_request("invalid_query", message),
+            CompareError::Busy(full) => {
+                ApiError::too_many(full.code(), message, COMPARES_RETRY_AFTER)
+            }
+            CompareError::Store(error) => error.into(),
+            CompareError::Failed(error) => {
+                tracing::error!(%error, "a comparison failed");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "compare_failed",
+                    "the comparison failed; this is a bug, please report it",
+                )
+            }
+            CompareError::Refused(refusal) => {
+                let code = match refusal {
+                    Refusal::Different { .. } | Refusal::Kind(_) => "not_comparable",
+                    Refusal::NotFinished { .. } => "not_finished",
+                    Refusal::GeneratorSaturated { .. } => "generator_saturated",
+                };
+                ApiError::new(StatusCode::CONFLICT, code, message)
             }
         }
     }

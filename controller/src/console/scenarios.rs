@@ -66,16 +66,17 @@ pub async fn show(
     .await?
     .0;
     let versions = serde_json::to_value(versions).unwrap_or(Value::Null);
-    let runs = crate::api::runs::list(
-        State(state.shared.clone()),
-        viewer.caller()?,
-        Ok(Query(crate::api::runs::ListQuery {
+    let caller = viewer.caller::<crate::auth::ReadScope>()?;
+    let runs = crate::runs::read::list(
+        &state.shared.store,
+        caller.account_id(),
+        &crate::store::RunFilter {
             scenario: Some(id.clone()),
+            limit: crate::query::page_limit(None)?,
             ..Default::default()
-        })),
+        },
     )
-    .await?
-    .0;
+    .await?;
     let body = html! {
         p { "Kind: " (text(&versions, "kind")) }
         h2 { "Versions" }
@@ -95,7 +96,7 @@ pub async fn show(
             }
         }
         h2 { "Runs" }
-        (runs_table(list(&runs, "runs"), super::runs::LIVE_ROWS))
+        (runs_table(&runs.items, super::runs::LIVE_ROWS))
         p { a href=(format!("/runs{}", query(&[("scenario", &id)]))) { "All runs of this scenario" } }
     };
     Ok(page(

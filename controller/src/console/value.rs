@@ -42,8 +42,14 @@ pub fn joined(value: &Value, key: &str) -> String {
 
 /// An RFC 3339 time shortened for a table: `2026-12-01 17:05:34`.
 pub fn when(value: &Value, key: &str) -> String {
-    let t = text(value, key);
-    t.get(..19).map(|s| s.replace('T', " ")).unwrap_or(t)
+    short_time(&text(value, key))
+}
+
+/// An RFC 3339 time of a typed record shortened for a table, as [`when`] does.
+pub fn short_time(t: &str) -> String {
+    t.get(..19)
+        .map(|s| s.replace('T', " "))
+        .unwrap_or_else(|| t.to_string())
 }
 
 /// `?k=v&...` of the pairs whose value is not empty, encoded; "" when none is.
