@@ -16,6 +16,7 @@ use serde_json::Value;
 use iohr_domain::compare::Refusal;
 
 use crate::queue::Refused;
+use crate::resources::ReadError;
 use crate::runs::compare::CompareError;
 use crate::store::StoreError;
 
@@ -143,6 +144,15 @@ impl From<CompareError> for ApiError {
                 };
                 ApiError::new(StatusCode::CONFLICT, code, message)
             }
+        }
+    }
+}
+
+impl From<ReadError> for ApiError {
+    fn from(error: ReadError) -> ApiError {
+        match error {
+            ReadError::Store(error) => error.into(),
+            ReadError::Dispatcher(refused) => refused.into(),
         }
     }
 }

@@ -8,4 +8,25 @@
 //! domain records and [`crate::query::Page`]s, and imports the store and `domain`, never
 //! a surface (`crate::api`, `crate::console`, `crate::mcp`).
 
+pub mod agents;
 pub mod findings;
+pub mod scenarios;
+pub mod schedules;
+
+use crate::queue::Refused;
+use crate::store::StoreError;
+
+/// Why a read that asks the dispatcher too (which agents are online) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the dispatcher refused: {0:?}")]
+    Dispatcher(Refused),
+}
+
+impl From<Refused> for ReadError {
+    fn from(refused: Refused) -> ReadError {
+        ReadError::Dispatcher(refused)
+    }
+}

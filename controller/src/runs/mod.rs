@@ -8,6 +8,7 @@
 //!   says in its own terms.
 //! - [`read`]: the account's runs a page at a time and one run as its record, typed
 //!   ([`crate::query::Page`], `RunRecord`), for the REST API and the console alike.
+//! - [`frames`]: a run's frames for one viewer, stored then live, in order.
 //! - [`compare`]: two of an account's runs compared, refusals a typed
 //!   [`compare::CompareError`].
 //!
@@ -16,6 +17,7 @@
 
 pub mod compare;
 pub mod error;
+pub mod frames;
 pub mod from_run;
 pub mod guards;
 pub mod plan;

@@ -5,7 +5,7 @@
 use iohr_domain::RunRecord;
 
 use crate::query::Page;
-use crate::store::{Result, RunFilter, Store, StoreError};
+use crate::store::{Result, RunFilter, RunRow, Store, StoreError};
 
 /// The account's runs that pass `filter`, newest first, a page at a time.
 pub async fn list(store: &Store, account_id: &str, filter: &RunFilter) -> Result<Page<RunRecord>> {
@@ -16,12 +16,17 @@ pub async fn list(store: &Store, account_id: &str, filter: &RunFilter) -> Result
     })
 }
 
+/// One run of the account as stored; `NotFound` names it as `run {id}`.
+pub async fn owned(store: &Store, account_id: &str, id: &str) -> Result<RunRow> {
+    store
+        .run_of_account(account_id, id)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("run {id}")))
+}
+
 /// One run of the account as its record (with its result and findings); `NotFound` names
 /// it as `run {id}`.
 pub async fn get(store: &Store, account_id: &str, id: &str) -> Result<RunRecord> {
-    let run = store
-        .run_of_account(account_id, id)
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("run {id}")))?;
+    let run = owned(store, account_id, id).await?;
     store.run_record(&run).await
 }
