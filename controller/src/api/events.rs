@@ -75,6 +75,3 @@ pub async fn events(
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
-
-#[cfg(test)]
-pub(crate) mod tests;

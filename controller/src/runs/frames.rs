@@ -142,3 +142,6 @@ impl Viewer {
         Some(())
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

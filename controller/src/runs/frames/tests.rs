@@ -10,8 +10,9 @@ use super::*;
 use crate::compare_pool::ComparePool;
 use crate::hub::FrameHub;
 use crate::queue::Dispatcher;
-use crate::store::{Store, StoredFrame, sqlite_url};
+use crate::store::{Store, sqlite_url};
 use crate::timing::Timing;
+use crate::viewers::join;
 
 const WAIT: Duration = Duration::from_secs(10);
 
