@@ -8,23 +8,29 @@
 
 pub mod account_shares;
 pub mod api;
+pub mod auth;
 pub mod compare_pool;
 pub mod console;
+pub mod error;
 pub mod http;
 pub mod hub;
+pub mod in_flight;
 pub mod limits;
 pub mod link;
 pub mod mcp;
 pub mod metrics;
 pub mod outbox;
+pub mod query;
 pub mod queue;
 pub mod replicas;
+pub mod resources;
 pub mod retention;
 pub mod runs;
 pub mod schedule;
 pub mod server;
 pub mod store;
 pub mod timing;
+pub mod viewers;
 
 use tokio_util::sync::CancellationToken;
 

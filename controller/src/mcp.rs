@@ -28,8 +28,8 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 use crate::Shared;
-use crate::api::auth::{Authenticated, authorize};
-use crate::api::error::ApiError;
+use crate::auth::{Authenticated, authorize};
+use crate::error::ApiError;
 
 /// The largest REST answer a tool reads (a list page of 500 runs is far smaller).
 const MAX_ANSWER: usize = 64 << 20;

@@ -5,17 +5,12 @@
 
 use axum::Json;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
-use iohr_domain::compare::{Comparison, NOISE_FLOOR, Refusal, Side, add_new_findings, compare};
+use iohr_domain::compare::Comparison;
 use serde::Deserialize;
 
 use super::auth::{Caller, ReadScope};
 use super::error::ApiError;
 use crate::Shared;
-use crate::store::RunRow;
-
-/// Seconds a refused comparison is told to wait: one comparison takes well under one.
-const COMPARES_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -28,18 +23,6 @@ pub struct CompareQuery {
     /// The noise floor as a share (default 0.02).
     #[param(minimum = 0.0, exclusive_maximum = 1.0)]
     noise_floor: Option<f64>,
-}
-
-fn side(run: &RunRow) -> Side<'_> {
-    Side {
-        id: &run.id,
-        kind: run.kind,
-        scenario_version: &run.scenario_version,
-        environment: &run.environment,
-        target: &run.target,
-        status: run.status,
-        result: run.result.as_ref(),
-    }
 }
 
 /// What is different now: two finished runs of one scenario, environment and target.
@@ -79,7 +62,8 @@ pub async fn get(
     .map(Json)
 }
 
-/// The comparison of two of an account's runs, for REST and gRPC alike.
+/// The comparison of two of an account's runs, for REST and gRPC alike: the layer's
+/// [`crate::runs::compare::compare_runs`], its refusals as API errors.
 pub async fn compare_runs(
     shared: &Shared,
     account_id: &str,
@@ -87,52 +71,7 @@ pub async fn compare_runs(
     after: &str,
     noise_floor: Option<f64>,
 ) -> Result<Comparison, ApiError> {
-    let noise_floor = noise_floor.unwrap_or(NOISE_FLOOR);
-    if !(0.0..1.0).contains(&noise_floor) {
-        return Err(ApiError::bad_request(
-            "invalid_query",
-            "noise_floor is a share between 0 and 1, such as 0.02",
-        ));
-    }
-    // A place first: 429 at once when every one is taken, before anything is read.
-    let admitted = shared.compares.admit(account_id).map_err(|full| {
-        ApiError::too_many(
-            full.code(),
-            format!("{full}; retry shortly"),
-            COMPARES_RETRY_AFTER,
-        )
-    })?;
-    let mut runs = Vec::with_capacity(2);
-    for id in [before, after] {
-        let run = shared
-            .store
-            .run_of_account(account_id, id)
-            .await?
-            .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
-        runs.push(run);
-    }
-    // Tens of milliseconds of CPU for long load runs: on a blocking thread.
-    let computed = admitted
-        .run(move || {
-            let mut comparison = compare(&side(&runs[0]), &side(&runs[1]), noise_floor)?;
-            add_new_findings(&mut comparison, &runs[0].findings, &runs[1].findings);
-            Ok::<_, Refusal>(comparison)
-        })
+    crate::runs::compare::compare_runs(shared, account_id, before, after, noise_floor)
         .await
-        .map_err(|error| {
-            tracing::error!(%error, "a comparison failed");
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "compare_failed",
-                "the comparison failed; this is a bug, please report it",
-            )
-        })?;
-    computed.map_err(|refusal| {
-        let code = match refusal {
-            Refusal::Different { .. } | Refusal::Kind(_) => "not_comparable",
-            Refusal::NotFinished { .. } => "not_finished",
-            Refusal::GeneratorSaturated { .. } => "generator_saturated",
-        };
-        ApiError::new(StatusCode::CONFLICT, code, refusal.to_string())
-    })
+        .map_err(ApiError::from)
 }

@@ -14,8 +14,6 @@ use crate::Shared;
 use crate::store::FindingFilter;
 
 /// The runs a single finding's answer lists (the newest).
-const RUNS_SHOWN: u32 = 100;
-
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
@@ -71,12 +69,9 @@ pub async fn list(
         limit,
         cursor: query.cursor,
     };
-    let (findings, next) = shared
-        .store
-        .list_findings(caller.account_id(), &filter)
-        .await?;
-    let findings: Vec<Finding> = findings.iter().map(|f| f.to_api(None)).collect();
-    Ok(page_answer("findings", &findings, next))
+    let page =
+        crate::resources::findings::list(&shared.store, caller.account_id(), &filter).await?;
+    Ok(page_answer("findings", &page.items, page.next_cursor))
 }
 
 /// A finding, with the runs that saw it (the newest 100).
@@ -100,13 +95,8 @@ pub async fn get(
     caller: Caller<ReadScope>,
     Path(id): Path<String>,
 ) -> Result<Json<Finding>, ApiError> {
-    let finding = shared
-        .store
-        .finding(caller.account_id(), &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(&format!("finding {id}")))?;
-    let runs = shared.store.finding_runs(&finding.id, RUNS_SHOWN).await?;
-    Ok(Json(finding.to_api(Some(runs))))
+    let finding = crate::resources::findings::get(&shared.store, caller.account_id(), &id).await?;
+    Ok(Json(finding))
 }
 
 /// Close a finding; closing a closed one answers it as it is. Each call is audited.
@@ -130,11 +120,8 @@ pub async fn close(
     caller: Caller<RunScope>,
     Path(id): Path<String>,
 ) -> Result<Json<Finding>, ApiError> {
-    let finding = shared
-        .store
-        .close_finding(caller.account_id(), &id, &caller.actor())
-        .await?
-        .ok_or_else(|| ApiError::not_found(&format!("finding {id}")))?;
-    tracing::info!(finding = %finding.id, actor = %caller.actor(), "finding closed");
-    Ok(Json(finding.to_api(None)))
+    let finding =
+        crate::resources::findings::close(&shared.store, caller.account_id(), &id, &caller.actor())
+            .await?;
+    Ok(Json(finding))
 }

@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use iohr_domain::RunKind;
 use iohr_domain::cost::RunCost;
 
@@ -14,9 +13,7 @@ use super::error::ApiError;
 use crate::Shared;
 use crate::store::Account;
 
-/// How long a client told `too_many_queued` waits before trying again: queued runs start
-/// as running ones end, seconds to an hour later; half a minute keeps retries cheap.
-pub const QUEUED_RETRY_AFTER: Duration = Duration::from_secs(30);
+pub use crate::error::{QUEUED_RETRY_AFTER, too_many_queued};
 
 /// Validates a spec for its kind and says what it may cost (the kind's contract,
 /// `iohr_domain::kind`); with a target, also that the spec stays on it.
@@ -46,18 +43,6 @@ pub fn check_length(kind: RunKind, cost: &RunCost, account: &Account) -> Result<
             humantime::format_duration(limit),
         ),
     ))
-}
-
-/// 429 `too_many_queued`: the account has as many queued runs as its plan allows.
-pub fn too_many_queued(limit: i64) -> ApiError {
-    ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        "too_many_queued",
-        format!(
-            "this account has {limit} queued runs, its plan's limit; retry once some have started (a plan can raise it: iohr-controller account set-plan --max-queued)"
-        ),
-    )
-    .retry_after(QUEUED_RETRY_AFTER)
 }
 
 /// Refuses a new run at once when the account's queue is already full, before anything of

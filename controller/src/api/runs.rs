@@ -85,12 +85,8 @@ pub async fn get(
     caller: Caller<ReadScope>,
     Path(id): Path<String>,
 ) -> Result<Json<RunRecord>, ApiError> {
-    let run = shared
-        .store
-        .run_of_account(caller.account_id(), &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
-    Ok(Json(shared.store.run_record(&run).await?))
+    let run = crate::runs::read::get(&shared.store, caller.account_id(), &id).await?;
+    Ok(Json(run))
 }
 
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -150,9 +146,12 @@ pub async fn list(
         limit,
         cursor: query.cursor,
     };
-    let (runs, next) = shared.store.list_runs(caller.account_id(), &filter).await?;
-    let runs: Vec<RunRecord> = runs.iter().map(|r| r.to_record()).collect();
-    Ok(super::page::page_answer("runs", &runs, next))
+    let page = crate::runs::read::list(&shared.store, caller.account_id(), &filter).await?;
+    Ok(super::page::page_answer(
+        "runs",
+        &page.items,
+        page.next_cursor,
+    ))
 }
 
 /// Optional: why (kept to 200 characters).

@@ -14,7 +14,8 @@ use super::error::{ApiError, JsonBody};
 use super::page::{page_limit, text_cursor};
 use super::runs::{MAX_NAME, parse_kind, validate_spec};
 use crate::Shared;
-use crate::store::{Scenario, ScenarioName, ScenarioVersion, Stored, format_ms};
+pub use crate::resources::scenarios::{NameEntry, NamePage, NameVersions, VersionEntry};
+use crate::store::{Scenario, Stored, format_ms};
 
 /// A scenario to store: its name, kind and spec (checked as a run's inline spec is).
 #[derive(Debug, Deserialize, ToSchema)]
@@ -116,25 +117,6 @@ pub struct ListQuery {
     pub(crate) cursor: Option<String>,
 }
 
-/// A scenario name: its kind, how many versions it names and the newest.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct NameEntry {
-    id: String,
-    #[schema(value_type = iohr_domain::RunKind)]
-    kind: String,
-    versions: i64,
-    latest_version: String,
-    latest_at: String,
-}
-
-/// A page of scenario names, in order.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct NamePage {
-    scenarios: Vec<NameEntry>,
-    /// The `cursor` of the next page; `null` on the last.
-    next_cursor: Option<String>,
-}
-
 /// The account's scenario names, in order, a page at a time.
 ///
 /// Scope: `reliability:read`.
@@ -159,43 +141,9 @@ pub async fn list(
     let Query(query) = query?;
     let limit = page_limit(query.limit)?;
     let cursor = text_cursor(query.cursor.as_deref(), MAX_NAME)?;
-    let (names, next_cursor) = shared
-        .store
-        .list_scenarios(caller.account_id(), cursor, limit)
+    let page = crate::resources::scenarios::list(&shared.store, caller.account_id(), cursor, limit)
         .await?;
-    let scenarios = names
-        .into_iter()
-        .map(|n: ScenarioName| NameEntry {
-            id: n.id,
-            kind: n.kind,
-            versions: n.versions,
-            latest_version: n.latest_version,
-            latest_at: format_ms(n.latest_at),
-        })
-        .collect();
-    Ok(Json(NamePage {
-        scenarios,
-        next_cursor,
-    }))
-}
-
-/// One version a name labels, with the runs of that name and version.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct VersionEntry {
-    version: String,
-    /// When the name was given to this version.
-    created_at: String,
-    runs: i64,
-    last_run: Option<String>,
-}
-
-/// A scenario name and its versions, newest first (at most 500).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct NameVersions {
-    id: String,
-    #[schema(value_type = iohr_domain::RunKind)]
-    kind: String,
-    versions: Vec<VersionEntry>,
+    Ok(Json(page))
 }
 
 /// One scenario name: its versions newest first, with their runs.
@@ -219,29 +167,9 @@ pub async fn get(
     caller: Caller<ReadScope>,
     Path(id): Path<String>,
 ) -> Result<Json<NameVersions>, ApiError> {
-    let versions = shared
-        .store
-        .scenario_versions(caller.account_id(), &id)
-        .await?;
-    let Some(newest) = versions.first() else {
-        return Err(ApiError::not_found(&format!("scenario {id}")));
-    };
-    let kind = shared
-        .store
-        .scenario(caller.account_id(), &newest.version)
-        .await?
-        .map(|s| s.kind)
-        .unwrap_or_default();
-    let versions = versions
-        .into_iter()
-        .map(|v: ScenarioVersion| VersionEntry {
-            version: v.version,
-            created_at: format_ms(v.created_at),
-            runs: v.runs,
-            last_run: v.last_run,
-        })
-        .collect();
-    Ok(Json(NameVersions { id, kind, versions }))
+    let versions =
+        crate::resources::scenarios::versions(&shared.store, caller.account_id(), &id).await?;
+    Ok(Json(versions))
 }
 
 /// One version of a scenario name, with its spec.

@@ -13,12 +13,11 @@ use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
 use super::run_start::{self, CreateRun, MAX_NAME, parse_kind};
 use crate::Shared;
-use crate::schedule::cron::{Expression, format_utc};
+pub use crate::resources::schedules::ScheduleRecord;
+use crate::resources::schedules::record;
+use crate::schedule::cron::Expression;
 use crate::schedule::floors;
-use crate::store::{MAX_SCHEDULES, NewSchedule, ScheduleChange, ScheduleRow, StoreError, now_ms};
-
-/// Next fire times a schedule's record shows.
-const NEXT_FIRES: usize = 3;
+use crate::store::{MAX_SCHEDULES, NewSchedule, ScheduleChange, StoreError, now_ms};
 
 /// A run's POST body plus `name` and `cron`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -72,72 +71,6 @@ pub struct StartedByRef {
     #[serde(rename = "type")]
     pub kind: String,
     pub id: String,
-}
-
-/// A schedule as the API shows it. Times are RFC 3339 UTC.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ScheduleRecord {
-    pub id: String,
-    pub name: String,
-    pub cron: String,
-    pub enabled: bool,
-    #[schema(value_type = RunKind)]
-    pub kind: String,
-    pub scenario: ScenarioRef,
-    pub environment: String,
-    pub target: String,
-    pub executor: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub change: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confirm_within: Option<String>,
-    /// Each fire's run split over this many agents (absent: whole runs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agents: Option<u32>,
-    pub created_by: String,
-    pub created_at: String,
-    /// Fires skipped because the previous run was unfinished.
-    pub skipped: i64,
-    pub last_skipped_at: Option<String>,
-    pub last_run: Option<String>,
-    pub last_fire_at: Option<String>,
-    /// The next fire times (none while paused).
-    pub next_fires: Vec<String>,
-}
-
-fn record(row: &ScheduleRow, now: i64) -> ScheduleRecord {
-    let next_fires = match (row.enabled, Expression::parse(&row.cron)) {
-        (true, Ok(expression)) => expression
-            .next_n(now.max(row.fired_through), NEXT_FIRES)
-            .into_iter()
-            .map(format_utc)
-            .collect(),
-        _ => Vec::new(),
-    };
-    ScheduleRecord {
-        id: row.id.clone(),
-        name: row.name.clone(),
-        cron: row.cron.clone(),
-        enabled: row.enabled,
-        kind: row.kind.clone(),
-        scenario: ScenarioRef {
-            id: row.scenario_id.clone(),
-            version: row.scenario_version.clone(),
-        },
-        environment: row.environment.clone(),
-        target: row.target.clone(),
-        executor: row.executor.clone(),
-        change: row.change.clone(),
-        confirm_within: row.confirm_within.clone(),
-        agents: row.agents,
-        created_by: row.created_by.clone(),
-        created_at: format_utc(row.created_at),
-        skipped: row.skipped,
-        last_skipped_at: row.last_skipped_at.map(format_utc),
-        last_run: row.last_run_id.clone(),
-        last_fire_at: row.last_fire_at.map(format_utc),
-        next_fires,
-    }
 }
 
 fn check_name(name: &str) -> Result<(), ApiError> {
@@ -284,9 +217,7 @@ pub async fn list(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let now = now_ms();
-    let rows = shared.store.schedules(caller.account_id()).await?;
-    let schedules: Vec<ScheduleRecord> = rows.iter().map(|r| record(r, now)).collect();
+    let schedules = crate::resources::schedules::list(&shared.store, caller.account_id()).await?;
     Ok(Json(serde_json::json!({ "schedules": schedules })))
 }
 
@@ -311,11 +242,7 @@ pub async fn get(
     caller: Caller<ReadScope>,
     Path(id): Path<String>,
 ) -> Result<Json<ScheduleRecord>, ApiError> {
-    let row = shared
-        .store
-        .schedule(caller.account_id(), &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(&format!("schedule {id}")))?;
+    let row = crate::resources::schedules::row(&shared.store, caller.account_id(), &id).await?;
     Ok(Json(record(&row, now_ms())))
 }
 
@@ -347,11 +274,7 @@ pub async fn patch(
     JsonBody(body): JsonBody<PatchSchedule>,
 ) -> Result<Json<ScheduleRecord>, ApiError> {
     let account_id = caller.account_id().to_string();
-    let row = shared
-        .store
-        .schedule(&account_id, &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(&format!("schedule {id}")))?;
+    let row = crate::resources::schedules::row(&shared.store, &account_id, &id).await?;
     if let Some(name) = &body.name {
         check_name(name)?;
     }
@@ -363,22 +286,20 @@ pub async fn patch(
         }
         None => None,
     };
-    let action = match (&body.name, &cron, body.enabled) {
-        (None, None, Some(false)) => "schedule.pause",
-        (None, None, Some(true)) => "schedule.resume",
-        _ => "schedule.update",
-    };
     let change = ScheduleChange {
         name: body.name,
         cron,
         enabled: body.enabled,
     };
-    let now = now_ms();
-    let row = shared
-        .store
-        .update_schedule(&account_id, &id, &change, &caller.actor(), action, now)
-        .await?;
-    Ok(Json(record(&row, now)))
+    let changed = crate::resources::schedules::update(
+        &shared.store,
+        &account_id,
+        &id,
+        &change,
+        &caller.actor(),
+    )
+    .await?;
+    Ok(Json(changed))
 }
 
 /// Delete a schedule; the runs it started stay.

@@ -4,18 +4,18 @@
 
 use axum::extract::{Query, State};
 use axum::response::IntoResponse;
+use iohr_domain::RunRecord;
 use iohr_domain::compare::Comparison;
 use maud::{Markup, html};
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::ConsoleState;
 use super::layout::{Extras, PageResult, page};
 use super::runs::short;
 use super::session::Viewer;
-use super::value::{list, text, when};
-use crate::api::auth::ReadScope;
-use crate::api::runs::ListQuery;
+use super::value::short_time;
+use crate::auth::ReadScope;
+use crate::store::RunFilter;
 
 /// Finished runs offered in the pickers, newest first.
 const PICKABLE: u32 = 100;
@@ -33,35 +33,36 @@ pub async fn show(
     viewer: Viewer,
     picked: Result<Query<Picked>, axum::extract::rejection::QueryRejection>,
 ) -> PageResult {
-    let Query(picked) = picked.map_err(crate::api::error::ApiError::from)?;
+    let Query(picked) = picked.map_err(crate::error::ApiError::from)?;
     let caller = viewer.caller::<ReadScope>()?;
-    let runs = crate::api::runs::list(
-        State(state.shared.clone()),
-        viewer.caller()?,
-        Ok(Query(ListQuery {
-            limit: Some(PICKABLE),
-            ..ListQuery::default()
-        })),
+    let runs = crate::runs::read::list(
+        &state.shared.store,
+        caller.account_id(),
+        &RunFilter {
+            limit: PICKABLE,
+            ..RunFilter::default()
+        },
     )
-    .await?
-    .0;
-    let finished: Vec<&Value> = list(&runs, "runs")
+    .await?;
+    let finished: Vec<&RunRecord> = runs
+        .items
         .iter()
-        .filter(|r| !matches!(text(r, "status").as_str(), "queued" | "running"))
+        .filter(|r| !matches!(r.status.as_str(), "queued" | "running"))
         .collect();
     let (before, after) = (picked.before.trim(), picked.after.trim());
     let answer = if before.is_empty() || after.is_empty() {
         None
     } else {
         Some(
-            crate::api::compare::compare_runs(
+            crate::runs::compare::compare_runs(
                 &state.shared,
                 caller.account_id(),
                 before,
                 after,
                 None,
             )
-            .await,
+            .await
+            .map_err(crate::error::ApiError::from),
         )
     };
     let status = match &answer {
@@ -107,17 +108,17 @@ fn verdict(comparison: &Comparison) -> Markup {
     }
 }
 
-fn picker(name: &str, label: &str, runs: &[&Value], chosen: &str) -> Markup {
+fn picker(name: &str, label: &str, runs: &[&RunRecord], chosen: &str) -> Markup {
     html! {
         label { (label) " "
             select name=(name) {
                 option value="" { "pick a run" }
                 @for run in runs {
-                    @let id = text(run, "id");
+                    @let id = &run.id;
                     option value=(id) selected[id == chosen] {
-                        (short(&id)) " " (text(run, "kind")) " " (text(run, "scenario.id")) " "
-                        (text(run, "status")) " " (when(run, "created_at"))
-                        @let change = text(run, "started_by.change");
+                        (short(id)) " " (run.kind.as_str()) " " (run.scenario.id) " "
+                        (run.status.as_str()) " " (short_time(&run.created_at))
+                        @let change = run.started_by.change.as_deref().unwrap_or("");
                         @if !change.is_empty() { " " (change) }
                     }
                 }

@@ -5,16 +5,17 @@ use axum::Form;
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Redirect};
+use iohr_domain::finding::FindingStatus;
 use maud::html;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::ConsoleState;
 use super::layout::{Extras, PageResult, page};
 use super::runs::short;
 use super::session::{CsrfOnly, Viewer, form_csrf};
-use super::value::{list, query, text, when};
-use crate::api::auth::RunScope;
+use super::value::{query, short_time};
+use crate::auth::{ReadScope, RunScope};
+use crate::store::FindingFilter;
 
 #[derive(Debug, Default, Deserialize)]
 pub struct Filter {
@@ -29,20 +30,20 @@ pub async fn list_page(
     viewer: Viewer,
     filter: Result<Query<Filter>, axum::extract::rejection::QueryRejection>,
 ) -> PageResult {
-    let Query(filter) = filter.map_err(crate::api::error::ApiError::from)?;
+    let Query(filter) = filter.map_err(crate::error::ApiError::from)?;
     let given = |f: &str| (!f.trim().is_empty()).then(|| f.trim().to_string());
-    let answer = crate::api::findings::list(
-        State(state.shared.clone()),
-        viewer.caller()?,
-        Ok(Query(crate::api::findings::ListQuery {
-            status: given(&filter.status),
-            cursor: given(&filter.cursor),
-            ..Default::default()
-        })),
-    )
-    .await?
-    .0;
-    let findings = list(&answer, "findings");
+    let caller = viewer.caller::<ReadScope>()?;
+    // The same refusals as `GET /v1/reliability/findings` for the same text.
+    let wanted = FindingFilter {
+        status: crate::query::filter::<FindingStatus>(given(&filter.status))?,
+        scenario: None,
+        environment: None,
+        limit: crate::query::page_limit(None)?,
+        cursor: given(&filter.cursor),
+    };
+    let answer =
+        crate::resources::findings::list(&state.shared.store, caller.account_id(), &wanted).await?;
+    let findings = &answer.items;
     let body = html! {
         form #filter method="get" action="/findings" {
             label { "Status "
@@ -60,18 +61,18 @@ pub async fn list_page(
                          th { "First seen" } th { "Last seen" } th { "Last run" } th {} } }
             tbody {
                 @for f in findings {
-                    @let id = text(f, "id");
-                    @let status = text(f, "status");
-                    @let last_run = text(f, "last_run");
+                    @let id = &f.id;
+                    @let status = f.status.as_str();
+                    @let last_run = &f.last_run;
                     tr data-finding-id=(id) data-status=(status) {
-                        td { (text(f, "title")) br; small { (text(f, "subject")) } }
-                        td { (status) @if status == "closed" { br; small { "by " (text(f, "closed_by")) } } }
-                        td { (text(f, "times_seen")) " times" }
-                        td { a href=(format!("/scenarios/{}", text(f, "scenario"))) { (text(f, "scenario")) } }
-                        td { (text(f, "environment")) }
-                        td { (when(f, "first_seen_at")) }
-                        td { (when(f, "last_seen_at")) }
-                        td { a href=(format!("/runs/{last_run}")) { (short(&last_run)) } }
+                        td { (f.title) br; small { (f.subject) } }
+                        td { (status) @if status == "closed" { br; small { "by " (f.closed_by.as_deref().unwrap_or("")) } } }
+                        td { (f.times_seen) " times" }
+                        td { a href=(format!("/scenarios/{}", f.scenario)) { (f.scenario) } }
+                        td { (f.environment) }
+                        td { (short_time(&f.first_seen_at)) }
+                        td { (short_time(&f.last_seen_at)) }
+                        td { a href=(format!("/runs/{last_run}")) { (short(last_run)) } }
                         td {
                             @if status == "open" {
                                 form.close method="post" action=(format!("/findings/{id}/close")) {
@@ -85,7 +86,7 @@ pub async fn list_page(
             }
         }
         @if findings.is_empty() { p.empty { "No findings." } }
-        @if let Some(next) = answer.get("next_cursor").and_then(Value::as_str) {
+        @if let Some(next) = &answer.next_cursor {
             p { a #next href=(format!("/findings{}", query(&[("status", &filter.status), ("cursor", next)]))) { "Older findings" } }
         }
     };
@@ -106,10 +107,12 @@ pub async fn close(
     form: Result<Form<CsrfOnly>, FormRejection>,
 ) -> PageResult {
     form_csrf(&viewer, form, |f| &f.csrf)?;
-    let _closed = crate::api::findings::close(
-        State(state.shared.clone()),
-        viewer.caller::<RunScope>()?,
-        Path(id),
+    let caller = viewer.caller::<RunScope>()?;
+    let _closed = crate::resources::findings::close(
+        &state.shared.store,
+        caller.account_id(),
+        &id,
+        &caller.actor(),
     )
     .await?;
     Ok(Redirect::to("/findings").into_response())

@@ -5,7 +5,7 @@ use axum::response::{Html, IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 
 use super::session::Viewer;
-use crate::api::error::ApiError;
+use crate::error::ApiError;
 
 /// The pages in the navigation: (data-nav name, address, label).
 const NAV: &[(&str, &str, &str)] = &[

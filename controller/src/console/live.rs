@@ -24,9 +24,9 @@ use serde_json::{Value, json};
 use super::ConsoleState;
 use super::layout::PageResult;
 use super::session::Viewer;
-use crate::api::auth::ReadScope;
-use crate::api::error::ApiError;
-use crate::api::events::{frame_stream, frames_kept, join, last_event_id};
+use crate::auth::ReadScope;
+use crate::runs::frames::frame_stream;
+use crate::viewers::{frames_kept, join, last_event_id};
 
 pub async fn feed(
     State(state): State<ConsoleState>,
@@ -36,11 +36,7 @@ pub async fn feed(
 ) -> PageResult {
     let caller = viewer.caller::<ReadScope>()?;
     let shared = state.shared;
-    let run = shared
-        .store
-        .run_of_account(caller.account_id(), &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
+    let run = crate::runs::read::owned(&shared.store, caller.account_id(), &id).await?;
     frames_kept(&shared, &id).await?;
     // A browser that reconnects (EventSource does by itself) resumes after the last frame
     // it saw, so a plot never draws a second twice.

@@ -68,7 +68,7 @@ pub fn mount(api: Router, shared: Shared, secure: bool) -> Router {
         )
         .layer(axum::middleware::map_response(headers))
         // A page counts in its account's share of the requests in flight, as the API's.
-        .layer(axum::middleware::from_fn(crate::api::in_flight::hold))
+        .layer(axum::middleware::from_fn(crate::in_flight::hold))
         .with_state(ConsoleState { shared, secure });
     api.merge(console)
 }

@@ -17,15 +17,15 @@ use super::ConsoleState;
 use super::layout::{Extras, PageResult, page};
 use super::runs::short_version;
 use super::session::Viewer;
+use crate::auth::ReadScope;
 
 pub async fn show(
     State(state): State<ConsoleState>,
     viewer: Viewer,
     Path(id): Path<String>,
 ) -> PageResult {
-    let run = crate::api::runs::get(State(state.shared.clone()), viewer.caller()?, Path(id))
-        .await?
-        .0;
+    let caller = viewer.caller::<ReadScope>()?;
+    let run = crate::runs::read::get(&state.shared.store, caller.account_id(), &id).await?;
     let title = format!("{} run {}", run.kind.as_str(), super::runs::short(&run.id));
     let body = html! {
         p { "Status: " strong #status data-status=(run.status.as_str()) data-run=(run.id) { (run.status.as_str()) }

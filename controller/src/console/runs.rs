@@ -3,16 +3,16 @@
 
 use axum::extract::{Query, State};
 use axum::response::IntoResponse;
-use iohr_domain::{RunKind, RunStatus};
+use iohr_domain::{RunKind, RunRecord, RunStatus};
 use maud::{Markup, html};
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::ConsoleState;
 use super::layout::{Extras, PageResult, page};
 use super::session::Viewer;
-use super::value::{list, query, text, when};
-use crate::api::runs::ListQuery;
+use super::value::{query, short_time};
+use crate::auth::ReadScope;
+use crate::store::RunFilter;
 
 /// The filter form's fields; an empty field is no filter.
 #[derive(Debug, Default, Deserialize)]
@@ -42,26 +42,23 @@ pub async fn list_page(
     viewer: Viewer,
     filter: Result<Query<Filter>, axum::extract::rejection::QueryRejection>,
 ) -> PageResult {
-    let Query(filter) = filter.map_err(crate::api::error::ApiError::from)?;
-    let query = ListQuery {
-        status: given(&filter.status),
-        kind: given(&filter.kind),
+    let Query(filter) = filter.map_err(crate::error::ApiError::from)?;
+    let caller = viewer.caller::<ReadScope>()?;
+    // The same refusals as `GET /v1/reliability/runs` for the same text.
+    let runs = RunFilter {
+        status: crate::query::filter::<RunStatus>(given(&filter.status))?,
+        kind: crate::query::filter::<RunKind>(given(&filter.kind))?,
         environment: given(&filter.environment),
+        agent: None,
         scenario: given(&filter.scenario),
+        limit: crate::query::page_limit(None)?,
         cursor: given(&filter.cursor),
-        ..ListQuery::default()
     };
-    let answer = crate::api::runs::list(
-        State(state.shared.clone()),
-        viewer.caller()?,
-        Ok(Query(query)),
-    )
-    .await?
-    .0;
+    let answer = crate::runs::read::list(&state.shared.store, caller.account_id(), &runs).await?;
     let body = html! {
         (filter_form(&filter))
-        (runs_table(list(&answer, "runs"), LIVE_ROWS))
-        @if let Some(next) = answer.get("next_cursor").and_then(Value::as_str) {
+        (runs_table(&answer.items, LIVE_ROWS))
+        @if let Some(next) = &answer.next_cursor {
             p { a #next href=(next_page(&filter, next)) { "Older runs" } }
         }
     };
@@ -107,7 +104,7 @@ fn filter_form(filter: &Filter) -> Markup {
 
 /// A table of run records (the Runs page, a scenario's runs). The first `live_rows` live
 /// runs carry `data-live`, which console.js follows.
-pub fn runs_table(runs: &[Value], live_rows: usize) -> Markup {
+pub fn runs_table(runs: &[RunRecord], live_rows: usize) -> Markup {
     let mut live = 0;
     html! {
         table #runs {
@@ -115,19 +112,19 @@ pub fn runs_table(runs: &[Value], live_rows: usize) -> Markup {
                          th { "Target" } th { "Started by" } th { "Change" } th { "Created" } } }
             tbody {
                 @for run in runs {
-                    @let id = text(run, "id");
-                    @let status = text(run, "status");
-                    @let is_live = matches!(status.as_str(), "queued" | "running") && { live += 1; live <= live_rows };
-                    tr data-run-id=(id) data-status=(status) data-kind=(text(run, "kind")) data-live=[is_live.then_some("1")] {
-                        td { a href=(format!("/runs/{id}")) { (short(&id)) } }
+                    @let id = &run.id;
+                    @let status = run.status.as_str();
+                    @let is_live = matches!(status, "queued" | "running") && { live += 1; live <= live_rows };
+                    tr data-run-id=(id) data-status=(status) data-kind=(run.kind.as_str()) data-live=[is_live.then_some("1")] {
+                        td { a href=(format!("/runs/{id}")) { (short(id)) } }
                         td.status { (status) }
-                        td { (text(run, "kind")) }
-                        td { a href=(format!("/scenarios/{}", text(run, "scenario.id"))) { (text(run, "scenario.id")) } " " small { (short_version(&text(run, "scenario.version"))) } }
-                        td { (text(run, "environment")) }
-                        td { (text(run, "target")) }
-                        td { (text(run, "started_by.type")) ":" (text(run, "started_by.id")) }
-                        td { (text(run, "started_by.change")) }
-                        td { (when(run, "created_at")) }
+                        td { (run.kind.as_str()) }
+                        td { a href=(format!("/scenarios/{}", run.scenario.id)) { (run.scenario.id) } " " small { (short_version(&run.scenario.version)) } }
+                        td { (run.environment) }
+                        td { (run.target) }
+                        td { (run.started_by.kind) ":" (run.started_by.id) }
+                        td { (run.started_by.change.as_deref().unwrap_or("")) }
+                        td { (short_time(&run.created_at)) }
                     }
                 }
             }

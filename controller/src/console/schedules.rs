@@ -11,35 +11,32 @@ use super::ConsoleState;
 use super::layout::{Extras, PageResult, page};
 use super::runs::short;
 use super::session::{CsrfOnly, Viewer, form_csrf};
-use super::value::{list, text, when};
-use crate::api::auth::RunScope;
-use crate::api::error::JsonBody;
-use crate::api::schedules::PatchSchedule;
+use super::value::short_time;
+use crate::auth::{ReadScope, RunScope};
 
 pub async fn list_page(State(state): State<ConsoleState>, viewer: Viewer) -> PageResult {
-    let answer = crate::api::schedules::list(State(state.shared.clone()), viewer.caller()?)
-        .await?
-        .0;
-    let schedules = list(&answer, "schedules");
+    let caller = viewer.caller::<ReadScope>()?;
+    let schedules =
+        crate::resources::schedules::list(&state.shared.store, caller.account_id()).await?;
     let body = html! {
         table #schedules {
             thead { tr { th { "Schedule" } th { "Cron (UTC)" } th { "Kind" } th { "Scenario" } th { "Environment" }
                          th { "Next fires" } th { "Skipped" } th { "Last skip" } th { "Last run" } th {} } }
             tbody {
-                @for s in schedules {
-                    @let id = text(s, "id");
-                    @let enabled = text(s, "enabled") == "true";
-                    @let last_run = text(s, "last_run");
+                @for s in &schedules {
+                    @let id = &s.id;
+                    @let enabled = s.enabled;
+                    @let last_run = s.last_run.as_deref().unwrap_or("");
                     tr data-schedule-id=(id) data-enabled=(enabled) {
-                        td { (text(s, "name")) @if !enabled { " " small.paused { "paused" } } }
-                        td { code { (text(s, "cron")) } }
-                        td { (text(s, "kind")) }
-                        td { (text(s, "scenario.id")) }
-                        td { (text(s, "environment")) }
-                        td.next { @for at in list(s, "next_fires").iter().take(3) { (at.as_str().unwrap_or("").get(..16).unwrap_or("").replace('T', " ")) br; } }
-                        td.skipped { (text(s, "skipped")) }
-                        td { (when(s, "last_skipped_at")) }
-                        td { @if !last_run.is_empty() { a href=(format!("/runs/{last_run}")) { (short(&last_run)) } } }
+                        td { (s.name) @if !enabled { " " small.paused { "paused" } } }
+                        td { code { (s.cron) } }
+                        td { (s.kind) }
+                        td { (s.scenario.id) }
+                        td { (s.environment) }
+                        td.next { @for at in s.next_fires.iter().take(3) { (at.get(..16).unwrap_or("").replace('T', " ")) br; } }
+                        td.skipped { (s.skipped) }
+                        td { (short_time(s.last_skipped_at.as_deref().unwrap_or(""))) }
+                        td { @if !last_run.is_empty() { a href=(format!("/runs/{last_run}")) { (short(last_run)) } } }
                         td {
                             @let (action, label, class) = if enabled { ("pause", "Pause", "pause") } else { ("resume", "Resume", "resume") };
                             form class=(class) method="post" action=(format!("/schedules/{id}/{action}")) {
@@ -71,14 +68,13 @@ async fn set_enabled(
     enabled: bool,
 ) -> PageResult {
     form_csrf(&viewer, form, |f| &f.csrf)?;
-    let _changed = crate::api::schedules::patch(
-        State(state.shared.clone()),
-        viewer.caller::<RunScope>()?,
-        Path(id),
-        JsonBody(PatchSchedule {
-            enabled: Some(enabled),
-            ..PatchSchedule::default()
-        }),
+    let caller = viewer.caller::<RunScope>()?;
+    let _changed = crate::resources::schedules::set_enabled(
+        &state.shared.store,
+        caller.account_id(),
+        &id,
+        enabled,
+        &caller.actor(),
     )
     .await?;
     Ok(Redirect::to("/schedules").into_response())

@@ -23,8 +23,8 @@ use sha2::{Digest, Sha256};
 
 use super::ConsoleState;
 use super::layout::{Extras, PageError, PageResult, page};
-use crate::api::auth::{Caller, Rule};
-use crate::api::error::ApiError;
+use crate::auth::{Caller, Rule};
+use crate::error::ApiError;
 use crate::store::{Scope, TokenInfo};
 
 pub const SESSION_COOKIE: &str = "iohr_session";
@@ -128,9 +128,9 @@ impl FromRequestParts<ConsoleState> for Viewer {
             return Err(Redirect::to("/sign-in").into_response());
         };
         admitted(&session.token, session.console_open).map_err(|e| PageError(e).into_response())?;
-        if let Some(slot) = parts.extensions.get::<crate::api::in_flight::Slot>() {
+        if let Some(slot) = parts.extensions.get::<crate::in_flight::Slot>() {
             slot.take(&state.shared.requests, &session.token.account.id)
-                .map_err(|full| PageError(crate::api::in_flight::refusal(full)).into_response())?;
+                .map_err(|full| PageError(crate::in_flight::refusal(full)).into_response())?;
         }
         Ok(Viewer {
             token: session.token,

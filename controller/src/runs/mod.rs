@@ -6,14 +6,22 @@
 //!   [`plan::PlannedRun`] through the kind contract (`iohr_domain::kind`), then stored
 //!   and queued. Refusals are a typed [`error::StartError`] with the code each surface
 //!   says in its own terms.
+//! - [`read`]: the account's runs a page at a time and one run as its record, typed
+//!   ([`crate::query::Page`], `RunRecord`), for the REST API and the console alike.
+//! - [`frames`]: a run's frames for one viewer, stored then live, in order.
+//! - [`compare`]: two of an account's runs compared, refusals a typed
+//!   [`compare::CompareError`].
 //!
 //! The layer imports the store, the queue and `domain`; never a surface (`crate::api`,
 //! `crate::console`, `crate::mcp`, `crate::schedule`).
 
+pub mod compare;
 pub mod error;
+pub mod frames;
 pub mod from_run;
 pub mod guards;
 pub mod plan;
+pub mod read;
 pub mod start;
 
 pub use error::{Refusal, StartError};

@@ -12,6 +12,7 @@ use crate::hub::FrameHub;
 use crate::queue::Dispatcher;
 use crate::store::{Store, sqlite_url};
 use crate::timing::Timing;
+use crate::viewers::join;
 
 const WAIT: Duration = Duration::from_secs(10);
 

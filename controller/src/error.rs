@@ -1,5 +1,9 @@
 //! Every API error is `{"error": {"code", "message"}}` with a precise status; the code is
 //! for machines, the message says what to fix.
+//!
+//! Below the surfaces: the REST handlers and the console (whose refusal pages carry the
+//! same status and code) both answer with it, so neither imports the other for it
+//! (`crate::api::error` re-exports this module).
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -9,8 +13,31 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use iohr_domain::compare::Refusal;
+
 use crate::queue::Refused;
+use crate::resources::ReadError;
+use crate::runs::compare::CompareError;
 use crate::store::StoreError;
+
+/// The largest request body accepted (a spec with many checks fits easily).
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// How long a client told `too_many_queued` waits before trying again: queued runs start
+/// as running ones end, seconds to an hour later; half a minute keeps retries cheap.
+pub const QUEUED_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// 429 `too_many_queued`: the account has as many queued runs as its plan allows.
+pub fn too_many_queued(limit: i64) -> ApiError {
+    ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_queued",
+        format!(
+            "this account has {limit} queued runs, its plan's limit; retry once some have started (a plan can raise it: iohr-controller account set-plan --max-queued)"
+        ),
+    )
+    .retry_after(QUEUED_RETRY_AFTER)
+}
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -76,7 +103,7 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict(message) => {
                 ApiError::new(StatusCode::CONFLICT, "conflict", message)
             }
-            StoreError::TooManyQueued { limit } => super::limits::too_many_queued(limit),
+            StoreError::TooManyQueued { limit } => too_many_queued(limit),
             other => {
                 tracing::error!(error = %other, "store error behind an API call");
                 ApiError::new(
@@ -85,6 +112,47 @@ impl From<StoreError> for ApiError {
                     "the store failed; retry later",
                 )
             }
+        }
+    }
+}
+
+/// Seconds a refused comparison is told to wait: one comparison takes well under one.
+const COMPARES_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl From<CompareError> for ApiError {
+    fn from(error: CompareError) -> ApiError {
+        let message = error.to_string();
+        match error {
+            CompareError::NoiseFloor => ApiError::bad_request("invalid_query", message),
+            CompareError::Busy(full) => {
+                ApiError::too_many(full.code(), message, COMPARES_RETRY_AFTER)
+            }
+            CompareError::Store(error) => error.into(),
+            CompareError::Failed(error) => {
+                tracing::error!(%error, "a comparison failed");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "compare_failed",
+                    "the comparison failed; this is a bug, please report it",
+                )
+            }
+            CompareError::Refused(refusal) => {
+                let code = match refusal {
+                    Refusal::Different { .. } | Refusal::Kind(_) => "not_comparable",
+                    Refusal::NotFinished { .. } => "not_finished",
+                    Refusal::GeneratorSaturated { .. } => "generator_saturated",
+                };
+                ApiError::new(StatusCode::CONFLICT, code, message)
+            }
+        }
+    }
+}
+
+impl From<ReadError> for ApiError {
+    fn from(error: ReadError) -> ApiError {
+        match error {
+            ReadError::Store(error) => error.into(),
+            ReadError::Dispatcher(refused) => refused.into(),
         }
     }
 }
@@ -121,7 +189,7 @@ impl From<JsonRejection> for ApiError {
             other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "body_too_large",
-                format!("bodies are limited to {} bytes", super::MAX_BODY_BYTES),
+                format!("bodies are limited to {} bytes", MAX_BODY_BYTES),
             ),
             other => ApiError::new(other.status(), "invalid_body", text),
         }

@@ -4,7 +4,7 @@
 //!
 //! A connection is accepted before any token is seen, so the share counts requests, after
 //! their caller is known: [`hold`] wraps every API route and gives the request a [`Slot`];
-//! the caller's extractor ([`super::auth::Caller`]) or the gRPC guard fills it with a
+//! the caller's extractor ([`crate::auth::Caller`]) or the gRPC guard fills it with a
 //! place of the caller's account once the token is checked, or answers 429
 //! `too_many_account_requests` (`too_many_requests` at the process bound;
 //! `RESOURCE_EXHAUSTED` on gRPC). The place is held until the answer's head is written:
@@ -17,8 +17,8 @@ use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::Response;
 
-use super::error::ApiError;
 use crate::account_shares::{BoundPlace, Full, SharedBound};
+use crate::error::ApiError;
 
 /// When a refused caller may try again: requests in flight end within moments.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
