@@ -36,14 +36,16 @@ pub fn text_cursor(cursor: Option<&str>, longest: usize) -> Result<Option<&str>,
     }
 }
 
-/// The `?cursor=` of a listing keyed by a number (deliveries: an event seq).
+/// The `?cursor=` of a listing keyed by a number (deliveries: an event seq): digits only,
+/// as the schema says; one past every seq (more digits than an i64 holds) pages from
+/// the newest, as the largest seq would.
 pub fn number_cursor(cursor: Option<&str>) -> Result<Option<i64>, ApiError> {
     cursor
         .map(|c| {
-            c.parse::<i64>()
-                .ok()
-                .filter(|n| *n >= 0)
-                .ok_or_else(not_a_cursor)
+            if c.is_empty() || !c.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(not_a_cursor());
+            }
+            Ok(c.parse::<i64>().unwrap_or(i64::MAX))
         })
         .transpose()
 }
@@ -77,4 +79,26 @@ pub fn not_empty(filters: &[(&str, &Option<String>)]) -> Result<(), ApiError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod cursor_tests {
+    use super::*;
+
+    #[test]
+    fn a_number_cursor_is_digits_and_past_every_seq_is_the_newest() {
+        assert_eq!(number_cursor(None).unwrap(), None);
+        assert_eq!(number_cursor(Some("42")).unwrap(), Some(42));
+        assert_eq!(
+            number_cursor(Some("99999999999999999999")).unwrap(),
+            Some(i64::MAX)
+        );
+        for refused in ["", "-1", "+5", "4x", " 4"] {
+            assert_eq!(
+                number_cursor(Some(refused)).unwrap_err().code,
+                "invalid_query",
+                "{refused:?}"
+            );
+        }
+    }
 }

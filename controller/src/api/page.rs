@@ -17,7 +17,8 @@ pub struct PageQuery {
     /// The page size (default 50).
     #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
-    /// The `next_cursor` of the page before.
+    /// The `next_cursor` of the page before (an id: never empty).
+    #[param(min_length = 1, max_length = 64)]
     pub cursor: Option<String>,
 }
 

@@ -113,7 +113,8 @@ pub struct ListQuery {
     /// The page size (default 50).
     #[param(minimum = 1, maximum = 500)]
     pub(crate) limit: Option<u32>,
-    /// The `next_cursor` of the page before (a name).
+    /// The `next_cursor` of the page before (a name: never empty).
+    #[param(min_length = 1, max_length = 200)]
     pub(crate) cursor: Option<String>,
 }
 

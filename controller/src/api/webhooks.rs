@@ -323,7 +323,9 @@ pub struct DeliveriesQuery {
     /// The page size (default 50).
     #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
-    /// The `next_cursor` of the page before: deliveries of older events.
+    /// The `next_cursor` of the page before: deliveries of older events (an event's
+    /// number).
+    #[param(pattern = "^[0-9]+$")]
     cursor: Option<String>,
 }
 
