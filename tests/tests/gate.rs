@@ -19,13 +19,11 @@ use serde_json::{Value, json};
 const LIMIT: Duration = Duration::from_secs(60);
 
 async fn finished(stack: &OneAgent, body: &Value) -> String {
-    let run = stack.api.create_run(body).await;
-    let id = run["id"].as_str().expect("id").to_string();
-    stack
+    let run = stack
         .api
-        .wait_status(&id, &["passed", "failed"], LIMIT)
+        .run_until(body, &["passed", "failed"], LIMIT)
         .await;
-    id
+    run["id"].as_str().expect("id").to_string()
 }
 
 fn gate(stack: &OneAgent, args: &[&str], env: &[(&str, &str)]) -> CliOutput {

@@ -81,7 +81,7 @@ pub async fn events(
     }
     let after = last_event_id.or(query.after).unwrap_or(0);
     let permit = shared.feed.join(caller.account_id()).map_err(|full| {
-        let (code, message) = full.refusal();
+        let (code, message) = crate::outbox::feed::refusal(full);
         ApiError::too_many(code, message, FEEDS_RETRY_AFTER)
     })?;
     let stream = account_events(

@@ -347,7 +347,7 @@ impl Connection {
             .feed
             .join(self.caller.account_id())
             .map_err(|full| {
-                let (code, message) = full.refusal();
+                let (code, message) = crate::outbox::feed::refusal(full);
                 Refusal::new(code, message, None)
             })?;
         let (tx, events) = mpsc::channel(SUBSCRIPTION_BUFFER);

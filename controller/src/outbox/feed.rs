@@ -25,14 +25,9 @@ pub struct FeedLimits {
     pub poll: Duration,
 }
 
-/// Why a feed was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FeedFull {
-    /// The controller serves `max` feeds.
-    Total(usize),
-    /// The account holds its share.
-    Account(usize),
-}
+/// Why a feed was refused: the controller serves `max` feeds (`Total`), or the account
+/// holds its share (`Account`).
+pub type FeedFull = Full;
 
 /// One feed's place; dropping it frees the place.
 pub type FeedPlace = BoundPlace;
@@ -52,28 +47,23 @@ impl FeedLimits {
 
     /// A place for one more feed of `account_id`, or why not.
     pub fn join(&self, account_id: &str) -> Result<FeedPlace, FeedFull> {
-        self.bound.join(account_id).map_err(|full| match full {
-            Full::Total(max) => FeedFull::Total(max),
-            Full::Account(share) => FeedFull::Account(share),
-        })
+        self.bound.join(account_id)
     }
 }
 
-impl FeedFull {
-    /// The refusal's code and message.
-    pub fn refusal(self) -> (&'static str, String) {
-        match self {
-            FeedFull::Total(max) => (
-                "too_many_feeds",
-                format!("the controller already serves {max} event feeds, its limit; retry later"),
+/// A refused feed's code and message.
+pub fn refusal(full: FeedFull) -> (&'static str, String) {
+    match full {
+        FeedFull::Total(max) => (
+            "too_many_feeds",
+            format!("the controller already serves {max} event feeds, its limit; retry later"),
+        ),
+        FeedFull::Account(share) => (
+            "too_many_account_feeds",
+            format!(
+                "this account already holds {share} event feeds, its share of the controller's; close one"
             ),
-            FeedFull::Account(share) => (
-                "too_many_account_feeds",
-                format!(
-                    "this account already holds {share} event feeds, its share of the controller's; close one"
-                ),
-            ),
-        }
+        ),
     }
 }
 
