@@ -27,7 +27,7 @@ pub mod text;
 pub mod version;
 
 pub use frame::{Frame, FrameKind};
-pub use run::{Executor, RunKind, RunRecord, RunStatus, StartedBy, Units};
+pub use run::{Executor, Forge, RunKind, RunRecord, RunStatus, StartedBy, Units};
 
 #[cfg(test)]
 mod range_tests;

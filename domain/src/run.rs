@@ -147,10 +147,60 @@ pub struct StartedBy {
     /// `person`, `token`, `schedule` or `trigger`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// The person's name, the token's id, the schedule's id.
+    /// The person's name, the token's id, the schedule's id, the trigger's id.
     pub id: String,
+    /// What the run measures: `owner/repo#N` for a pull request, `owner/repo@BRANCH` for
+    /// a branch, or any label the starter gave.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change: Option<String>,
+    /// The head commit the run measures (40 hex), when a trigger's delivery named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    /// The change a baseline is looked for on (`owner/repo@main`): a pull request's base
+    /// branch, when a trigger's delivery named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// The forge the change lives on, when a trigger of that forge started the run: where
+    /// its comparison is written back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forge: Option<Forge>,
+}
+
+/// A forge whose pull requests (merge requests) a run can be started for and answered on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Forge {
+    Github,
+    Gitlab,
+}
+
+impl Forge {
+    /// Every forge, for lists and the contract test.
+    pub const ALL: [Forge; 2] = [Forge::Github, Forge::Gitlab];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Forge::Github => "github",
+            Forge::Gitlab => "gitlab",
+        }
+    }
+}
+
+impl std::str::FromStr for Forge {
+    type Err = UnknownWord;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "github" => Ok(Forge::Github),
+            "gitlab" => Ok(Forge::Gitlab),
+            _ => Err(UnknownWord {
+                what: "forge",
+                value: s.to_string(),
+                expected: "github, gitlab".to_string(),
+            }),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -55,6 +55,9 @@ async fn seed(url: &str, frames: i64) -> anyhow::Result<(Store, NewRun)> {
             kind: "token".into(),
             id: "bench".into(),
             change: None,
+            commit: None,
+            base: None,
+            forge: None,
         },
         units_reserved: 0,
         reason: None,
@@ -62,6 +65,7 @@ async fn seed(url: &str, frames: i64) -> anyhow::Result<(Store, NewRun)> {
         faults: None,
         agents: 1,
         abort_on: Vec::new(),
+        baseline_run: None,
     };
     sqlx::any::install_default_drivers();
     let pool = AnyPool::connect(url).await?;

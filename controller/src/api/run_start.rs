@@ -152,11 +152,17 @@ pub fn started_by_caller(
             kind: "person".into(),
             id: person.to_string(),
             change,
+            commit: None,
+            base: None,
+            forge: None,
         },
         None => StartedBy {
             kind: "token".into(),
             id: token_id.to_string(),
             change,
+            commit: None,
+            base: None,
+            forge: None,
         },
     }
 }

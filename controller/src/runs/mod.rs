@@ -15,6 +15,7 @@
 //! The layer imports the store, the queue and `domain`; never a surface (`crate::api`,
 //! `crate::console`, `crate::mcp`, `crate::schedule`).
 
+pub mod baseline;
 pub mod compare;
 pub mod error;
 pub mod frames;

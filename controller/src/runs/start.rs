@@ -260,6 +260,7 @@ pub fn prepare(
         faults,
         agents,
         abort_on,
+        baseline_run: None,
     }
 }
 

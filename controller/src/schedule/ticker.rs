@@ -166,6 +166,9 @@ impl Scheduler {
             kind: "schedule".into(),
             id: schedule.id.clone(),
             change: schedule.change.clone(),
+            commit: None,
+            base: None,
+            forge: None,
         };
         let actor = format!("schedule:{}", schedule.id);
         let run = start::start(

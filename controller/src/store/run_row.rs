@@ -34,6 +34,9 @@ pub struct NewRun {
     /// A split run's `abort_on_fail` thresholds, judged on its merged seconds
     /// (`store/split_seconds.rs`); empty for a whole run, whose agent judges them.
     pub abort_on: Vec<iohr_domain::load::Threshold>,
+    /// The before-run a trigger started beside this run as its baseline, when it asked
+    /// for a fresh one (`runs/baseline.rs`).
+    pub baseline_run: Option<String>,
 }
 
 /// A production faults run's confirmation as stored.
@@ -83,6 +86,8 @@ pub struct RunRow {
     pub agents: Option<u32>,
     /// One share of a split run: that run's id, and which share of how many.
     pub share_of: Option<(String, Share)>,
+    /// The before-run started beside this run as its baseline (see [`NewRun`]).
+    pub baseline_run: Option<String>,
     pub created_at: i64,
     pub started_at: Option<i64>,
     pub ended_at: Option<i64>,
@@ -200,6 +205,13 @@ pub(super) fn run_from_row(row: &sqlx::any::AnyRow) -> Result<RunRow> {
             kind: row.try_get("started_by_type")?,
             id: row.try_get("started_by_id")?,
             change: row.try_get("change_ref")?,
+            commit: row.try_get("change_commit")?,
+            base: row.try_get("change_base")?,
+            forge: row
+                .try_get::<Option<String>, _>("change_forge")?
+                .map(|f| f.parse())
+                .transpose()
+                .map_err(|e| corrupt("change_forge", &e))?,
         },
         status: status.parse().map_err(|e| corrupt("status", &e))?,
         reason: row.try_get("reason")?,
@@ -224,6 +236,7 @@ pub(super) fn run_from_row(row: &sqlx::any::AnyRow) -> Result<RunRow> {
         confirmation,
         agents,
         share_of,
+        baseline_run: row.try_get("baseline_run")?,
         created_at: row.try_get("created_at")?,
         started_at: row.try_get("started_at")?,
         ended_at: row.try_get("ended_at")?,

@@ -59,11 +59,12 @@ impl Store {
         };
         sqlx::query(
             "INSERT INTO runs (id, account_id, kind, scenario_id, scenario_version, environment,
-                 target, executor, started_by_type, started_by_id, change_ref, status, reason,
+                 target, executor, started_by_type, started_by_id, change_ref, change_commit,
+                 change_base, change_forge, status, reason,
                  units_reserved, created_at, confirm_hash, confirm_deadline, ended_at,
-                 share_count)
+                 share_count, baseline_run)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-                 $16, $17, $18, $19)",
+                 $16, $17, $18, $19, $20, $21, $22, $23)",
         )
         .bind(&id)
         .bind(&run.account_id)
@@ -76,6 +77,9 @@ impl Store {
         .bind(&run.started_by.kind)
         .bind(&run.started_by.id)
         .bind(&run.started_by.change)
+        .bind(&run.started_by.commit)
+        .bind(&run.started_by.base)
+        .bind(run.started_by.forge.map(|f| f.as_str()))
         .bind(status)
         .bind(&reason)
         .bind(run.units_reserved)
@@ -84,6 +88,7 @@ impl Store {
         .bind(run.confirmation.as_ref().map(|(_, deadline)| *deadline))
         .bind(ended_at)
         .bind((run.agents > 1).then_some(i64::from(run.agents)))
+        .bind(&run.baseline_run)
         .execute(&mut *tx)
         .await?;
         let share_ids = if matches!(verdict, Verdict::Queue) && run.agents > 1 {

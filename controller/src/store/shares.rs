@@ -31,10 +31,11 @@ pub(super) async fn insert_shares(
         let id = new_id();
         sqlx::query(
             "INSERT INTO runs (id, account_id, kind, scenario_id, scenario_version, environment,
-                 target, executor, started_by_type, started_by_id, change_ref, status, reason,
+                 target, executor, started_by_type, started_by_id, change_ref, change_commit,
+                 change_base, change_forge, status, reason,
                  units_reserved, created_at, parent_id, share_index, share_count)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'queued', $12, 0, $13,
-                 $14, $15, $16)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'queued',
+                 $15, 0, $16, $17, $18, $19)",
         )
         .bind(&id)
         .bind(&run.account_id)
@@ -47,6 +48,9 @@ pub(super) async fn insert_shares(
         .bind(&run.started_by.kind)
         .bind(&run.started_by.id)
         .bind(&run.started_by.change)
+        .bind(&run.started_by.commit)
+        .bind(&run.started_by.base)
+        .bind(run.started_by.forge.map(|f| f.as_str()))
         .bind(&run.reason)
         .bind(now)
         .bind(parent)

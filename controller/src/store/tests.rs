@@ -79,6 +79,9 @@ pub(crate) fn checks_run(account_id: &str, scenario: &Scenario) -> NewRun {
             kind: "token".into(),
             id: "t1".into(),
             change: None,
+            commit: None,
+            base: None,
+            forge: None,
         },
         units_reserved: 1,
         reason: None,
@@ -86,6 +89,7 @@ pub(crate) fn checks_run(account_id: &str, scenario: &Scenario) -> NewRun {
         faults: None,
         agents: 1,
         abort_on: Vec::new(),
+        baseline_run: None,
     }
 }
 
@@ -107,6 +111,7 @@ pub(crate) fn run_like(row: &RunRow) -> NewRun {
         faults: None,
         agents: 1,
         abort_on: Vec::new(),
+        baseline_run: None,
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use iohr_domain::compare::Verdict;
 use iohr_domain::finding::{FindingKind, FindingStatus, Sighting};
-use iohr_domain::{RunKind, RunStatus};
+use iohr_domain::{Forge, RunKind, RunStatus};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -102,6 +102,7 @@ fn every_schema_enum_round_trips_through_the_real_types() {
         let problems = match at.as_str() {
             "#/components/schemas/RunKind" => serde_words(listed, &RunKind::ALL),
             "#/components/schemas/RunStatus" => serde_words(listed, &RunStatus::ALL),
+            "#/components/schemas/Forge" => serde_words(listed, &Forge::ALL),
             "#/components/schemas/FindingKind" => serde_words(listed, &FindingKind::ALL),
             "#/components/schemas/FindingStatus" => serde_words(
                 listed,
