@@ -60,6 +60,9 @@ pub struct RunArgs {
     /// Follow the run until it ends; the exit status is its verdict.
     #[arg(long)]
     pub wait: bool,
+    /// Print only the created run's id (for scripts: `AFTER=$(iohr reliability run -q ...)`).
+    #[arg(short, long, conflicts_with = "wait")]
+    pub quiet: bool,
     /// With --wait: give up waiting after this many seconds (exit 3).
     #[arg(
         long,
@@ -74,6 +77,10 @@ pub struct RunArgs {
 pub async fn execute(ctx: &Ctx, args: RunArgs) -> Result<u8> {
     let body = request_body(&args)?;
     let created = ctx.api.post("/v1/reliability/runs", &body).await?;
+    if args.quiet {
+        emit(&parse_record(&created)?.id)?;
+        return Ok(0);
+    }
     if !args.wait {
         print_record(ctx, &created)?;
         return Ok(0);

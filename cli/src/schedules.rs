@@ -103,6 +103,7 @@ impl CreateArgs {
             scenario_name: None,
             confirm_within: self.confirm_within,
             wait: false,
+            quiet: false,
             timeout: 600,
         };
         let mut body = request_body(&run)?;
