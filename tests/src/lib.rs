@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod metrics;
+pub mod partition;
 pub mod process;
 pub mod proxy;
 pub mod python;
