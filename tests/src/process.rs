@@ -184,10 +184,14 @@ impl Standby {
         if let Some(url) = &install.database_url {
             command.arg("--database-url").arg(url);
         }
+        command.args(["--api-addr", "127.0.0.1:0"]);
+        // A test may listen for agents elsewhere (the partition tests: a veth address).
+        if !extra.contains(&"--agent-addr") {
+            command
+                .arg("--agent-addr")
+                .arg(format!("127.0.0.1:{}", agent_port.unwrap_or(0)));
+        }
         command
-            .args(["--api-addr", "127.0.0.1:0"])
-            .arg("--agent-addr")
-            .arg(format!("127.0.0.1:{}", agent_port.unwrap_or(0)))
             .arg("--heartbeat-ms")
             .arg(heartbeat_ms.to_string())
             .args(extra)
@@ -279,6 +283,8 @@ pub struct AgentOptions<'a> {
     /// Each an `--allow-target`: by default loopback, where every test's targets are, so
     /// that an agent with the deny-list on (a platform agent's) still reaches them.
     pub allow_targets: &'a [&'a str],
+    /// Run the agent inside this network namespace (the partition tests, issue 34).
+    pub netns: Option<&'a crate::partition::Netns>,
 }
 
 /// The `--allow-target`s an agent of the tests is given unless a test says otherwise.
@@ -292,6 +298,7 @@ impl Default for AgentOptions<'_> {
             extra: &[],
             env: &[],
             allow_targets: LOOPBACK_TARGETS,
+            netns: None,
         }
     }
 }
@@ -306,7 +313,10 @@ impl Agent {
         options: AgentOptions<'_>,
     ) -> Agent {
         let (log, file) = log_file(install, &format!("agent-{name}"));
-        let mut command = Command::new(bin("iohr-agent"));
+        let mut command = match options.netns {
+            Some(netns) => netns.command(bin("iohr-agent")),
+            None => Command::new(bin("iohr-agent")),
+        };
         command
             .arg("run")
             .args(["--controller", controller])

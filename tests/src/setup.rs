@@ -54,6 +54,12 @@ pub struct Installation {
 impl Installation {
     /// `iohr-controller init` in a fresh temp dir (and a fresh database for PostgreSQL).
     pub async fn new(backend: Backend) -> Installation {
+        Installation::with_server_names(backend, &[]).await
+    }
+
+    /// [`Installation::new`] whose server certificate also names `names` (each an
+    /// `init --server-name`), for agents that dial the controller elsewhere than loopback.
+    pub async fn with_server_names(backend: Backend, names: &[&str]) -> Installation {
         let root = std::env::temp_dir().join(format!(
             "iohr-e2e-{}-{}-{}",
             std::process::id(),
@@ -71,7 +77,11 @@ impl Installation {
             database_url,
             backend,
         };
-        install.ctl(&["init"]);
+        let mut init = vec!["init"];
+        for name in names {
+            init.extend(["--server-name", name]);
+        }
+        install.ctl(&init);
         install
     }
 
