@@ -9,7 +9,8 @@ use iohr_domain::RunStatus;
 use super::Dispatcher;
 use iohr_domain::load::AgentLoss;
 
-use crate::store::{RunRow, lost_agent};
+use crate::runs::settle::lost_agent;
+use crate::store::RunRow;
 
 impl Dispatcher {
     /// The split run `run_id` is a share of, as tracked here (its lease or its place in
@@ -46,7 +47,7 @@ impl Dispatcher {
         };
         // With `on_agent_lost: continue`, the others run on without a lost agent's share.
         if stopped.iter().all(|s| lost_agent(s)) {
-            match self.store.on_agent_lost(ended).await {
+            match crate::runs::settle::on_agent_lost(&self.store, ended).await {
                 Ok(AgentLoss::Continue) => {
                     tracing::info!(run = %parent, share = %ended.id, "a split run's share lost its agent; the others run on");
                     return;
