@@ -1,8 +1,8 @@
 //! Split runs (`"agents": N`) in the dispatcher. Their shares are queued, placed (all at
 //! once, see `scheduler.rs`) and leased as runs of their own; what is the split run's
 //! is here: a cancel of it is a cancel of each share, and a share that ends `error` or
-//! `cancelled` cancels the others, since the whole can no longer be measured. The store
-//! ends the split run with its last share (store/shares.rs).
+//! `cancelled` cancels the others, since the whole can no longer be measured. The
+//! run-lifecycle layer ends the split run with its last share (`runs/settle.rs`).
 
 use iohr_domain::RunStatus;
 
