@@ -17,7 +17,8 @@ use tonic::{Status, Streaming};
 
 use crate::Shared;
 use crate::queue::{AgentUp, SessionId};
-use crate::store::{AgentIdentity, AppendOutcome, Declaration, Ending, LeaseGuard, StoreError};
+use crate::runs::relay::AppendOutcome;
+use crate::store::{AgentIdentity, Declaration, Ending, LeaseGuard, StoreError};
 
 pub struct Session {
     shared: Shared,
@@ -282,10 +283,7 @@ impl Session {
             }
         }
         let started = std::time::Instant::now();
-        match self
-            .shared
-            .store
-            .append_frames(&batch.run_id, &guard, &frames)
+        match crate::runs::relay::append_frames(&self.shared.store, &batch.run_id, &guard, &frames)
             .await
         {
             Ok(AppendOutcome::Stored {
@@ -356,16 +354,14 @@ impl Session {
                 reason: reason.to_string(),
             })
         };
-        match self
-            .shared
-            .store
-            .finish_run_with_findings(
-                &completion.run_id,
-                Some(&guard),
-                Some(completion.last_frame),
-                &ending,
-            )
-            .await
+        match crate::runs::ending::finish_run_with_findings(
+            &self.shared.store,
+            &completion.run_id,
+            Some(&guard),
+            Some(completion.last_frame),
+            &ending,
+        )
+        .await
         {
             Ok(Some(frames)) => {
                 tracing::info!(run = %completion.run_id, agent = %self.identity.name, status = %status, "run finished");

@@ -9,20 +9,31 @@
 //! - [`read`]: the account's runs a page at a time and one run as its record, typed
 //!   ([`crate::query::Page`], `RunRecord`), for the REST API and the console alike.
 //! - [`frames`]: a run's frames for one viewer, stored then live, in order.
+//! - [`relay`]: an agent's frames stored, a share's relayed onto its split run, which is
+//!   judged on the whole as they come ([`judge`]: merged seconds against `abort_on_fail`,
+//!   a sweep's steps against its SLO).
+//! - [`ending`]: what a run's ending means (its findings, events, last frames) and, for
+//!   a split run's last share, its split run's settlement ([`settle`]).
 //! - [`compare`]: two of an account's runs compared, refusals a typed
 //!   [`compare::CompareError`].
 //!
 //! The layer imports the store, the queue and `domain`; never a surface (`crate::api`,
-//! `crate::console`, `crate::mcp`, `crate::schedule`).
+//! `crate::console`, `crate::mcp`, `crate::schedule`). It opens the store's transactions
+//! (`Store::begin`) and decides what they write; `relay`, `judge`, `ending` and `settle`
+//! import only the store and `domain`, so the queue's dispatcher may call them.
 
 pub mod baseline;
 pub mod compare;
+pub mod ending;
 pub mod error;
 pub mod frames;
 pub mod from_run;
 pub mod guards;
+mod judge;
 pub mod plan;
 pub mod read;
+pub mod relay;
+pub mod settle;
 pub mod start;
 
 pub use error::{Refusal, StartError};

@@ -182,34 +182,31 @@ impl Store {
     }
 }
 
-/// The events of a run's ending, inside the transaction that ends it: one
-/// `finding.created` per finding the run created (not those seen again or reopened),
-/// then `run.finished`.
-pub(super) async fn insert_ending_events(
-    tx: &mut Transaction<'_, Any>,
+/// The `finding.created` event of a finding `run` created.
+pub fn finding_created(
+    run: &super::RunRow,
+    finding: &iohr_domain::finding::RunFinding,
+) -> (&'static str, serde_json::Value) {
+    let data = serde_json::json!({
+        "finding_id": finding.id,
+        "run_id": run.id,
+        "signature": finding.signature,
+    });
+    (FINDING_CREATED, data)
+}
+
+/// The `run.finished` event of `run` ending `status`.
+pub fn run_finished(
     run: &super::RunRow,
     status: iohr_domain::RunStatus,
-    found: &[iohr_domain::finding::RunFinding],
-    now: i64,
-) -> Result<()> {
-    for finding in found
-        .iter()
-        .filter(|f| f.seen == iohr_domain::finding::Sighting::New)
-    {
-        let data = serde_json::json!({
-            "finding_id": finding.id,
-            "run_id": run.id,
-            "signature": finding.signature,
-        });
-        insert_event(tx, &run.account_id, FINDING_CREATED, data, now).await?;
-    }
+) -> (&'static str, serde_json::Value) {
     let data = serde_json::json!({
         "run_id": run.id,
         "kind": run.kind.as_str(),
         "status": status.as_str(),
         "environment": run.environment,
     });
-    insert_event(tx, &run.account_id, RUN_FINISHED, data, now).await
+    (RUN_FINISHED, data)
 }
 
 #[cfg(test)]

@@ -2,48 +2,45 @@
 
 use sqlx::{AssertSqlSafe, Row};
 
+use iohr_domain::load::Share;
+
 pub use super::frame_row::StoredFrame;
 use super::frame_row::insert_frame;
 use super::run_row::LeaseGuard;
+use super::tx::Tx;
 use super::{Result, Store, StoreError, now_ms};
 
-/// What an append did.
+/// What storing an agent's frames did ([`Tx::append_agent_frames`]).
 #[derive(Debug, Clone, PartialEq)]
-pub enum AppendOutcome {
-    /// Stored; `contiguous_through` is what the controller acknowledges, `new` the frames
-    /// that were not stored before (duplicates are dropped).
-    Stored {
-        contiguous_through: u64,
-        new: Vec<StoredFrame>,
-        /// A share's frames relayed onto its split run's stream (see `shares.rs`).
-        relayed: Vec<StoredFrame>,
-        /// The split run and why it stops: these frames' seconds made its merged
-        /// measure cross an `abort_on_fail` threshold (see `split_seconds.rs`).
-        split_aborted: Option<(String, String)>,
-    },
-    /// The lease is not the run's current accepted lease: nothing was stored.
-    Stale,
+pub struct AgentAppend {
+    /// The run's stream was contiguous through `before`, and now through `through`.
+    pub before: u64,
+    pub through: u64,
+    /// The frames that were not stored before (duplicates are dropped).
+    pub new: Vec<StoredFrame>,
+    /// The split run and the share this run is of, when it is one.
+    pub share_of: Option<(String, Share)>,
 }
 
-impl Store {
-    /// Appends an agent's frames (kind, payload JSON) in one transaction, fenced by the lease.
-    pub async fn append_frames(
-        &self,
+impl Tx {
+    /// Stores an agent's frames (number, kind, payload JSON), fenced by the lease: `None`
+    /// (nothing stored) when `guard` is not the run's current accepted lease.
+    pub async fn append_agent_frames(
+        &mut self,
         run_id: &str,
         guard: &LeaseGuard,
         frames: &[(u64, String, serde_json::Value)],
-    ) -> Result<AppendOutcome> {
-        let mut tx = self.write_tx().await?;
+    ) -> Result<Option<AgentAppend>> {
         let row = sqlx::query(AssertSqlSafe(format!(
             "SELECT status, lease_id, lease_epoch, lease_state, frames_through, parent_id,
                  share_index, share_count FROM runs WHERE id = $1{}",
-            self.for_update(None)
+            self.store.for_update(None)
         )))
         .bind(run_id)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut *self.tx)
         .await?;
         let Some(row) = row else {
-            return Ok(AppendOutcome::Stale);
+            return Ok(None);
         };
         let status: String = row.try_get("status")?;
         let lease_id: Option<String> = row.try_get("lease_id")?;
@@ -54,7 +51,7 @@ impl Store {
             && lease_id.as_deref() == Some(guard.lease_id.as_str())
             && epoch == guard.epoch as i64;
         if !current {
-            return Ok(AppendOutcome::Stale);
+            return Ok(None);
         }
         let before = row.try_get::<i64, _>("frames_through")?.max(0) as u64;
         let mut through = before;
@@ -71,7 +68,7 @@ impl Store {
                 payload: payload.clone(),
                 at: now,
             };
-            if insert_frame(&mut tx, &frame).await? {
+            if insert_frame(&mut self.tx, &frame).await? {
                 new.push(frame);
             }
         }
@@ -80,7 +77,7 @@ impl Store {
         )
         .bind(run_id)
         .bind(through as i64)
-        .fetch_all(&mut *tx)
+        .fetch_all(&mut *self.tx)
         .await?;
         for row in above {
             let number = row.try_get::<i64, _>("number")?.max(0) as u64;
@@ -92,38 +89,26 @@ impl Store {
         sqlx::query("UPDATE runs SET frames_through = $1 WHERE id = $2")
             .bind(through as i64)
             .bind(run_id)
-            .execute(&mut *tx)
+            .execute(&mut *self.tx)
             .await?;
         if let (Some(first), Some(last)) = (
             new.iter().map(|f| f.number).min(),
             new.iter().map(|f| f.number).max(),
         ) {
-            self.notify_frames(&mut *tx, run_id, first, last).await?;
-        }
-        let (relayed, split_aborted) = match super::run_row::share_of_row(&row)? {
-            Some((parent, share)) => {
-                let relayed = super::shares::relay_frames(
-                    self,
-                    &mut tx,
-                    run_id,
-                    (&parent, share),
-                    before,
-                    through,
-                )
+            self.store
+                .notify_frames(&mut *self.tx, run_id, first, last)
                 .await?;
-                (relayed.frames, relayed.aborted.map(|why| (parent, why)))
-            }
-            None => (Vec::new(), None),
-        };
-        tx.commit().await?;
-        Ok(AppendOutcome::Stored {
-            contiguous_through: through,
+        }
+        Ok(Some(AgentAppend {
+            before,
+            through,
             new,
-            relayed,
-            split_aborted,
-        })
+            share_of: super::run_row::share_of_row(&row)?,
+        }))
     }
+}
 
+impl Store {
     /// Frames after `after`, in order, at most `limit`.
     pub async fn frames_after(
         &self,

@@ -36,6 +36,7 @@ mod split_seconds;
 mod steps;
 #[cfg(test)]
 pub(crate) mod tests;
+mod tx;
 mod webhooks;
 
 use std::path::Path;
@@ -60,10 +61,12 @@ pub use confirmations::ConfirmRefusal;
 pub use console::{ConsoleSession, MAX_SESSIONS_PER_TOKEN, SESSION_TTL_MS};
 pub use egress_allow::{AllowAdd, MAX_EGRESS_ALLOW_PER_ACCOUNT};
 pub use enrollment::{Consumed, EnrollmentGrant, EnrollmentTokenRow, TokenRefusal};
-pub use events::{Backlog, EVENT_TYPES, EventRow, FINDING_CREATED, RUN_FINISHED};
+pub use events::{
+    Backlog, EVENT_TYPES, EventRow, FINDING_CREATED, RUN_FINISHED, finding_created, run_finished,
+};
 pub use files::{secure_data_dir, tighten};
 pub use findings::{FindingFilter, FindingRow};
-pub use frames::{AppendOutcome, StoredFrame};
+pub use frames::{AgentAppend, StoredFrame};
 pub use pooled::{OFFERS_CHANNEL, PoolAsk, Pooled, PooledShare};
 pub use replicas::{
     CANCELS_CHANNEL, ENDED_CHANNEL, FRAMES_CHANNEL, FramesNotice, QUEUE_CHANNEL, ReplicaOffer,
@@ -72,8 +75,9 @@ pub use retention::{Periods, Swept};
 pub use run_row::{ConfirmState, Ending, LeaseGuard, NewRun, RunFilter, RunRow};
 pub use scenarios::{Scenario, ScenarioName, ScenarioVersion, Stored};
 pub use schedules::{Fire, MAX_SCHEDULES, NewSchedule, ScheduleChange, ScheduleRow};
-pub use shares::lost_agent;
+pub use split_seconds::SplitMeasure;
 pub use steps::StepVerdict;
+pub use tx::Tx;
 pub use webhooks::{
     AttemptOutcome, DeliveryRow, DueDelivery, FAILURE_CLASSES, MAX_WEBHOOKS_PER_ACCOUNT,
     NewWebhook, WebhookRow,

@@ -32,7 +32,7 @@ pub struct NewRun {
     /// The agents the run is split over (`"agents": N`); 1: the whole run on one agent.
     pub agents: u32,
     /// A split run's `abort_on_fail` thresholds, judged on its merged seconds
-    /// (`store/split_seconds.rs`); empty for a whole run, whose agent judges them.
+    /// (`runs/judge/seconds.rs`); empty for a whole run, whose agent judges them.
     pub abort_on: Vec<iohr_domain::load::Threshold>,
     /// The before-run a trigger started beside this run as its baseline, when it asked
     /// for a fresh one (`runs/baseline.rs`).

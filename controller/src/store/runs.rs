@@ -2,7 +2,6 @@
 //! change an agent asks for names it, and a change naming an old pair does nothing.
 
 use iohr_domain::RunStatus;
-use iohr_domain::finding::{RunFacts, RunFinding, derive};
 // Dynamic SQL here is assembled from constants only; every value is bound.
 use sqlx::{AssertSqlSafe, Row};
 
@@ -11,9 +10,9 @@ use super::audit::AuditLine;
 use super::frame_row::StoredFrame;
 use super::page::Keyset;
 pub(super) use super::run_row::{
-    Ending, LEASABLE, LeaseGuard, NewRun, RUN_COLUMNS, RunFilter, RunRow, run_from_row,
+    LEASABLE, LeaseGuard, NewRun, RUN_COLUMNS, RunFilter, RunRow, run_from_row,
 };
-use super::{Result, Store, StoreError, new_id, now_ms, to_json};
+use super::{Result, Store, new_id, now_ms};
 
 impl Store {
     /// Stores a new run and the audit line of its start, in one transaction, after
@@ -92,7 +91,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         let share_ids = if matches!(verdict, Verdict::Queue) && run.agents > 1 {
-            super::split_seconds::watch(&mut tx, &id, run.kind, &run.abort_on).await?;
+            super::split_seconds::watch(&mut tx, &id, &run.abort_on).await?;
             super::shares::insert_shares(&mut tx, &id, run, now).await?
         } else {
             Vec::new()
@@ -163,7 +162,8 @@ impl Store {
         }
         if stored.status.is_finished() {
             // Refused at the door: ended, so announced like any ending.
-            super::events::insert_ending_events(&mut tx, &stored, stored.status, &[], now).await?;
+            let (event_type, data) = super::events::run_finished(&stored, stored.status);
+            super::events::insert_event(&mut tx, &stored.account_id, event_type, data, now).await?;
         }
         tx.commit().await?;
         Ok((stored, shares))
@@ -287,238 +287,6 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(())
-    }
-
-    /// Ends a run and writes its `finished` frame, numbered after every stored frame.
-    /// With a guard, only while that lease is the run's current one and, with
-    /// `frames_through`, only once every frame up to it is stored. Returns the finished
-    /// frame, or `None` when the run had already ended or the guard is stale.
-    pub async fn finish_run(
-        &self,
-        run_id: &str,
-        guard: Option<&LeaseGuard>,
-        frames_through: Option<u64>,
-        ending: &Ending,
-    ) -> Result<Option<StoredFrame>> {
-        Ok(self
-            .finish(run_id, guard, frames_through, ending, true)
-            .await?
-            .and_then(|frames| {
-                frames
-                    .into_iter()
-                    .find(|f| f.run_id == run_id && f.kind == "finished")
-            }))
-    }
-
-    /// [`Store::finish_run`] returning every frame the ending wrote: the run's
-    /// `finished`, and its split run's last frames when it was that run's last share.
-    pub async fn end_by_controller(
-        &self,
-        run_id: &str,
-        guard: Option<&LeaseGuard>,
-        ending: &Ending,
-    ) -> Result<Option<Vec<StoredFrame>>> {
-        self.finish(run_id, guard, None, ending, true).await
-    }
-
-    /// [`Store::finish_run`], returning every frame the ending wrote: one `finding` frame
-    /// per finding of a run that ended `passed` or `failed` (the findings themselves are
-    /// written in the same transaction), then `finished`.
-    pub async fn finish_run_with_findings(
-        &self,
-        run_id: &str,
-        guard: Option<&LeaseGuard>,
-        frames_through: Option<u64>,
-        ending: &Ending,
-    ) -> Result<Option<Vec<StoredFrame>>> {
-        self.finish(run_id, guard, frames_through, ending, false)
-            .await
-    }
-
-    /// Both endings; `by_controller` fences a guarded ending by the replica too, since
-    /// the agent may have taken its lease to another replica (the agent's own ending is
-    /// fenced by its lease alone, wherever it is connected).
-    async fn finish(
-        &self,
-        run_id: &str,
-        guard: Option<&LeaseGuard>,
-        frames_through: Option<u64>,
-        ending: &Ending,
-        by_controller: bool,
-    ) -> Result<Option<Vec<StoredFrame>>> {
-        let mut tx = self.write_tx().await?;
-        let row = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.id = $1{}",
-            self.for_update(Some("r"))
-        )))
-        .bind(run_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(run) = row.as_ref().map(run_from_row).transpose()? else {
-            return Err(StoreError::NotFound(format!("run {run_id}")));
-        };
-        if run.status.is_finished() {
-            return Ok(None);
-        }
-        if let Some(guard) = guard
-            && (run.lease.as_ref() != Some(guard) || (by_controller && run.replica != self.replica))
-        {
-            return Ok(None);
-        }
-        if let Some(through) = frames_through
-            && run.frames_through < through
-        {
-            return Err(StoreError::Conflict(format!(
-                "frames after {} are missing (completion names {through})",
-                run.frames_through
-            )));
-        }
-        let mut frames = self.write_ending(&mut tx, &run, ending).await?;
-        if let Some((parent, _)) = &run.share_of {
-            frames.extend(super::shares::settle_parent(self, &mut tx, parent).await?);
-        }
-        if run.lease_state.is_some() {
-            let notice = format!("{} {}", self.replica, run.account_id);
-            self.notify(&mut *tx, super::ENDED_CHANNEL, &notice).await?;
-        }
-        tx.commit().await?;
-        Ok(Some(frames))
-    }
-
-    /// Writes a run's ending in `tx` (the run read and locked, not ended): its status,
-    /// findings, events and last frames (`finding` frames, then `finished`). A share of
-    /// a split run has no findings or events of its own: its parent's ending has them.
-    pub(super) async fn write_ending(
-        &self,
-        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-        run: &RunRow,
-        ending: &Ending,
-    ) -> Result<Vec<StoredFrame>> {
-        let run_id = run.id.as_str();
-        let now = now_ms();
-        let result_text = ending.result.as_ref().map(|v| v.to_string());
-        // Without a reason of its own, an ending keeps the stored one (a cancel's reason,
-        // written when it was asked for).
-        let reason = ending.reason.clone().or(run.reason.clone());
-        sqlx::query(
-            "UPDATE runs SET status = $1, reason = $2, result = COALESCE($3, result),
-                 units_spent = COALESCE($4, units_spent), lease_state = NULL, ended_at = $5
-             WHERE id = $6",
-        )
-        .bind(ending.status.as_str())
-        .bind(&reason)
-        .bind(result_text)
-        .bind(ending.units_spent)
-        .bind(now)
-        .bind(run_id)
-        .execute(&mut **tx)
-        .await?;
-        let found = if run.share_of.is_none() {
-            let found = self.findings_of_ending(tx, run, ending, now).await?;
-            super::events::insert_ending_events(tx, run, ending.status, &found, now).await?;
-            found
-        } else {
-            Vec::new()
-        };
-        let last: i64 =
-            sqlx::query("SELECT COALESCE(MAX(number), 0) AS last FROM frames WHERE run_id = $1")
-                .bind(run_id)
-                .fetch_one(&mut **tx)
-                .await?
-                .try_get("last")?;
-        let frames: Vec<StoredFrame> = found
-            .iter()
-            .map(|finding| ("finding", serde_json::to_value(finding).unwrap_or_default()))
-            .chain([(
-                "finished",
-                serde_json::json!({
-                    "status": ending.status,
-                    "reason": reason,
-                }),
-            )])
-            .enumerate()
-            .map(|(i, (kind, payload))| StoredFrame {
-                run_id: run_id.to_string(),
-                number: (last + 1) as u64 + i as u64,
-                kind: kind.to_string(),
-                payload,
-                at: now,
-            })
-            .collect();
-        for frame in &frames {
-            if !super::frame_row::insert_frame(tx, frame).await? {
-                return Err(StoreError::Conflict(format!(
-                    "frame {} of run {run_id} exists",
-                    frame.number
-                )));
-            }
-        }
-        let through = frames.last().map_or(last, |f| f.number as i64);
-        sqlx::query("UPDATE runs SET frames_through = $1 WHERE id = $2")
-            .bind(through)
-            .bind(run_id)
-            .execute(&mut **tx)
-            .await?;
-        self.notify_frames(&mut **tx, run_id, (last + 1) as u64, through as u64)
-            .await?;
-        Ok(frames)
-    }
-
-    /// Derives and records the findings of a run ending `passed` or `failed` with a
-    /// result, and lists them on the run. A run without a verdict (error, cancelled)
-    /// finds nothing: what it measured may be partial.
-    async fn findings_of_ending(
-        &self,
-        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-        run: &RunRow,
-        ending: &Ending,
-        now: i64,
-    ) -> Result<Vec<RunFinding>> {
-        let Some(result) = ending
-            .result
-            .as_ref()
-            // A run that ended `error` finds only when its kind says its result still
-            // holds findings then (a faults run whose rollback failed: the fault it left
-            // applied is the alert).
-            .filter(|_| {
-                matches!(ending.status, RunStatus::Passed | RunStatus::Failed)
-                    || (ending.status == RunStatus::Error
-                        && iohr_domain::kind::finds_on_error(run.kind))
-            })
-        else {
-            return Ok(Vec::new());
-        };
-        let spec: Option<serde_json::Value> =
-            sqlx::query("SELECT spec FROM scenarios WHERE account_id = $1 AND version = $2")
-                .bind(&run.account_id)
-                .bind(&run.scenario_version)
-                .fetch_optional(&mut **tx)
-                .await?
-                .map(|row| row.try_get::<String, _>("spec"))
-                .transpose()?
-                .and_then(|text| serde_json::from_str(&text).ok());
-        let derived = derive(&RunFacts {
-            account_id: &run.account_id,
-            kind: run.kind,
-            scenario_id: &run.scenario_id,
-            environment: &run.environment,
-            target: &run.target,
-            spec: spec.as_ref(),
-            result,
-        });
-        if derived.is_empty() {
-            return Ok(Vec::new());
-        }
-        let found =
-            super::findings::record_findings(tx, &self.for_update(None), run, &derived, now)
-                .await?;
-        sqlx::query("UPDATE runs SET findings = $1 WHERE id = $2")
-            .bind(to_json(&found))
-            .bind(&run.id)
-            .execute(&mut **tx)
-            .await?;
-        tracing::info!(run = %run.id, findings = found.len(), "findings recorded");
-        Ok(found)
     }
 }
 

@@ -1,9 +1,7 @@
-//! The steps of a capacity run split over agents, judged on the whole. A share measures
-//! its part of each step only, so the sweep's decisions (the next rate, bisecting, the
-//! end) cannot be any one agent's: as each share's step-end frame is relayed onto the
-//! split run, its point is kept here, and once every share has sent the step, the points
-//! are merged (counts summed, histograms added) and the step judged against the SLO. The
-//! verdict is stored with the instant the shares start their next step; each share's
+//! The steps of a capacity run split over agents, as rows: each share's step-end point
+//! (`split_step_points`) until every share has sent the step, and the verdict on the
+//! step judged on their merge (`split_steps`, judged by the run-lifecycle layer,
+//! `runs/judge/steps.rs`) with the instant the shares start their next step. Each share's
 //! agent asks for it (`StepAsk`) on whichever replica it is connected to, so no notice
 //! between replicas has to arrive for the sweep to go on.
 //!
@@ -15,12 +13,11 @@
 //! for all. A share whose offer lapsed and went to another agent thus starts with the
 //! others, who wait for it, rather than after them.
 
-use iohr_domain::capacity::{CapacitySpec, SweepPoint};
-use iohr_domain::load::Share;
-use serde::Deserialize;
-use sqlx::{Any, Row, Transaction};
+use iohr_domain::capacity::SweepPoint;
+use sqlx::Row;
 
-use super::run_row::{LeaseGuard, RunRow};
+use super::run_row::LeaseGuard;
+use super::tx::Tx;
 use super::{Result, Store, StoreError, now_ms};
 
 /// How long after its verdict the shares start a sweep's next step: time for every
@@ -40,93 +37,68 @@ pub struct StepVerdict {
     pub start_after_ms: u32,
 }
 
-/// The step-end points among a relayed batch of `share`'s frames (kind, payload, at),
-/// kept until every share has sent its own; the step is then judged on their merge.
-pub(super) async fn judge(
-    tx: &mut Transaction<'static, Any>,
-    parent: &RunRow,
-    share: Share,
-    frames: &[(String, serde_json::Value, i64)],
-) -> Result<()> {
-    let points: Vec<SweepPoint> = frames
-        .iter()
-        .filter(|(kind, payload, _)| kind == "phase" && payload["event"] == "end")
-        .filter_map(|(_, payload, _)| SweepPoint::deserialize(&payload["point"]).ok())
-        .collect();
-    for point in points {
-        let text = serde_json::to_string(&point).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+impl Tx {
+    /// Keeps share `share_index`'s point of a step (a point kept already stays), and
+    /// returns every share's point of that step kept so far, in share order.
+    pub async fn put_step_point(
+        &mut self,
+        parent: &str,
+        share_index: u32,
+        point: &SweepPoint,
+    ) -> Result<Vec<SweepPoint>> {
+        let text = serde_json::to_string(point).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         sqlx::query(
             "INSERT INTO split_step_points (run_id, step, share_index, point)
              VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, step, share_index) DO NOTHING",
         )
-        .bind(&parent.id)
+        .bind(parent)
         .bind(i64::from(point.step))
-        .bind(i64::from(share.index()))
+        .bind(i64::from(share_index))
         .bind(text)
-        .execute(&mut **tx)
+        .execute(&mut *self.tx)
         .await?;
         let parts: Vec<String> = sqlx::query_scalar(
             "SELECT point FROM split_step_points WHERE run_id = $1 AND step = $2
              ORDER BY share_index",
         )
-        .bind(&parent.id)
+        .bind(parent)
         .bind(i64::from(point.step))
-        .fetch_all(&mut **tx)
+        .fetch_all(&mut *self.tx)
         .await?;
-        if parts.len() < share.count() as usize {
-            continue;
-        }
-        let parts = parts
+        parts
             .iter()
             .map(|text| serde_json::from_str::<SweepPoint>(text))
             .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| StoreError::Corrupt(format!("split step point: {e}")))?;
-        let slo = slo_of(tx, parent).await?;
-        let whole = SweepPoint::merge(&parts, &slo)
-            .map_err(|e| StoreError::Corrupt(format!("split step {}: {e}", point.step)))?;
+            .map_err(|e| StoreError::Corrupt(format!("split step point: {e}")))
+    }
+
+    /// The verdict on a step (the first one stored stays), the shares to start the next
+    /// one [`NEXT_STEP_AFTER_MS`] from now; the step's points go.
+    pub async fn put_step_verdict(
+        &mut self,
+        parent: &str,
+        step: u32,
+        meets_slo: bool,
+        reason: &str,
+    ) -> Result<()> {
         sqlx::query(
             "INSERT INTO split_steps (run_id, step, meets_slo, reason, starts_at)
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, step) DO NOTHING",
         )
-        .bind(&parent.id)
-        .bind(i64::from(point.step))
-        .bind(i64::from(whole.meets_slo))
-        .bind(whole.broke.join("; "))
+        .bind(parent)
+        .bind(i64::from(step))
+        .bind(i64::from(meets_slo))
+        .bind(reason)
         .bind(now_ms() + NEXT_STEP_AFTER_MS)
-        .execute(&mut **tx)
+        .execute(&mut *self.tx)
         .await?;
         sqlx::query("DELETE FROM split_step_points WHERE run_id = $1 AND step = $2")
-            .bind(&parent.id)
-            .bind(i64::from(point.step))
-            .execute(&mut **tx)
+            .bind(parent)
+            .bind(i64::from(step))
+            .execute(&mut *self.tx)
             .await?;
-        tracing::info!(run = %parent.id, step = point.step, meets_slo = whole.meets_slo,
-            achieved = whole.achieved, "split sweep step judged on the whole");
+        Ok(())
     }
-    Ok(())
-}
-
-/// The SLO of the split sweep `parent`, from its stored spec.
-async fn slo_of(
-    tx: &mut Transaction<'static, Any>,
-    parent: &RunRow,
-) -> Result<iohr_domain::capacity::Slo> {
-    let spec: Option<String> =
-        sqlx::query_scalar("SELECT spec FROM scenarios WHERE account_id = $1 AND version = $2")
-            .bind(&parent.account_id)
-            .bind(&parent.scenario_version)
-            .fetch_optional(&mut **tx)
-            .await?;
-    let spec: serde_json::Value = spec
-        .as_deref()
-        .map(serde_json::from_str)
-        .transpose()
-        .map_err(|e| StoreError::Corrupt(format!("scenario spec: {e}")))?
-        .ok_or_else(|| StoreError::NotFound(format!("scenario {}", parent.scenario_version)))?;
-    CapacitySpec::from_json(&spec)
-        .and_then(|s| s.plan())
-        .map(|plan| plan.slo)
-        .map_err(|e| StoreError::Corrupt(format!("capacity spec: {e}")))
 }
 
 impl Store {
@@ -204,6 +176,3 @@ impl Store {
         Ok(())
     }
 }
-
-#[cfg(test)]
-mod tests;

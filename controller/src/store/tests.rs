@@ -6,6 +6,7 @@ use iohr_domain::{Executor, RunKind, RunStatus, StartedBy};
 use serde_json::json;
 
 use super::*;
+use crate::runs::relay::AppendOutcome;
 
 pub(crate) async fn sqlite_store() -> Store {
     let dir = std::env::temp_dir().join(format!("iohr-store-{}", uuid::Uuid::new_v4()));
@@ -205,8 +206,7 @@ async fn a_lease_fences_frames_and_completion() {
 
         let frame = |n: u64| (n, "check".to_string(), json!({"n": n}));
         assert_eq!(
-            store
-                .append_frames(&run.id, &first, &[frame(1)])
+            crate::runs::relay::append_frames(&store, &run.id, &first, &[frame(1)])
                 .await
                 .expect("append"),
             AppendOutcome::Stale
@@ -215,8 +215,7 @@ async fn a_lease_fences_frames_and_completion() {
             contiguous_through,
             new,
             ..
-        } = store
-            .append_frames(&run.id, &lease, &[frame(1), frame(3)])
+        } = crate::runs::relay::append_frames(&store, &run.id, &lease, &[frame(1), frame(3)])
             .await
             .expect("append")
         else {
@@ -227,10 +226,14 @@ async fn a_lease_fences_frames_and_completion() {
             contiguous_through,
             new,
             ..
-        } = store
-            .append_frames(&run.id, &lease, &[frame(1), frame(2), frame(3)])
-            .await
-            .expect("append")
+        } = crate::runs::relay::append_frames(
+            &store,
+            &run.id,
+            &lease,
+            &[frame(1), frame(2), frame(3)],
+        )
+        .await
+        .expect("append")
         else {
             panic!("current lease refused")
         };
@@ -248,27 +251,23 @@ async fn a_lease_fences_frames_and_completion() {
             units_spent: Some(1),
         };
         assert!(matches!(
-            store
-                .finish_run(&run.id, Some(&lease), Some(4), &ending)
-                .await,
+            crate::runs::ending::finish_run(&store, &run.id, Some(&lease), Some(4), &ending).await,
             Err(StoreError::Conflict(_))
         ));
         assert!(
-            store
-                .finish_run(&run.id, Some(&first), Some(3), &ending)
+            crate::runs::ending::finish_run(&store, &run.id, Some(&first), Some(3), &ending)
                 .await
                 .expect("stale")
                 .is_none()
         );
-        let finished = store
-            .finish_run(&run.id, Some(&lease), Some(3), &ending)
-            .await
-            .expect("finish")
-            .expect("frame");
+        let finished =
+            crate::runs::ending::finish_run(&store, &run.id, Some(&lease), Some(3), &ending)
+                .await
+                .expect("finish")
+                .expect("frame");
         assert_eq!((finished.number, finished.kind.as_str()), (4, "finished"));
         assert!(
-            store
-                .finish_run(&run.id, None, None, &ending)
+            crate::runs::ending::finish_run(&store, &run.id, None, None, &ending)
                 .await
                 .expect("again")
                 .is_none(),
@@ -296,8 +295,7 @@ async fn a_lease_fences_frames_and_completion() {
         assert_eq!(record.started_by.change.as_deref(), Some("core#212"));
         assert!(record.started_at.is_some() && record.ended_at.is_some());
         assert_eq!(
-            store
-                .append_frames(&run.id, &lease, &[frame(5)])
+            crate::runs::relay::append_frames(&store, &run.id, &lease, &[frame(5)])
                 .await
                 .expect("late"),
             AppendOutcome::Stale
@@ -653,11 +651,11 @@ pub(crate) async fn end_run(
         result: Some(result),
         units_spent: Some(1),
     };
-    let frames = store
-        .finish_run_with_findings(&run.id, Some(&lease), None, &ending)
-        .await
-        .expect("finish")
-        .expect("ended");
+    let frames =
+        crate::runs::ending::finish_run_with_findings(store, &run.id, Some(&lease), None, &ending)
+            .await
+            .expect("finish")
+            .expect("ended");
     let run = store.run(&run.id).await.expect("q").expect("run");
     (run, frames)
 }

@@ -58,7 +58,7 @@ impl Dispatcher {
             units_spent: None,
         };
         let split = self.split_of(run_id);
-        match self.store.end_by_controller(run_id, guard, &ending).await {
+        match crate::runs::ending::end_by_controller(&self.store, run_id, guard, &ending).await {
             Ok(Some(frames)) => {
                 tracing::info!(run = %run_id, status = %status, reason, "run ended by the controller");
                 for frame in frames {

@@ -1,15 +1,16 @@
 //! Split runs (`"agents": N`) in the dispatcher. Their shares are queued, placed (all at
 //! once, see `scheduler.rs`) and leased as runs of their own; what is the split run's
 //! is here: a cancel of it is a cancel of each share, and a share that ends `error` or
-//! `cancelled` cancels the others, since the whole can no longer be measured. The store
-//! ends the split run with its last share (store/shares.rs).
+//! `cancelled` cancels the others, since the whole can no longer be measured. The
+//! run-lifecycle layer ends the split run with its last share (`runs/settle.rs`).
 
 use iohr_domain::RunStatus;
 
 use super::Dispatcher;
 use iohr_domain::load::AgentLoss;
 
-use crate::store::{RunRow, lost_agent};
+use crate::runs::settle::lost_agent;
+use crate::store::RunRow;
 
 impl Dispatcher {
     /// The split run `run_id` is a share of, as tracked here (its lease or its place in
@@ -46,7 +47,7 @@ impl Dispatcher {
         };
         // With `on_agent_lost: continue`, the others run on without a lost agent's share.
         if stopped.iter().all(|s| lost_agent(s)) {
-            match self.store.on_agent_lost(ended).await {
+            match crate::runs::settle::on_agent_lost(&self.store, ended).await {
                 Ok(AgentLoss::Continue) => {
                     tracing::info!(run = %parent, share = %ended.id, "a split run's share lost its agent; the others run on");
                     return;

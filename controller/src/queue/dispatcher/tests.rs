@@ -212,8 +212,7 @@ impl Bench {
             result: Some(json!({})),
             units_spent: Some(1),
         };
-        self.store
-            .finish_run(&offer.run_id, Some(&guard), None, &ending)
+        crate::runs::ending::finish_run(&self.store, &offer.run_id, Some(&guard), None, &ending)
             .await
             .expect("finish")
             .expect("ended under its lease");

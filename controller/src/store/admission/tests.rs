@@ -64,8 +64,7 @@ async fn end(store: &Store, id: &str, spent: i64) {
         result: None,
         units_spent: Some(spent),
     };
-    store
-        .finish_run(id, None, None, &ending)
+    crate::runs::ending::finish_run(store, id, None, None, &ending)
         .await
         .expect("finish")
         .expect("ended");

@@ -117,8 +117,7 @@ async fn an_unconfirmed_run_lapses_at_its_deadline() {
             result: None,
             units_spent: None,
         };
-        store
-            .finish_run(&run, None, None, &ending)
+        crate::runs::ending::finish_run(&store, &run, None, None, &ending)
             .await
             .expect("finish");
         assert!(

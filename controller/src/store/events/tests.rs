@@ -76,9 +76,14 @@ async fn a_runs_end_writes_its_events_in_its_transaction_and_nothing_else_does()
             result: Some(json!({})),
             units_spent: Some(1),
         };
-        let refused = store
-            .finish_run_with_findings(&run.id, Some(&lease), Some(9), &ending)
-            .await;
+        let refused = crate::runs::ending::finish_run_with_findings(
+            &store,
+            &run.id,
+            Some(&lease),
+            Some(9),
+            &ending,
+        )
+        .await;
         assert!(
             matches!(refused, Err(StoreError::Conflict(_))),
             "{refused:?}"
@@ -89,16 +94,14 @@ async fn a_runs_end_writes_its_events_in_its_transaction_and_nothing_else_does()
             "rolled back with the ending"
         );
         assert!(
-            store
-                .finish_run(&second.id, None, None, &ending)
+            crate::runs::ending::finish_run(&store, &second.id, None, None, &ending)
                 .await
                 .expect("again")
                 .is_none()
         );
         assert_eq!(all_events(&store, &account.id).await.len(), 4);
         assert!(
-            store
-                .finish_run(&run.id, None, None, &ending)
+            crate::runs::ending::finish_run(&store, &run.id, None, None, &ending)
                 .await
                 .expect("end")
                 .is_some()
@@ -135,7 +138,9 @@ async fn concurrent_endings_number_their_events_without_gaps() {
         let endings = taken.iter().map(|(run, lease)| {
             let (store, ending) = (store.clone(), ending.clone());
             let (id, lease) = (run.id.clone(), lease.clone());
-            tokio::spawn(async move { store.finish_run(&id, Some(&lease), None, &ending).await })
+            tokio::spawn(async move {
+                crate::runs::ending::finish_run(&store, &id, Some(&lease), None, &ending).await
+            })
         });
         for ended in futures_util::future::join_all(endings).await {
             assert!(ended.expect("task").expect("finish").is_some());

@@ -228,7 +228,7 @@ async fn leases_of_a_stopped_replica_are_taken_over_and_fence_the_old_tracker() 
         units_spent: None,
     };
     assert_eq!(
-        b.finish_run(&runs[0].id, Some(&guard), None, &ending)
+        crate::runs::ending::finish_run(&b, &runs[0].id, Some(&guard), None, &ending)
             .await
             .expect("b"),
         None
@@ -254,13 +254,12 @@ async fn leases_of_a_stopped_replica_are_taken_over_and_fence_the_old_tracker() 
         None
     );
     assert!(
-        a.finish_run(&runs[0].id, Some(&guard), None, &ending)
+        crate::runs::ending::finish_run(&a, &runs[0].id, Some(&guard), None, &ending)
             .await
             .expect("a")
             .is_none()
     );
-    let finished = c
-        .finish_run(&runs[0].id, Some(&guard), None, &ending)
+    let finished = crate::runs::ending::finish_run(&c, &runs[0].id, Some(&guard), None, &ending)
         .await
         .expect("c");
     assert!(finished.is_some(), "the tracking replica ends it");
@@ -343,7 +342,7 @@ async fn a_listener_hears_runs_queued_frames_stored_and_cancels_asked() {
         panic!("{offered:?}");
     };
     assert!(a.accept_lease(&run.id, guard).await.expect("accept"));
-    a.append_frames(&run.id, guard, &[(1, "check".into(), json!({}))])
+    crate::runs::relay::append_frames(&a, &run.id, guard, &[(1, "check".into(), json!({}))])
         .await
         .expect("frames");
     assert!(b.request_cancel(&run.id, "enough").await.expect("cancel"));
@@ -353,7 +352,7 @@ async fn a_listener_hears_runs_queued_frames_stored_and_cancels_asked() {
         result: None,
         units_spent: None,
     };
-    a.finish_run(&run.id, Some(guard), None, &ending)
+    crate::runs::ending::finish_run(&a, &run.id, Some(guard), None, &ending)
         .await
         .expect("finish")
         .expect("finished by its replica");

@@ -3,8 +3,9 @@ use iohr_domain::load::Threshold;
 use iohr_domain::{RunKind, RunStatus};
 use serde_json::json;
 
+use crate::runs::relay::AppendOutcome;
 use crate::store::tests::{both, seed};
-use crate::store::{AppendOutcome, Ending, LeaseGuard, NewRun, Store};
+use crate::store::{Ending, LeaseGuard, NewRun, Store};
 
 /// A measured second of one share, as its `load` frame carries it: `n` answers of
 /// `micros` each.
@@ -33,8 +34,7 @@ async fn appended(
         .into_iter()
         .map(|(n, k, p)| (n, k.to_string(), p))
         .collect();
-    match store
-        .append_frames(share, guard, &frames)
+    match crate::runs::relay::append_frames(store, share, guard, &frames)
         .await
         .expect("append")
     {
@@ -119,11 +119,16 @@ async fn a_split_run_stops_when_its_merged_seconds_cross_a_threshold() {
                 result: None,
                 units_spent: Some(1),
             };
-            store
-                .finish_run_with_findings(share, Some(guard), None, &cancelled)
-                .await
-                .expect("finish")
-                .expect("ended");
+            crate::runs::ending::finish_run_with_findings(
+                &store,
+                share,
+                Some(guard),
+                None,
+                &cancelled,
+            )
+            .await
+            .expect("finish")
+            .expect("ended");
         }
         let ended = store.run(&run.id).await.expect("run").expect("row");
         assert_eq!(ended.status, RunStatus::Failed);
@@ -254,8 +259,7 @@ async fn a_split_runs_stream_has_one_second_of_the_whole_per_second() {
                 result: None,
                 units_spent: Some(1),
             };
-            store
-                .finish_run_with_findings(share, Some(guard), None, &ended)
+            crate::runs::ending::finish_run_with_findings(&store, share, Some(guard), None, &ended)
                 .await
                 .expect("finish")
                 .expect("ended");

@@ -41,10 +41,14 @@ fn point(step: u32, offered: f64, achieved: f64, n: u64, micros: u64) -> SweepPo
 
 async fn end_step(store: &Store, share: &str, guard: &LeaseGuard, number: u64, p: &SweepPoint) {
     let payload = json!({"event": "end", "step": p.step, "point": p, "phase": "step end"});
-    store
-        .append_frames(share, guard, &[(number, "phase".to_string(), payload)])
-        .await
-        .expect("append");
+    crate::runs::relay::append_frames(
+        store,
+        share,
+        guard,
+        &[(number, "phase".to_string(), payload)],
+    )
+    .await
+    .expect("append");
 }
 
 /// A split sweep's step is judged once every share has ended it, on the merge: a share's
@@ -129,11 +133,16 @@ async fn a_split_sweeps_steps_are_judged_on_every_shares_part_merged() {
                 result: None,
                 units_spent: Some(1),
             };
-            store
-                .finish_run_with_findings(share, Some(guard), None, &cancelled)
-                .await
-                .expect("finish")
-                .expect("ended");
+            crate::runs::ending::finish_run_with_findings(
+                &store,
+                share,
+                Some(guard),
+                None,
+                &cancelled,
+            )
+            .await
+            .expect("finish")
+            .expect("ended");
         }
         let ended = store.run(&run.id).await.expect("run").expect("row");
         assert_eq!(ended.status, RunStatus::Cancelled);
@@ -172,7 +181,7 @@ async fn a_split_runs_shares_start_once_every_share_holds_its_lease() {
                     .expect("offered"),
             );
         }
-        let start = crate::store::steps::START_STEP;
+        let start = iohr_proto::START_STEP;
         assert!(
             store
                 .accept_lease(&shares[0].id, &guards[0])

@@ -1,8 +1,9 @@
 use iohr_domain::RunStatus;
 use serde_json::json;
 
+use crate::runs::relay::AppendOutcome;
 use crate::store::tests::{both, seed};
-use crate::store::{AppendOutcome, Ending, NewRun, RunFilter};
+use crate::store::{Ending, NewRun, RunFilter};
 
 fn ending(status: RunStatus, reason: &str) -> Ending {
     Ending {
@@ -61,18 +62,18 @@ async fn a_split_run_starts_relays_and_ends_with_its_shares() {
         );
 
         let frame = |n: u64| (n, "phase".to_string(), json!({"note": n}));
-        let AppendOutcome::Stored { relayed, .. } = store
-            .append_frames(&shares[1].id, &guards[1], &[frame(2)])
-            .await
-            .expect("append")
+        let AppendOutcome::Stored { relayed, .. } =
+            crate::runs::relay::append_frames(&store, &shares[1].id, &guards[1], &[frame(2)])
+                .await
+                .expect("append")
         else {
             panic!("stale")
         };
         assert!(relayed.is_empty(), "frame 2 waits for frame 1");
-        let AppendOutcome::Stored { relayed, .. } = store
-            .append_frames(&shares[1].id, &guards[1], &[frame(1)])
-            .await
-            .expect("append")
+        let AppendOutcome::Stored { relayed, .. } =
+            crate::runs::relay::append_frames(&store, &shares[1].id, &guards[1], &[frame(1)])
+                .await
+                .expect("append")
         else {
             panic!("stale")
         };
@@ -93,8 +94,20 @@ async fn a_split_run_starts_relays_and_ends_with_its_shares() {
             ending(RunStatus::Error, "target gone"),
         );
         let (a, b) = tokio::join!(
-            store.finish_run_with_findings(&shares[0].id, Some(&guards[0]), None, &passed),
-            store.finish_run_with_findings(&shares[1].id, Some(&guards[1]), None, &failed),
+            crate::runs::ending::finish_run_with_findings(
+                &store,
+                &shares[0].id,
+                Some(&guards[0]),
+                None,
+                &passed
+            ),
+            crate::runs::ending::finish_run_with_findings(
+                &store,
+                &shares[1].id,
+                Some(&guards[1]),
+                None,
+                &failed
+            ),
         );
         let frames: Vec<_> = [a, b]
             .into_iter()
