@@ -19,6 +19,8 @@ mod enrollment;
 mod events;
 mod files;
 mod findings;
+mod forge_credentials;
+mod forge_reports;
 mod frame_row;
 mod frames;
 mod page;
@@ -63,6 +65,8 @@ pub use enrollment::{Consumed, EnrollmentGrant, EnrollmentTokenRow, TokenRefusal
 pub use events::{Backlog, EVENT_TYPES, EventRow, FINDING_CREATED, RUN_FINISHED};
 pub use files::{secure_data_dir, tighten};
 pub use findings::{FindingFilter, FindingRow};
+pub use forge_credentials::{ForgeCredentialRow, ForgeCredentials, MAX_FORGE_TOKEN_BYTES};
+pub use forge_reports::{DueReport, MAX_REPORT_LOG_PER_ACCOUNT, ReportKey, ReportLogLine};
 pub use frames::{AppendOutcome, StoredFrame};
 pub use pooled::{OFFERS_CHANNEL, PoolAsk, Pooled, PooledShare};
 pub use replicas::{
