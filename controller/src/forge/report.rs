@@ -247,6 +247,60 @@ mod tests {
         assert!(m.ends_with(" -->"));
     }
 
+    fn comparison(verdict: Verdict) -> Comparison {
+        Comparison {
+            before: "b1".into(),
+            after: "a1".into(),
+            verdict,
+            differences: vec![iohr_domain::compare::Difference {
+                measure: "p50".into(),
+                worse: verdict == Verdict::Regressed,
+                line: "p50 total: 10.0 ms -> 13.0 ms".into(),
+            }],
+            unchanged: Vec::new(),
+            notes: Vec::new(),
+            level: 0.95,
+            noise_floor: 0.02,
+            samples: None,
+        }
+    }
+
+    #[test]
+    fn a_regression_fails_and_the_rest_succeed_with_the_markdown() {
+        let public = Some("https://iohr.example");
+        for (verdict, state) in [
+            (Verdict::Regressed, State::Failure),
+            (Verdict::Improved, State::Success),
+            (Verdict::Unchanged, State::Success),
+        ] {
+            let compared = Standing::Compared(Box::new(comparison(verdict)));
+            let report = compose("o/r#1", "a1", Some(&"c".repeat(40)), &compared, public);
+            assert_eq!(report.state, state, "{verdict:?}");
+            assert!(report.comment.contains(&comparison(verdict).markdown()));
+            assert!(
+                report
+                    .comment
+                    .contains("https://iohr.example/console/compare?before=b1&after=a1")
+            );
+            assert!(report.description.chars().count() <= MAX_DESCRIPTION_CHARS);
+        }
+        let waiting = Standing::BaselineRunning {
+            before: "b1".into(),
+        };
+        assert_eq!(
+            compose("o/r#1", "a1", None, &waiting, public).state,
+            State::Pending
+        );
+        let refused = Standing::NotCompared {
+            before: "b1".into(),
+            why: "the runs differ".into(),
+        };
+        assert_eq!(
+            compose("o/r#1", "a1", None, &refused, public).state,
+            State::Error
+        );
+    }
+
     #[test]
     fn states_follow_the_standing() {
         let running = compose(
