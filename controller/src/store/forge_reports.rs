@@ -317,3 +317,6 @@ impl Store {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests;
