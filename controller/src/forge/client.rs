@@ -84,6 +84,47 @@ pub struct Call<'a> {
     pub body: Option<serde_json::Value>,
 }
 
+/// A forge's API as one account reaches it: the client (with the account's egress
+/// exceptions), the stored base URL, the forge's headers (its token among them).
+pub struct Endpoint<'a> {
+    pub client: &'a HttpsClient,
+    pub api_url: &'a str,
+    pub headers: Vec<(&'static str, String)>,
+    pub timeout: Duration,
+}
+
+impl Endpoint<'_> {
+    /// `method` on the base URL's `path`, with the forge's headers.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<Answer, CallError> {
+        let call = Call {
+            method,
+            url: format!("{}{path}", self.api_url),
+            headers: &self.headers,
+            body,
+        };
+        send(self.client, call, self.timeout).await
+    }
+}
+
+/// What a report writes on the forge: the change, the head commit, what is said, and
+/// the change's comment when its id is known.
+pub struct Outgoing<'a> {
+    pub change: &'a super::Change,
+    pub change_ref: &'a str,
+    pub commit: Option<&'a str>,
+    pub report: &'a super::report::Report,
+    pub target_url: Option<&'a str>,
+    pub comment_id: Option<&'a str>,
+}
+
+/// The `User-Agent` of every call.
+pub const USER_AGENT: &str = concat!("iohr-controller/", env!("CARGO_PKG_VERSION"));
+
 /// Sends `call` within `timeout`.
 pub async fn send(
     client: &HttpsClient,

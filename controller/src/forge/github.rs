@@ -7,71 +7,38 @@ use hyper::Method;
 use serde_json::json;
 
 use super::Change;
-use super::client::{Answer, Call, CallError, send};
-use super::report::{Report, STATUS_CONTEXT, marker};
-use crate::outbox::deliveries::HttpsClient;
+use super::client::{CallError, Endpoint, Outgoing, USER_AGENT};
+use super::report::{STATUS_CONTEXT, marker};
 
 /// Comments listed per page (GitHub's most).
 const PER_PAGE: u32 = 100;
 /// Pages listed at most when looking for the marked comment.
 pub const MAX_PAGES: u32 = 50;
 
-/// Where and as whom calls go.
-pub struct Forge<'a> {
-    pub client: &'a HttpsClient,
-    pub api_url: &'a str,
-    pub token: &'a str,
-    pub timeout: std::time::Duration,
-}
-
-impl Forge<'_> {
-    fn headers(&self) -> [(&'static str, String); 4] {
-        [
-            ("accept", "application/vnd.github+json".to_string()),
-            ("authorization", format!("Bearer {}", self.token)),
-            ("x-github-api-version", "2022-11-28".to_string()),
-            (
-                "user-agent",
-                concat!("iohr-controller/", env!("CARGO_PKG_VERSION")).to_string(),
-            ),
-        ]
-    }
-
-    async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<serde_json::Value>,
-    ) -> Result<Answer, CallError> {
-        let headers = self.headers();
-        let call = Call {
-            method,
-            url: format!("{}{path}", self.api_url),
-            headers: &headers,
-            body,
-        };
-        send(self.client, call, self.timeout).await
-    }
+/// GitHub's headers: its media type, the token, the API version, a `User-Agent`.
+pub fn headers(token: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("accept", "application/vnd.github+json".to_string()),
+        ("authorization", format!("Bearer {token}")),
+        ("x-github-api-version", "2022-11-28".to_string()),
+        ("user-agent", USER_AGENT.to_string()),
+    ]
 }
 
 /// Sets the status on `commit` and writes the comment on a pull request; the comment's
 /// id (to keep) when there is one.
 pub async fn send_report(
-    forge: &Forge<'_>,
-    change: &Change,
-    change_ref: &str,
-    commit: Option<&str>,
-    report: &Report,
-    target_url: Option<&str>,
-    comment_id: Option<&str>,
+    forge: &Endpoint<'_>,
+    out: &Outgoing<'_>,
 ) -> Result<Option<String>, CallError> {
-    if let Some(commit) = commit {
+    let (change, report) = (out.change, out.report);
+    if let Some(commit) = out.commit {
         let mut status = json!({
             "state": report.state.as_str(),
             "description": report.description,
             "context": STATUS_CONTEXT,
         });
-        if let Some(url) = target_url {
+        if let Some(url) = out.target_url {
             status["target_url"] = json!(url);
         }
         forge
@@ -86,7 +53,10 @@ pub async fn send_report(
         return Ok(None);
     };
     let body = json!({ "body": report.comment });
-    if let Some(id) = comment_id.filter(|id| id.chars().all(|c| c.is_ascii_digit())) {
+    if let Some(id) = out
+        .comment_id
+        .filter(|id| id.chars().all(|c| c.is_ascii_digit()))
+    {
         match edit(forge, change, id, &body).await {
             Ok(()) => return Ok(Some(id.to_string())),
             // Deleted by someone: looked for again, or written anew.
@@ -94,7 +64,7 @@ pub async fn send_report(
             Err(error) => return Err(error),
         }
     }
-    let wanted = marker(change_ref);
+    let wanted = marker(out.change_ref);
     if let Some(id) = find(forge, change, number, &wanted).await? {
         edit(forge, change, &id, &body).await?;
         return Ok(Some(id));
@@ -111,7 +81,7 @@ pub async fn send_report(
 }
 
 async fn edit(
-    forge: &Forge<'_>,
+    forge: &Endpoint<'_>,
     change: &Change,
     id: &str,
     body: &serde_json::Value,
@@ -128,7 +98,7 @@ async fn edit(
 
 /// The id of the first comment holding `wanted`, paging through `Link`.
 async fn find(
-    forge: &Forge<'_>,
+    forge: &Endpoint<'_>,
     change: &Change,
     number: u64,
     wanted: &str,

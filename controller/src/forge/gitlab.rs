@@ -6,45 +6,19 @@
 use hyper::Method;
 use serde_json::json;
 
-use super::Change;
-use super::client::{Answer, Call, CallError, send};
+use super::client::{CallError, Endpoint, Outgoing, USER_AGENT};
 use super::github::{MAX_PAGES, id_of};
 use super::report::{Report, STATUS_CONTEXT, State, marker};
-use crate::outbox::deliveries::HttpsClient;
 
 /// Notes listed per page (GitLab's most).
 const PER_PAGE: u32 = 100;
 
-/// Where and as whom calls go.
-pub struct Forge<'a> {
-    pub client: &'a HttpsClient,
-    pub api_url: &'a str,
-    pub token: &'a str,
-    pub timeout: std::time::Duration,
-}
-
-impl Forge<'_> {
-    async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<serde_json::Value>,
-    ) -> Result<Answer, CallError> {
-        let headers = [
-            ("private-token", self.token.to_string()),
-            (
-                "user-agent",
-                concat!("iohr-controller/", env!("CARGO_PKG_VERSION")).to_string(),
-            ),
-        ];
-        let call = Call {
-            method,
-            url: format!("{}{path}", self.api_url),
-            headers: &headers,
-            body,
-        };
-        send(self.client, call, self.timeout).await
-    }
+/// GitLab's headers: the token as `PRIVATE-TOKEN`, a `User-Agent`.
+pub fn headers(token: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("private-token", token.to_string()),
+        ("user-agent", USER_AGENT.to_string()),
+    ]
 }
 
 /// A project's path as `:id` (its characters are checked by `parse_change`).
@@ -66,22 +40,18 @@ pub fn state(report: &Report) -> &'static str {
 /// Sets the status on `commit` and writes the note on a merge request; the note's id
 /// (to keep) when there is one.
 pub async fn send_report(
-    forge: &Forge<'_>,
-    change: &Change,
-    change_ref: &str,
-    commit: Option<&str>,
-    report: &Report,
-    target_url: Option<&str>,
-    note_id: Option<&str>,
+    forge: &Endpoint<'_>,
+    out: &Outgoing<'_>,
 ) -> Result<Option<String>, CallError> {
+    let (change, report) = (out.change, out.report);
     let project = project_id(&change.repo);
-    if let Some(commit) = commit {
+    if let Some(commit) = out.commit {
         let mut status = json!({
             "state": state(report),
             "name": STATUS_CONTEXT,
             "description": report.description,
         });
-        if let Some(url) = target_url {
+        if let Some(url) = out.target_url {
             status["target_url"] = json!(url);
         }
         forge
@@ -97,7 +67,10 @@ pub async fn send_report(
     };
     let notes = format!("/projects/{project}/merge_requests/{iid}/notes");
     let body = json!({ "body": report.comment });
-    if let Some(id) = note_id.filter(|id| id.chars().all(|c| c.is_ascii_digit())) {
+    if let Some(id) = out
+        .comment_id
+        .filter(|id| id.chars().all(|c| c.is_ascii_digit()))
+    {
         match forge
             .call(Method::PUT, &format!("{notes}/{id}"), Some(body.clone()))
             .await
@@ -107,7 +80,7 @@ pub async fn send_report(
             Err(error) => return Err(error),
         }
     }
-    let wanted = marker(change_ref);
+    let wanted = marker(out.change_ref);
     let mut page = 1;
     for _ in 0..MAX_PAGES {
         let answer = forge

@@ -26,7 +26,7 @@ use futures_util::StreamExt;
 use iohr_domain::run::{Forge, RunStatus};
 use tokio_util::sync::CancellationToken;
 
-use super::client::CallError;
+use super::client::{CallError, Endpoint, Outgoing};
 use super::report::{Report, Standing, compose};
 use super::{ForgeConfig, checked_commit, github, gitlab, parse_change};
 use crate::Shared;
@@ -307,43 +307,29 @@ async fn report_one(
     );
     line.state = Some(report.state.as_str().to_string());
     let target_url = public_url.map(|url| format!("{url}/console/runs/{}", run.id));
+    let out = Outgoing {
+        change: &change,
+        change_ref: &key.change_ref,
+        commit: commit.as_deref(),
+        report: &report,
+        target_url: target_url.as_deref(),
+        comment_id: due.comment_id.as_deref(),
+    };
+    let headers = match forge {
+        Forge::Github => github::headers(&credentials.token),
+        Forge::Gitlab => gitlab::headers(&credentials.token),
+    };
+    let endpoint = Endpoint {
+        client,
+        api_url: &credentials.api_url,
+        headers,
+        timeout: config.timeout,
+    };
     let comment_id = match forge {
-        Forge::Github => {
-            let forge = github::Forge {
-                client,
-                api_url: &credentials.api_url,
-                token: &credentials.token,
-                timeout: config.timeout,
-            };
-            github::send_report(
-                &forge,
-                &change,
-                &key.change_ref,
-                commit.as_deref(),
-                &report,
-                target_url.as_deref(),
-                due.comment_id.as_deref(),
-            )
-            .await?
-        }
+        Forge::Github => github::send_report(&endpoint, &out).await?,
         Forge::Gitlab => {
             line.state = Some(gitlab::state(&report).to_string());
-            let forge = gitlab::Forge {
-                client,
-                api_url: &credentials.api_url,
-                token: &credentials.token,
-                timeout: config.timeout,
-            };
-            gitlab::send_report(
-                &forge,
-                &change,
-                &key.change_ref,
-                commit.as_deref(),
-                &report,
-                target_url.as_deref(),
-                due.comment_id.as_deref(),
-            )
-            .await?
+            gitlab::send_report(&endpoint, &out).await?
         }
     };
     Ok(Sent::Reported {
