@@ -82,6 +82,7 @@ pub struct ForgeReportList {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ReportQuery {
     /// Lines, newest first: 1 to 500, default 100.
