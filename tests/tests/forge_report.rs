@@ -359,11 +359,23 @@ async fn pull_requests_get_one_comment_edited_in_place_and_a_commit_status() {
         );
         assert!(request.headers["user-agent"].starts_with("iohr-controller/"));
     }
+    // #7 was listed once, pages 1 and 2 (120 comments), before its comment was written;
+    // every later edit went to the kept id.
+    let listings: Vec<&str> = github_seen
+        .iter()
+        .filter(|s| s.method == "GET" && s.path.starts_with("/repos/octo/hello/issues/7/comments"))
+        .map(|s| s.path.as_str())
+        .collect();
+    assert_eq!(
+        listings,
+        [
+            "/repos/octo/hello/issues/7/comments?per_page=100&page=1",
+            "/repos/octo/hello/issues/7/comments?per_page=100&page=2"
+        ]
+    );
     assert!(
-        github_seen
-            .iter()
-            .any(|s| s.method == "GET" && s.path.contains("page=2")),
-        "the listing paged through Link"
+        github_seen.iter().filter(|s| s.method == "PATCH").count() >= 3,
+        "later reports edit the comment"
     );
     assert!(
         !lines.iter().any(|l| l["status_code"] == 422),
