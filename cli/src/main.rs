@@ -13,6 +13,7 @@ mod error;
 mod feed;
 mod findings;
 mod follow;
+mod forges;
 mod gate;
 mod mcp;
 mod output;
@@ -142,6 +143,11 @@ enum Reliability {
     /// an environment variable, never from the command line), delete one.
     #[command(subcommand)]
     Secrets(secrets::SecretsCommand),
+    /// Forge credentials (GitHub, GitLab) the controller writes pull request comments and
+    /// commit statuses with: set one (an admin's token; read from an environment
+    /// variable), list them (never a token), delete one, read the reporter's log.
+    #[command(subcommand)]
+    Forges(forges::ForgesCommand),
 }
 
 /// What every command needs.
@@ -206,6 +212,7 @@ async fn execute(cli: Cli) -> Result<u8> {
         Reliability::Events(args) => feed::execute(&ctx, args).await,
         Reliability::Schedules(command) => schedules::execute(&ctx, command).await,
         Reliability::Secrets(command) => secrets::execute(&ctx, command).await,
+        Reliability::Forges(command) => forges::execute(&ctx, command).await,
     }
 }
 

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod compare_pool;
 pub mod console;
 pub mod error;
+pub mod forge;
 pub mod http;
 pub mod hub;
 pub mod in_flight;

@@ -333,12 +333,8 @@ fn spawn_singletons(
             None
         };
         let clock = std::sync::Arc::new(crate::schedule::SystemClock);
-        let outbox = crate::outbox::start(
-            shared.store.clone(),
-            &events,
-            shared.egress.clone(),
-            shutdown.clone(),
-        );
+        let outbox =
+            crate::outbox::start(&shared, &events, shared.egress.clone(), shutdown.clone());
         let retention = crate::retention::spawn(
             shared.store.clone(),
             &retention,

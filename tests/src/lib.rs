@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod api;
+pub mod fake_forge;
 pub mod metrics;
 pub mod partition;
 pub mod process;

@@ -3,7 +3,7 @@
 //!
 //! One file per resource: [`runs`], [`events`] (the live stream), [`agents`],
 //! [`scenarios`], [`compare`], [`faults`] (confirmation, halt), [`findings`], [`audit`],
-//! [`webhooks`] (subscriptions, deliveries), [`secrets`] (the account's, write-only), [`feed`] (the product events, SSE), [`stream`]
+//! [`webhooks`] (subscriptions, deliveries), [`secrets`] (the account's, write-only), [`forges`] (forge credentials, the reporter's log), [`feed`] (the product events, SSE), [`stream`]
 //! (the WebSocket stream); [`auth`] checks
 //! tokens and scopes, [`error`] shapes every error.
 
@@ -18,6 +18,7 @@ pub mod events;
 pub mod faults;
 pub mod feed;
 pub mod findings;
+pub mod forges;
 pub mod limits;
 pub mod openapi;
 pub mod page;
@@ -79,7 +80,10 @@ pub fn router(shared: Shared) -> Router {
         .route("/schedules/{id}", patch(schedules::patch))
         .route("/schedules/{id}", delete(schedules::delete))
         .route("/secrets", get(secrets::list))
-        .route("/secrets/{name}", put(secrets::put).delete(secrets::delete));
+        .route("/secrets/{name}", put(secrets::put).delete(secrets::delete))
+        .route("/forges", get(forges::list))
+        .route("/forges/reports", get(forges::reports))
+        .route("/forges/{forge}", put(forges::put).delete(forges::delete));
     Router::new()
         .nest("/v1/reliability", v1)
         .route("/healthz", get(openapi::healthz))

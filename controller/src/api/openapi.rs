@@ -20,8 +20,8 @@ use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::{
-    agents, audit, compare, events, faults, feed, findings, runs, scenarios, schedules, secrets,
-    stream, webhooks,
+    agents, audit, compare, events, faults, feed, findings, forges, runs, scenarios, schedules,
+    secrets, stream, webhooks,
 };
 use crate::store::EVENT_TYPES;
 use iohr_domain::RunRecord;
@@ -103,6 +103,10 @@ pub const ERROR_CODES: &[&str] = &[
     "invalid_secret",
     "too_many_secrets",
     "secrets_unavailable",
+    // Forge credentials
+    "invalid_forge",
+    "invalid_token",
+    "invalid_api_url",
     // Any authorized request
     "too_many_requests",
     "too_many_account_requests",
@@ -268,6 +272,10 @@ pages for people at `/` (docs/console.md)."
         secrets::put,
         secrets::list,
         secrets::delete,
+        forges::put,
+        forges::list,
+        forges::delete,
+        forges::reports,
         healthz,
         serve,
     ),
@@ -285,6 +293,7 @@ pages for people at `/` (docs/console.md)."
         (name = "audit", description = "Who did what (scope reliability:audit)"),
         (name = "webhooks", description = "Webhook subscriptions to the account's events, their delivery logs"),
         (name = "secrets", description = "The account's secrets, which runs name as `${secret:NAME}` in headers: write-only"),
+        (name = "forges", description = "Forge credentials the comparison goes back to pull requests with (write-only tokens), and the reporter's log"),
         (name = "meta", description = "Health and this document"),
     )
 )]

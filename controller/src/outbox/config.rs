@@ -88,6 +88,9 @@ pub struct EventsConfig {
     /// How often the outbox is read for new events (deliveries, MQTT, the feed).
     #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     pub events_poll_ms: u64,
+    /// The forge reporter's (pull request comments and commit statuses).
+    #[command(flatten)]
+    pub forge: crate::forge::ForgeConfig,
 }
 
 fn parse_mqtt_url(text: &str) -> Result<BrokerAddr, String> {
@@ -110,6 +113,7 @@ impl Default for EventsConfig {
             allow_webhook_targets: Vec::new(),
             allow_cloud_targets: Vec::new(),
             events_poll_ms: 250,
+            forge: crate::forge::ForgeConfig::default(),
         }
     }
 }
@@ -117,6 +121,14 @@ impl Default for EventsConfig {
 impl EventsConfig {
     pub fn poll(&self) -> Duration {
         Duration::from_millis(self.events_poll_ms)
+    }
+
+    pub fn reporter(&self) -> crate::forge::reporter::ReporterConfig {
+        crate::forge::reporter::ReporterConfig {
+            forge: self.forge.clone(),
+            timeout: Duration::from_millis(self.webhook_timeout_ms),
+            poll: self.poll(),
+        }
     }
 
     pub fn deliveries(&self) -> DeliveryConfig {

@@ -37,13 +37,13 @@ pub struct DeliveryConfig {
     pub poll: Duration,
 }
 
-type HttpsClient = Client<hyper_rustls::HttpsConnector<GuardedConnector>, Full<Bytes>>;
+pub(crate) type HttpsClient = Client<hyper_rustls::HttpsConnector<GuardedConnector>, Full<Bytes>>;
 
 /// The client of deliveries: HTTP/1.1 over TCP to an address the policy allows
 /// ([`GuardedConnector`]), or TLS on it verified against the system's roots for
 /// `https://` receivers (rustls with the ring provider, as the workspace). It follows no
 /// redirect: only the status counts.
-fn client(policy: Arc<EgressPolicy>) -> Result<HttpsClient, rustls::Error> {
+pub(crate) fn client(policy: Arc<EgressPolicy>) -> Result<HttpsClient, rustls::Error> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_native_certs::load_native_certs().certs {
         // A system root rustls cannot parse is skipped, as browsers do.
@@ -93,8 +93,9 @@ pub async fn run(
 
 /// The delivery clients: the process-wide policy's, and one per account the operator
 /// opened exceptions for (`account allow-target`), so that account's exceptions are
-/// judged at its connections only and no pooled connection crosses accounts.
-struct Clients {
+/// judged at its connections only and no pooled connection crosses accounts. The forge
+/// reporter keeps its own.
+pub(crate) struct Clients {
     policy: Arc<EgressPolicy>,
     shared: HttpsClient,
     /// An account's exceptions and the client built on them.
@@ -102,7 +103,7 @@ struct Clients {
 }
 
 impl Clients {
-    fn new(policy: Arc<EgressPolicy>) -> Result<Clients, rustls::Error> {
+    pub(crate) fn new(policy: Arc<EgressPolicy>) -> Result<Clients, rustls::Error> {
         Ok(Clients {
             shared: client(policy.clone())?,
             policy,
@@ -112,7 +113,7 @@ impl Clients {
 
     /// Brings the accounts' clients up to the stored exceptions: a client whose account's
     /// entries changed is built again, one whose account has none left is dropped.
-    fn refresh(&mut self, stored: Vec<(String, String)>) -> Result<(), rustls::Error> {
+    pub(crate) fn refresh(&mut self, stored: Vec<(String, String)>) -> Result<(), rustls::Error> {
         let mut wanted: HashMap<String, Vec<String>> = HashMap::new();
         for (account, entry) in stored {
             wanted.entry(account).or_default().push(entry);
@@ -128,7 +129,7 @@ impl Clients {
         Ok(())
     }
 
-    fn of(&self, account_id: &str) -> &HttpsClient {
+    pub(crate) fn of(&self, account_id: &str) -> &HttpsClient {
         self.accounts
             .get(account_id)
             .map_or(&self.shared, |(_, client)| client)
@@ -248,7 +249,7 @@ impl FailureClass {
     }
 
     /// The class of a client error, from its chain of causes.
-    fn of(error: &(dyn std::error::Error + 'static)) -> FailureClass {
+    pub(crate) fn of(error: &(dyn std::error::Error + 'static)) -> FailureClass {
         let mut next = Some(error);
         while let Some(cause) = next {
             if let Some(connect) = cause.downcast_ref::<ConnectError>() {
@@ -337,7 +338,7 @@ async fn attempt(
 
 /// An error with its causes ("client error (Connect): tcp connect error: refused"), for
 /// the controller's log.
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

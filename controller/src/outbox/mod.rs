@@ -9,6 +9,8 @@
 //!   resolved address at connection.
 //! - [`mqtt`]: with `serve --mqtt-url`, a publisher with its own cursor per account in the
 //!   store, QoS 1, topic `iohr/ACCOUNT/EVENT_TYPE`.
+//! - the forge reporter (`crate::forge::reporter`): pull request comments and commit
+//!   statuses for runs a forge's trigger started, with its own cursor per account.
 //! - [`feed`]: "the account's events after N, then live", served as SSE by
 //!   `GET /v1/reliability/events` and reusable by any other stream.
 //!
@@ -33,17 +35,24 @@ use crate::store::Store;
 
 /// Starts the outbox's background tasks; they end when `shutdown` is cancelled.
 pub fn start(
-    store: Store,
+    shared: &crate::Shared,
     config: &EventsConfig,
     policy: std::sync::Arc<egress::EgressPolicy>,
     shutdown: CancellationToken,
 ) -> Vec<tokio::task::JoinHandle<()>> {
+    let store: Store = shared.store.clone();
     let mut tasks = vec![tokio::spawn(deliveries::run(
         store.clone(),
         config.deliveries(),
-        policy,
+        policy.clone(),
         shutdown.clone(),
     ))];
+    tasks.push(tokio::spawn(crate::forge::reporter::run(
+        shared.clone(),
+        config.reporter(),
+        policy,
+        shutdown.clone(),
+    )));
     if let Some(url) = &config.mqtt_url {
         tasks.push(tokio::spawn(mqtt::run(
             store,

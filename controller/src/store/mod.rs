@@ -19,6 +19,8 @@ mod enrollment;
 mod events;
 mod files;
 mod findings;
+mod forge_credentials;
+mod forge_reports;
 mod frame_row;
 mod frames;
 mod page;
@@ -66,6 +68,8 @@ pub use events::{
 };
 pub use files::{secure_data_dir, tighten};
 pub use findings::{FindingFilter, FindingRow};
+pub use forge_credentials::{ForgeCredentialRow, ForgeCredentials, MAX_FORGE_TOKEN_BYTES};
+pub use forge_reports::{DueReport, MAX_REPORT_LOG_PER_ACCOUNT, ReportKey, ReportLogLine};
 pub use frames::{AgentAppend, StoredFrame};
 pub use pooled::{OFFERS_CHANNEL, PoolAsk, Pooled, PooledShare};
 pub use replicas::{
