@@ -10,6 +10,7 @@ mod accounts;
 mod admission;
 mod agents;
 mod audit;
+mod baselines;
 mod claim;
 mod confirmations;
 mod console;
@@ -36,6 +37,7 @@ mod split_seconds;
 mod steps;
 #[cfg(test)]
 pub(crate) mod tests;
+mod triggers;
 mod webhooks;
 
 use std::path::Path;
@@ -55,6 +57,7 @@ pub use accounts::{
 pub use admission::{MonthUse, month_bounds};
 pub use agents::{AgentIdentity, AgentRow, AgentScope, Declaration, StoredLease};
 pub use audit::{AuditFilter, AuditLine};
+pub use baselines::BaselineQuery;
 pub use claim::Claim;
 pub use confirmations::ConfirmRefusal;
 pub use console::{ConsoleSession, MAX_SESSIONS_PER_TOKEN, SESSION_TTL_MS};
@@ -74,6 +77,9 @@ pub use scenarios::{Scenario, ScenarioName, ScenarioVersion, Stored};
 pub use schedules::{Fire, MAX_SCHEDULES, NewSchedule, ScheduleChange, ScheduleRow};
 pub use shares::lost_agent;
 pub use steps::StepVerdict;
+pub use triggers::{
+    Claimed, MAX_TRIGGER_DELIVERIES, MAX_TRIGGERS, NewTrigger, TriggerDelivery, TriggerRow,
+};
 pub use webhooks::{
     AttemptOutcome, DeliveryRow, DueDelivery, FAILURE_CLASSES, MAX_WEBHOOKS_PER_ACCOUNT,
     NewWebhook, WebhookRow,
