@@ -12,6 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod api;
+pub mod forge;
 pub mod metrics;
 pub mod process;
 pub mod proxy;

@@ -49,7 +49,7 @@ pub struct BaselineAnswer {
     params(("id" = String, Path, description = "The run's id"), BaselineQueryParams),
     responses(
         (status = 200, description = "The baseline (`ended: false` while a fresh before-run still runs) and its rule", body = BaselineAnswer),
-        (status = 400, description = "`invalid_query`: `base` is not owner/repo@branch", body = super::openapi::ApiErrorBody),
+        (status = 400, description = "`invalid_query`: the base query parameter is not owner/repo@branch", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
         (status = 404, description = "`not_found`: no such run in this account; `no_baseline`: no run meets the rule (the message says which rule found nothing)", body = super::openapi::ApiErrorBody),
     )

@@ -134,6 +134,12 @@ fn check_window(text: Option<&str>) -> Result<i64, ApiError> {
 fn sample_target(template: &str, what: &str) -> Result<String, ApiError> {
     let made = substitute(template, &Values::sample())
         .map_err(|why| ApiError::bad_request("invalid_target", format!("{what}: {why}")))?;
+    if made.contains(['{', '}']) {
+        return Err(ApiError::bad_request(
+            "invalid_target",
+            format!("{what}: only {{pr}}, {{sha}} and {{branch}} are substituted"),
+        ));
+    }
     Ok(guards::target(&made).map_err(ApiError::from)?)
 }
 
