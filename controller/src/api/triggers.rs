@@ -140,7 +140,7 @@ fn sample_target(template: &str, what: &str) -> Result<String, ApiError> {
             format!("{what}: only {{pr}}, {{sha}} and {{branch}} are substituted"),
         ));
     }
-    Ok(guards::target(&made).map_err(ApiError::from)?)
+    guards::target(&made).map_err(ApiError::from)
 }
 
 /// The secret a new trigger of `source` is given.
