@@ -45,7 +45,11 @@ pub async fn receive(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    // Unknown and paused read alike: a sender learns nothing of which.
+    // Unknown and paused read alike: a sender learns nothing of which. An id no trigger
+    // can have (a NUL, which PostgreSQL stores none of; too long) is unknown too.
+    if id.contains('\0') || id.len() > MAX_DELIVERY_ID {
+        return Err(ApiError::not_found("trigger"));
+    }
     let trigger = match shared.store.trigger_by_id(&id).await? {
         Some(trigger) if trigger.enabled => trigger,
         _ => return Err(ApiError::not_found("trigger")),

@@ -106,4 +106,52 @@ mod tests {
         }
         assert!(!verified(secret, &HeaderMap::new(), b"Hello, World!"));
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 256,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(0x33),
+            ..ProptestConfig::default()
+        })]
+
+        /// No header or body panics; only the body's own HMAC under the secret verifies.
+        #[test]
+        fn only_the_bodys_own_signature_verifies(
+            body in proptest::collection::vec(any::<u8>(), 0..256),
+            header in "[ -~]{0,80}",
+            secret in "[ -~]{1,40}",
+        ) {
+            let mut headers = HeaderMap::new();
+            if let Ok(value) = header.parse() {
+                headers.insert("x-hub-signature-256", value);
+                let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+                let own = format!("sha256={}", hex::encode(ring::hmac::sign(&key, &body)));
+                prop_assert_eq!(verified(&secret, &headers, &body), header == own);
+                headers.insert("x-hub-signature-256", own.parse().unwrap());
+                prop_assert!(verified(&secret, &headers, &body));
+            }
+        }
+
+        /// Any payload reads as a start with validated values only, or as ignored.
+        #[test]
+        fn any_payload_starts_only_validated_changes(
+            head in "\\PC{0,40}", base in "\\PC{0,40}", sha in "[0-9a-fA-Fg]{38,41}",
+            repo in "\\PC{0,30}", number in any::<u64>(),
+        ) {
+            let payload = serde_json::json!({"action": "synchronize", "number": number,
+                "repository": {"full_name": repo},
+                "pull_request": {"number": number, "head": {"ref": head, "sha": sha},
+                    "base": {"ref": base, "sha": sha}}});
+            for event in ["pull_request", "push"] {
+                if let super::Parsed::Start(change) = parse(event, &payload) {
+                    use crate::resources::triggers::substitute;
+                    prop_assert_eq!(substitute::branch(&change.branch), Ok(change.branch.clone()));
+                    prop_assert_eq!(substitute::sha(&change.sha), Ok(change.sha.clone()));
+                    prop_assert_eq!(substitute::repo(&change.repo), Ok(change.repo.clone()));
+                }
+            }
+        }
+    }
 }
