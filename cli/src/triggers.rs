@@ -183,10 +183,7 @@ pub async fn execute(ctx: &Ctx, command: TriggersCommand) -> Result<u8> {
             return Ok(0);
         }
         TriggersCommand::Deliveries { id } => {
-            let raw = ctx
-                .api
-                .get(&format!("{}/deliveries", trigger_path(&id)?))
-                .await?;
+            let raw = ctx.api.get(&format!("{}/log", trigger_path(&id)?)).await?;
             if ctx.json {
                 emit_json(&raw)?;
             } else {

@@ -40,7 +40,7 @@ async fn run_ids(api: &Api) -> Vec<String> {
 
 async fn log(api: &Api, trigger: &str) -> Vec<Value> {
     let (status, body) = api
-        .get(&format!("/v1/reliability/triggers/{trigger}/deliveries"))
+        .get(&format!("/v1/reliability/triggers/{trigger}/log"))
         .await;
     assert_eq!(status, 200, "{body}");
     body["deliveries"].as_array().unwrap().clone()

@@ -87,7 +87,7 @@ pub fn router(shared: Shared) -> Router {
                 .patch(triggers::patch)
                 .delete(triggers::delete),
         )
-        .route("/triggers/{id}/deliveries", get(triggers::deliveries))
+        .route("/triggers/{id}/log", get(triggers::deliveries))
         .route("/runs/{id}/baseline", get(baseline::get))
         .route("/secrets", get(secrets::list))
         .route("/secrets/{name}", put(secrets::put).delete(secrets::delete));

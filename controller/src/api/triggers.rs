@@ -1,4 +1,4 @@
-//! `POST/GET /triggers`, `GET/PATCH/DELETE /triggers/{id}`, `GET /triggers/{id}/deliveries`:
+//! `POST/GET /triggers`, `GET/PATCH/DELETE /triggers/{id}`, `GET /triggers/{id}/log`:
 //! runs started by a forge's deliveries (a pull request opened or pushed to), a stored run
 //! as a schedule's without a clock. The deliveries themselves are taken by the trigger
 //! surface (`crate::trigger`), which needs no token: the signature authenticates them.
@@ -397,7 +397,7 @@ pub async fn delete(
 /// Scope: `reliability:read`.
 #[utoipa::path(
     get,
-    path = "/v1/reliability/triggers/{id}/deliveries",
+    path = "/v1/reliability/triggers/{id}/log",
     tag = "triggers",
     operation_id = "list_trigger_deliveries",
     security(("bearer" = [])),

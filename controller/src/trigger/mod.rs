@@ -17,8 +17,9 @@ use axum::routing::post;
 
 use crate::Shared;
 
-/// `router` with the delivery route beside the API's (which lists a trigger's deliveries
-/// at the same path with GET). No bearer token: the signature authenticates.
+/// `router` with the delivery route beside the API's. No bearer token: the signature
+/// authenticates, so the route is not in the bearer-authenticated OpenAPI document (the
+/// API reads a trigger's delivery log at `GET /v1/reliability/triggers/{id}/log`).
 pub fn mount(router: Router, shared: Shared) -> Router {
     let inbound = Router::new()
         .route(
