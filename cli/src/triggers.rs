@@ -12,6 +12,7 @@ use crate::client::segment;
 use crate::error::{Failure, Result};
 use crate::output::{Table, emit, emit_json, note};
 use crate::run::{RunArgs, request_body};
+use crate::schedules::{state, text};
 
 // One value, parsed once per process: its size does not matter.
 #[allow(clippy::large_enum_variant)]
@@ -221,22 +222,6 @@ pub async fn execute(ctx: &Ctx, command: TriggersCommand) -> Result<u8> {
         emit(&record(&raw))?;
     }
     Ok(0)
-}
-
-fn text(value: &Value, key: &str) -> String {
-    match &value[key] {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    }
-}
-
-fn state(value: &Value) -> &'static str {
-    if value["enabled"].as_bool().unwrap_or(false) {
-        "enabled"
-    } else {
-        "paused"
-    }
 }
 
 fn record(value: &Value) -> String {

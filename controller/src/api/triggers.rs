@@ -15,7 +15,8 @@ use serde::Deserialize;
 
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
-use super::run_start::{self, CreateRun, MAX_NAME, parse_kind};
+use super::run_start::{self, CreateRun, parse_kind};
+use super::schedules::check_name;
 use crate::Shared;
 use crate::resources::triggers::substitute::{Values, substitute};
 use crate::resources::triggers::{self as layer, delivery_path};
@@ -105,16 +106,6 @@ pub struct TriggerList {
 #[derive(utoipa::ToSchema)]
 pub struct DeliveryList {
     deliveries: Vec<DeliveryRecord>,
-}
-
-fn check_name(name: &str) -> Result<(), ApiError> {
-    if name.trim().is_empty() || name.len() > MAX_NAME {
-        return Err(ApiError::bad_request(
-            "invalid_name",
-            format!("name must be 1 to {MAX_NAME} characters"),
-        ));
-    }
-    Ok(())
 }
 
 fn check_window(text: Option<&str>) -> Result<i64, ApiError> {
