@@ -1,5 +1,7 @@
 //! `iohr reliability compare BEFORE AFTER`: what is different now, as a pull request
-//! wants it. Exit status: 0 unchanged or improved, 1 regressed, 2 refused or an error.
+//! wants it. BEFORE may be `baseline` (also as `--before baseline AFTER`): the after run's
+//! found baseline (`GET /runs/{id}/baseline`). Exit status: 0 unchanged or improved,
+//! 1 regressed, 2 refused, no baseline, or an error.
 
 use clap::{Args, ValueEnum};
 use iohr_domain::compare::{Comparison, Verdict};
@@ -11,10 +13,13 @@ use crate::output::{emit, emit_json};
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// The run before the change.
-    pub before: String,
-    /// The run after it.
-    pub after: String,
+    /// BEFORE AFTER: the run before the change (or `baseline`: the after run's found
+    /// baseline) and the run after it; only AFTER with --before.
+    #[arg(value_name = "RUN", num_args = 1..=2, required = true)]
+    pub runs: Vec<String>,
+    /// The run before the change, or `baseline`, given as a flag.
+    #[arg(long, value_name = "ID|baseline")]
+    pub before: Option<String>,
     /// `text` (default) or `markdown` (for a pull request).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -29,12 +34,25 @@ pub enum Format {
     Markdown,
 }
 
+/// BEFORE and AFTER from the positional runs and `--before`.
+fn before_after(args: &CompareArgs) -> Result<(String, String)> {
+    match (&args.before, args.runs.as_slice()) {
+        (Some(before), [after]) => Ok((before.clone(), after.clone())),
+        (None, [before, after]) => Ok((before.clone(), after.clone())),
+        (Some(_), _) => Err(Failure::usage("with --before, give only the AFTER run")),
+        (None, _) => Err(Failure::usage(
+            "give BEFORE and AFTER (or --before BEFORE AFTER)",
+        )),
+    }
+}
+
 pub async fn execute(ctx: &Ctx, args: CompareArgs) -> Result<u8> {
+    let (before, after) = before_after(&args)?;
     let path = format!(
         "/v1/reliability/compare{}",
         query(&[
-            ("before", Some(args.before.clone())),
-            ("after", Some(args.after.clone())),
+            ("before", Some(before)),
+            ("after", Some(after)),
             ("noise_floor", args.noise_floor.map(|f| f.to_string())),
         ])
     );

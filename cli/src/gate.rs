@@ -4,8 +4,13 @@
 //! per check, invariant and threshold of the after run and per compared measure), and,
 //! inside GitHub Actions, the job summary and one annotation per worse difference.
 //!
+//! `--before baseline` takes the after run's found baseline (`GET /runs/{id}/baseline`);
+//! when it has none, that is not a pass or a failure: exit 3, or 0 with
+//! `--allow-no-baseline` (a line on stderr says so, the JUnit case is skipped).
+//!
 //! Exit status: 0 unchanged or improved, 1 regressed, 2 a usage error, 3 no verdict (a run
-//! that errored or was cancelled, a refused comparison, a timeout, the API unreachable).
+//! that errored or was cancelled, a refused comparison, a timeout, the API unreachable, no
+//! baseline).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -29,14 +34,20 @@ pub const EXIT_PASSED: u8 = 0;
 pub const EXIT_REGRESSED: u8 = 1;
 pub const EXIT_NO_VERDICT: u8 = 3;
 
+/// The `--before` that names the after run's found baseline.
+const BASELINE: &str = "baseline";
+
 /// How often a run not yet ended is read again.
 const POLL: Duration = Duration::from_secs(1);
 
 #[derive(Args, Debug)]
 pub struct GateArgs {
-    /// The run before the change (the baseline).
-    #[arg(long, value_name = "ID")]
+    /// The run before the change, or `baseline`: the after run's found baseline.
+    #[arg(long, value_name = "ID|baseline")]
     pub before: String,
+    /// With --before baseline: no baseline found exits 0 (a line says so), not 3.
+    #[arg(long)]
+    pub allow_no_baseline: bool,
     /// The run after the change.
     #[arg(long, value_name = "ID")]
     pub after: String,
@@ -58,6 +69,8 @@ pub struct GateArgs {
 enum Outcome {
     Compared(Box<Comparison>),
     NoVerdict(String),
+    /// `--before baseline` found none: why, by which rule.
+    NoBaseline(String),
 }
 
 pub async fn execute(ctx: &Ctx, args: GateArgs) -> Result<u8> {
@@ -72,6 +85,7 @@ pub async fn execute(ctx: &Ctx, args: GateArgs) -> Result<u8> {
     let markdown = match &outcome {
         Outcome::Compared(comparison) => comparison.markdown(),
         Outcome::NoVerdict(why) => format!("**no verdict**: {why}\n"),
+        Outcome::NoBaseline(why) => format!("**no baseline**: {why}\n"),
     };
     match &outcome {
         Outcome::Compared(comparison) if ctx.json => {
@@ -79,6 +93,10 @@ pub async fn execute(ctx: &Ctx, args: GateArgs) -> Result<u8> {
         }
         Outcome::Compared(comparison) => emit(&comparison.lines().join("\n"))?,
         Outcome::NoVerdict(why) => note(&format!("no verdict: {why}")),
+        Outcome::NoBaseline(why) if args.allow_no_baseline => note(&format!(
+            "{why}; not a pass or a failure, exit 0 as --allow-no-baseline asks"
+        )),
+        Outcome::NoBaseline(why) => note(why),
     }
     if let Some(path) = &args.markdown {
         write_file(path, &markdown)?;
@@ -95,6 +113,8 @@ pub async fn execute(ctx: &Ctx, args: GateArgs) -> Result<u8> {
             Verdict::Improved | Verdict::Unchanged => EXIT_PASSED,
         },
         Outcome::NoVerdict(_) => EXIT_NO_VERDICT,
+        Outcome::NoBaseline(_) if args.allow_no_baseline => EXIT_PASSED,
+        Outcome::NoBaseline(_) => EXIT_NO_VERDICT,
     })
 }
 
@@ -105,7 +125,22 @@ async fn judge(
     args: &GateArgs,
     deadline: Instant,
 ) -> Result<(Outcome, Option<(RunRecord, Value)>)> {
-    let before = ended(ctx, &args.before, deadline).await?;
+    let before_id = if args.before == BASELINE {
+        let path = format!("{}/baseline", run_path(&args.after)?);
+        match ctx.api.get(&path).await {
+            Ok(raw) => raw["run"]["id"]
+                .as_str()
+                .map(str::to_string)
+                .ok_or_else(|| Failure::protocol("the answer is not a baseline"))?,
+            Err(failure) if failure.code == "no_baseline" => {
+                return Ok((Outcome::NoBaseline(failure.message), None));
+            }
+            Err(failure) => return Err(failure),
+        }
+    } else {
+        args.before.clone()
+    };
+    let before = ended(ctx, &before_id, deadline).await?;
     let after = ended(ctx, &args.after, deadline).await?;
     let unjudged = [("before", &before.0), ("after", &after.0)]
         .into_iter()
@@ -194,6 +229,13 @@ fn junit(args: &GateArgs, outcome: &Outcome, after: Option<&(RunRecord, Value)>)
                 case.set_classname("compare");
                 compare.add_test_case(case);
             }
+        }
+        Outcome::NoBaseline(why) => {
+            let mut status = TestCaseStatus::skipped();
+            status.set_message(why.clone());
+            let mut case = TestCase::new(format!("{} -> {}", args.before, args.after), status);
+            case.set_classname("compare");
+            compare.add_test_case(case);
         }
         Outcome::NoVerdict(why) => {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
@@ -293,6 +335,7 @@ impl GithubActions {
                 }
             }
             Outcome::NoVerdict(why) => emit(&annotation("error", "no verdict", why))?,
+            Outcome::NoBaseline(why) => emit(&annotation("notice", "no baseline", why))?,
         }
         Ok(())
     }

@@ -24,6 +24,7 @@ mod runs;
 mod scenarios;
 mod schedules;
 mod secrets;
+mod triggers;
 mod webhooks;
 
 use std::process::ExitCode;
@@ -107,13 +108,16 @@ enum Reliability {
     /// Store scenarios.
     #[command(subcommand)]
     Scenarios(scenarios::ScenariosCommand),
-    /// What is different now: two runs of one scenario version, before and after a change.
-    /// Exit status 0 unchanged or improved, 1 regressed, 2 refused or an error.
+    /// What is different now: two runs of one scenario version, before and after a change
+    /// (BEFORE may be `baseline`: the after run's found baseline). Exit status 0 unchanged
+    /// or improved, 1 regressed, 2 refused, no baseline, or an error.
     Compare(compare::CompareArgs),
     /// The comparison a CI job fails on: waits for both runs to end, compares them, and
     /// writes markdown (--markdown), a JUnit report (--junit) and, in GitHub Actions, the
-    /// job summary and annotations. Exit status 0 unchanged or improved, 1 regressed, 2 a
-    /// usage error, 3 no verdict (a run errored, compare refused, a timeout).
+    /// job summary and annotations. `--before baseline` takes the after run's found
+    /// baseline. Exit status 0 unchanged or improved, 1 regressed, 2 a usage error, 3 no
+    /// verdict (a run errored, compare refused, a timeout, no baseline unless
+    /// --allow-no-baseline).
     Gate(gate::GateArgs),
     /// Problems runs found (failing checks, broken invariants, error rates, capacity below
     /// its floor), seen again by later runs instead of duplicated: list them (by default),
@@ -125,6 +129,10 @@ enum Reliability {
     /// Runs started by a cron expression in UTC: make, list, show, pause, resume, delete.
     #[command(subcommand)]
     Schedules(schedules::SchedulesCommand),
+    /// Runs started by a forge's deliveries (a pull request opened or pushed to): make,
+    /// list, show, pause, resume, delete, and each trigger's delivery log.
+    #[command(subcommand)]
+    Triggers(triggers::TriggersCommand),
     /// Stop every queued or running faults run of the account now; each agent undoes its
     /// faults as it stops. Safe to repeat.
     Halt {
@@ -211,6 +219,7 @@ async fn execute(cli: Cli) -> Result<u8> {
         Reliability::Webhooks(command) => webhooks::execute(&ctx, command).await,
         Reliability::Events(args) => feed::execute(&ctx, args).await,
         Reliability::Schedules(command) => schedules::execute(&ctx, command).await,
+        Reliability::Triggers(command) => triggers::execute(&ctx, command).await,
         Reliability::Secrets(command) => secrets::execute(&ctx, command).await,
         Reliability::Forges(command) => forges::execute(&ctx, command).await,
     }

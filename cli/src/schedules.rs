@@ -169,7 +169,8 @@ pub async fn execute(ctx: &Ctx, command: SchedulesCommand) -> Result<u8> {
     Ok(0)
 }
 
-fn text(value: &Value, key: &str) -> String {
+/// A field as a line shows it (`-` for none); triggers' lines too.
+pub fn text(value: &Value, key: &str) -> String {
     match &value[key] {
         Value::String(s) => s.clone(),
         Value::Null => "-".into(),
@@ -190,7 +191,8 @@ fn next_fires(value: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn state(value: &Value) -> &'static str {
+/// `enabled` or `paused`; triggers' too.
+pub fn state(value: &Value) -> &'static str {
     if value["enabled"].as_bool().unwrap_or(false) {
         "enabled"
     } else {

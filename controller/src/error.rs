@@ -128,6 +128,9 @@ impl From<CompareError> for ApiError {
                 ApiError::too_many(full.code(), message, COMPARES_RETRY_AFTER)
             }
             CompareError::Store(error) => error.into(),
+            CompareError::NoBaseline(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "no_baseline", message)
+            }
             CompareError::Failed(error) => {
                 tracing::error!(%error, "a comparison failed");
                 ApiError::new(

@@ -31,6 +31,7 @@ pub mod schedule;
 pub mod server;
 pub mod store;
 pub mod timing;
+pub mod trigger;
 pub mod viewers;
 
 use tokio_util::sync::CancellationToken;

@@ -231,6 +231,7 @@ pub async fn start(
         shared.clone(),
         config.api.tls.is_some(),
     );
+    router = crate::trigger::mount(router, shared.clone());
     let metrics_route =
         || axum::routing::get(crate::metrics::serve).with_state::<()>(shared.clone());
     // On the API address every tenant reaches it: no account names there.

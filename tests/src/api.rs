@@ -123,6 +123,19 @@ impl Api {
         (status, headers, json_of(response).await)
     }
 
+    /// `POST` raw bytes with extra headers (a forge's delivery): status and JSON body.
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        body: &[u8],
+        headers: &[(&str, &str)],
+    ) -> (u16, Value) {
+        let body = Some((Bytes::copy_from_slice(body), "application/json"));
+        let response = self.send(Method::POST, path, body, headers).await;
+        let status = response.status().as_u16();
+        (status, json_of(response).await)
+    }
+
     /// `GET` that also returns the answer's headers; the body is read only when the
     /// status is not 200 (a 200 may be a stream that does not end).
     pub async fn get_head(&self, path: &str) -> (u16, hyper::HeaderMap, Value) {

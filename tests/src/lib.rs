@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod fake_forge;
+pub mod forge;
 pub mod metrics;
 pub mod partition;
 pub mod process;

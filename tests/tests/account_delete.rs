@@ -55,6 +55,10 @@ const CHILDREN: &[(&str, &str)] = &[
         "webhook_deliveries",
         "webhook_id IN (SELECT id FROM webhooks WHERE account_id = $1)",
     ),
+    (
+        "trigger_deliveries",
+        "trigger_id IN (SELECT id FROM triggers WHERE account_id = $1)",
+    ),
     ("accounts", "id = $1"),
 ];
 
@@ -161,6 +165,44 @@ async fn deleting_an_account_deletes_all_of_it(backend: Backend) {
         )
         .await;
     assert_eq!(status, 201, "{schedule}");
+    // A trigger, and one delivery in its log (signed per Standard Webhooks, ignored).
+    let (status, trigger) = api
+        .post(
+            "/v1/reliability/triggers",
+            &json!({"name": "pr", "source": "generic", "kind": "checks",
+                "environment": "staging", "target": target.url(), "spec": checks}),
+        )
+        .await;
+    assert_eq!(status, 201, "{trigger}");
+    let body = r#"{"repository": "octo/hello"}"#;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let signature = standardwebhooks::Webhook::new(trigger["secret"].as_str().unwrap())
+        .unwrap()
+        .sign("msg_1", now, body.as_bytes())
+        .unwrap();
+    let (status, answer) = api
+        .with_token(None)
+        .post_raw(
+            &format!(
+                "/v1/reliability/triggers/{}/deliveries",
+                trigger["trigger"]["id"].as_str().unwrap()
+            ),
+            body.as_bytes(),
+            &[
+                ("webhook-id", "msg_1"),
+                ("webhook-timestamp", &now.to_string()),
+                ("webhook-signature", &signature),
+            ],
+        )
+        .await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (202, Some("ignored")),
+        "{answer}"
+    );
     let kept = api.with_token(Some(&stack.install.token(
         "kept",
         &["reliability:run", "reliability:read"],
@@ -202,6 +244,8 @@ async fn deleting_an_account_deletes_all_of_it(backend: Backend) {
         "event_counters",
         "webhooks",
         "webhook_deliveries",
+        "triggers",
+        "trigger_deliveries",
         "enrollment_tokens",
     ] {
         assert!(

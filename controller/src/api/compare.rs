@@ -16,7 +16,9 @@ use crate::Shared;
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct CompareQuery {
-    /// The earlier run's id.
+    /// The earlier run's id, or `baseline`: the after run's found baseline
+    /// (`GET /runs/{id}/baseline`; one on the trigger's base target compares as if on
+    /// the after run's target, and the notes say so).
     before: String,
     /// The later run's id.
     after: String,
@@ -39,8 +41,8 @@ pub struct CompareQuery {
         (status = 200, description = "The comparison", body = Comparison),
         (status = 400, description = "`invalid_query`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
-        (status = 404, description = "`not_found`: no such run in this account", body = super::openapi::ApiErrorBody),
-        (status = 409, description = "`not_comparable`, `not_finished`, `generator_saturated` (either run's generator set the pace for part of its measure: the difference cannot be trusted)", body = super::openapi::ApiErrorBody),
+        (status = 404, description = "`not_found`: no such run in this account; `no_baseline`: `before=baseline` and the after run has none (the message names the rule)", body = super::openapi::ApiErrorBody),
+        (status = 409, description = "`not_comparable`, `not_finished` (also a fresh baseline still running), `generator_saturated` (either run's generator set the pace for part of its measure: the difference cannot be trusted)", body = super::openapi::ApiErrorBody),
         (status = 429, description = "`too_many_compares`: the controller's bound; `too_many_account_compares`: this account's share of it (`Retry-After`)", body = super::openapi::ApiErrorBody),
         (status = 500, description = "`compare_failed`: a bug", body = super::openapi::ApiErrorBody),
     )

@@ -13,6 +13,7 @@ pub mod agents;
 pub use crate::{error, in_flight};
 pub mod audit;
 pub mod auth;
+pub mod baseline;
 pub mod compare;
 pub mod events;
 pub mod faults;
@@ -29,6 +30,7 @@ pub mod scenarios;
 pub mod schedules;
 pub mod secrets;
 pub mod stream;
+pub mod triggers;
 pub mod watch;
 pub mod webhooks;
 
@@ -79,6 +81,15 @@ pub fn router(shared: Shared) -> Router {
         .route("/schedules/{id}", get(schedules::get))
         .route("/schedules/{id}", patch(schedules::patch))
         .route("/schedules/{id}", delete(schedules::delete))
+        .route("/triggers", post(triggers::create).get(triggers::list))
+        .route(
+            "/triggers/{id}",
+            get(triggers::get)
+                .patch(triggers::patch)
+                .delete(triggers::delete),
+        )
+        .route("/triggers/{id}/log", get(triggers::deliveries))
+        .route("/runs/{id}/baseline", get(baseline::get))
         .route("/secrets", get(secrets::list))
         .route("/secrets/{name}", put(secrets::put).delete(secrets::delete))
         .route("/forges", get(forges::list))

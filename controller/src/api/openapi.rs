@@ -20,8 +20,8 @@ use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::{
-    agents, audit, compare, events, faults, feed, findings, forges, runs, scenarios, schedules,
-    secrets, stream, webhooks,
+    agents, audit, baseline, compare, events, faults, feed, findings, forges, runs, scenarios,
+    schedules, secrets, stream, triggers, webhooks,
 };
 use crate::store::EVENT_TYPES;
 use iohr_domain::RunRecord;
@@ -99,6 +99,14 @@ pub const ERROR_CODES: &[&str] = &[
     "invalid_cron",
     "schedule_too_frequent",
     "too_many_schedules",
+    // Triggers, their deliveries (the inbound route is not in this document: docs/api.md)
+    // and baselines
+    "invalid_source",
+    "invalid_window",
+    "too_many_triggers",
+    "bad_signature",
+    "invalid_delivery",
+    "no_baseline",
     // Account secrets
     "invalid_secret",
     "too_many_secrets",
@@ -235,7 +243,8 @@ scenarios, compare, findings and production-fault confirmations. Every route und
 takes `Authorization: Bearer <token>`; each operation names the scope it needs (`reliability:read` or \
 `reliability:run`). Every refusal is an `ApiError` with a precise status and a machine-readable `code`.\n\n\
 Not described here, because they are not REST routes: the MCP endpoint `/mcp` (streamable HTTP, see \
-docs/mcp.md), the gRPC service `iohr.runs.v1.Runs` on the same port (proto/runs.proto) and the console's \
+docs/mcp.md), a trigger's inbound route `POST /v1/reliability/triggers/{id}/deliveries` (no token: \
+the forge's signature authenticates; docs/api.md, \"Triggers\"), the gRPC service `iohr.runs.v1.Runs` on the same port (proto/runs.proto) and the console's \
 pages for people at `/` (docs/console.md)."
     ),
     paths(
@@ -263,6 +272,13 @@ pages for people at `/` (docs/console.md)."
         schedules::get,
         schedules::patch,
         schedules::delete,
+        triggers::create,
+        triggers::list,
+        triggers::get,
+        triggers::patch,
+        triggers::delete,
+        triggers::deliveries,
+        baseline::get,
         webhooks::create,
         webhooks::list,
         webhooks::get,
@@ -290,6 +306,7 @@ pages for people at `/` (docs/console.md)."
         (name = "compare", description = "What is different now"),
         (name = "findings", description = "The problems runs found"),
         (name = "schedules", description = "Runs started by a cron expression in UTC"),
+        (name = "triggers", description = "Runs started by a forge's deliveries (a pull request opened or pushed to), their delivery logs"),
         (name = "audit", description = "Who did what (scope reliability:audit)"),
         (name = "webhooks", description = "Webhook subscriptions to the account's events, their delivery logs"),
         (name = "secrets", description = "The account's secrets, which runs name as `${secret:NAME}` in headers: write-only"),

@@ -73,7 +73,8 @@ pub struct StartedByRef {
     pub id: String,
 }
 
-fn check_name(name: &str) -> Result<(), ApiError> {
+/// A schedule's (and a trigger's) name: 1 to [`MAX_NAME`] characters, not blank.
+pub(super) fn check_name(name: &str) -> Result<(), ApiError> {
     if name.trim().is_empty() || name.len() > MAX_NAME {
         return Err(ApiError::bad_request(
             "invalid_name",

@@ -33,7 +33,7 @@ use crate::Shared;
 use crate::outbox::deliveries::{Clients, HttpsClient};
 use crate::outbox::egress::EgressPolicy;
 use crate::runs::baseline::{Baseline, baseline_of};
-use crate::runs::compare::{CompareError, compare_runs};
+use crate::runs::compare::{BASELINE, CompareError, compare_runs};
 use crate::store::{
     DueReport, RUN_FINISHED, ReportKey, ReportLogLine, RunRow, Store, StoreError, now_ms,
 };
@@ -358,12 +358,15 @@ async fn standing_of(shared: &Shared, run: &RunRow) -> Result<Standing, ReportEr
         .await
         .map_err(|e| match e {
             crate::runs::baseline::BaselineError::Store(store) => ReportError::Store(store),
+            other => ReportError::Compare(other.to_string()),
         })?;
     match baseline {
         Baseline::Missing(why) => Ok(Standing::NoBaseline(why)),
         Baseline::Waiting(before) => Ok(Standing::BaselineRunning { before: before.id }),
         Baseline::Found(before) => {
-            match compare_runs(shared, &run.account_id, &before.id, &run.id, None).await {
+            // Compared as `before=baseline` is: a baseline found on the trigger's base
+            // target is compared across the two targets, with a note saying so.
+            match compare_runs(shared, &run.account_id, BASELINE, &run.id, None).await {
                 Ok(comparison) => Ok(Standing::Compared(Box::new(comparison))),
                 Err(CompareError::Refused(refusal)) => Ok(Standing::NotCompared {
                     before: before.id,

@@ -31,6 +31,15 @@ pub fn sign(secret: &str, id: &str, timestamp: i64, body: &str) -> Result<String
     Ok(hook.sign(id, timestamp, body.as_bytes())?)
 }
 
+/// Whether `webhook-id`, `webhook-timestamp` (within the spec's 5 minutes of now) and
+/// `webhook-signature` sign `body` with `secret`: how a trigger of source `generic` takes
+/// its deliveries (`trigger/generic.rs`). The crate compares in constant time.
+pub fn verify(secret: &str, headers: &axum::http::HeaderMap, body: &[u8]) -> bool {
+    standardwebhooks::Webhook::new(secret)
+        .and_then(|hook| hook.verify(body, headers))
+        .is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@ pub mod agents;
 pub mod findings;
 pub mod scenarios;
 pub mod schedules;
+pub mod triggers;
 
 use crate::queue::Refused;
 use crate::store::StoreError;

@@ -50,6 +50,11 @@ pub const ACCOUNT_TABLES: &[(&str, &str)] = &[
         "webhook_id IN (SELECT id FROM webhooks WHERE account_id = $1)",
     ),
     ("webhooks", "account_id = $1"),
+    (
+        "trigger_deliveries",
+        "trigger_id IN (SELECT id FROM triggers WHERE account_id = $1)",
+    ),
+    ("triggers", "account_id = $1"),
     ("account_secrets", "account_id = $1"),
     ("forge_credentials", "account_id = $1"),
     ("forge_reports", "account_id = $1"),

@@ -10,6 +10,7 @@ mod accounts;
 mod admission;
 mod agents;
 mod audit;
+mod baselines;
 mod claim;
 mod confirmations;
 mod console;
@@ -38,6 +39,7 @@ mod split_seconds;
 mod steps;
 #[cfg(test)]
 pub(crate) mod tests;
+mod triggers;
 mod tx;
 mod webhooks;
 
@@ -58,6 +60,7 @@ pub use accounts::{
 pub use admission::{MonthUse, month_bounds};
 pub use agents::{AgentIdentity, AgentRow, AgentScope, Declaration, StoredLease};
 pub use audit::{AuditFilter, AuditLine};
+pub use baselines::BaselineQuery;
 pub use claim::Claim;
 pub use confirmations::ConfirmRefusal;
 pub use console::{ConsoleSession, MAX_SESSIONS_PER_TOKEN, SESSION_TTL_MS};
@@ -81,6 +84,9 @@ pub use scenarios::{Scenario, ScenarioName, ScenarioVersion, Stored};
 pub use schedules::{Fire, MAX_SCHEDULES, NewSchedule, ScheduleChange, ScheduleRow};
 pub use split_seconds::SplitMeasure;
 pub use steps::StepVerdict;
+pub use triggers::{
+    Claimed, MAX_TRIGGER_DELIVERIES, MAX_TRIGGERS, NewTrigger, TriggerDelivery, TriggerRow,
+};
 pub use tx::Tx;
 pub use webhooks::{
     AttemptOutcome, DeliveryRow, DueDelivery, FAILURE_CLASSES, MAX_WEBHOOKS_PER_ACCOUNT,
