@@ -9,6 +9,9 @@
 //! - [`read`]: the account's runs a page at a time and one run as its record, typed
 //!   ([`crate::query::Page`], `RunRecord`), for the REST API and the console alike.
 //! - [`frames`]: a run's frames for one viewer, stored then live, in order.
+//! - [`cancel`] and [`confirm`]: a run cancelled (or every experiment halted) and a
+//!   production faults run confirmed by a person, refusals typed ([`cancel::CancelError`],
+//!   [`confirm::ConfirmError`]).
 //! - [`compare`]: two of an account's runs compared, refusals a typed
 //!   [`compare::CompareError`].
 //!
@@ -16,7 +19,9 @@
 //! `crate::console`, `crate::mcp`, `crate::schedule`).
 
 pub mod baseline;
+pub mod cancel;
 pub mod compare;
+pub mod confirm;
 pub mod error;
 pub mod frames;
 pub mod from_run;
