@@ -44,8 +44,10 @@ pub struct RunArgs {
     /// Where it runs: any, cloud or agent:NAME.
     #[arg(long, value_name = "EXECUTOR")]
     pub executor: Option<Executor>,
-    /// A load or replay run split over N agents, each sending its share (1 to 64).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = format!(
+        "A {} run split over N agents, each sending its share (1 to 64)",
+        RunKind::listed_where(|t| t.split, "or")
+    ))]
     pub agents: Option<u32>,
     /// The change the run is for, e.g. core#212.
     #[arg(long, value_name = "CHANGE")]
