@@ -105,7 +105,7 @@ impl CreateArgs {
             scenario_name: None,
             confirm_within: self.confirm_within,
             wait: false,
-            timeout: 600,
+            timeout: std::time::Duration::from_secs(600),
         };
         let mut body = request_body(&run)?;
         let Some(map) = body.as_object_mut() else {

@@ -48,6 +48,28 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
     Ok(duration)
 }
 
+/// A clap `value_parser` for a duration flag held to a range: humantime text from
+/// `least` to `most`, else a refusal naming both.
+pub fn between(
+    least: Duration,
+    most: Duration,
+) -> impl Fn(&str) -> Result<Duration, DurationError> + Clone + Send + Sync + 'static {
+    move |text| {
+        let duration = parse(text)?;
+        if duration < least || duration > most {
+            return Err(DurationError {
+                text: text.chars().take(64).collect(),
+                why: format!(
+                    "must be from {} to {}",
+                    humantime::format_duration(least),
+                    humantime::format_duration(most)
+                ),
+            });
+        }
+        Ok(duration)
+    }
+}
+
 impl FromStr for HumanDuration {
     type Err = DurationError;
     fn from_str(text: &str) -> Result<HumanDuration, DurationError> {
@@ -105,6 +127,16 @@ mod tests {
             assert!(error.to_string().contains("such as 1500ms"), "{error}");
         }
         assert!(serde_json::from_value::<HumanDuration>(serde_json::json!(30)).is_err());
+    }
+
+    #[test]
+    fn a_flag_range_is_held_and_named() {
+        let within = between(Duration::from_millis(100), Duration::from_secs(120));
+        assert_eq!(within("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(within("100ms"), Ok(Duration::from_millis(100)));
+        let refused = within("99ms").unwrap_err().to_string();
+        assert!(refused.contains("must be from 100ms to 2m"), "{refused}");
+        assert!(within("3m").is_err());
     }
 
     proptest! {
