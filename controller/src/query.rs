@@ -111,8 +111,22 @@ pub fn not_empty(filters: &[(&str, &Option<String>)]) -> Result<(), ApiError> {
 }
 
 #[cfg(test)]
-mod cursor_tests {
+pub(crate) mod cursor_tests {
     use super::*;
+
+    /// A listing keyed by ids (its query read into the cursor it pages from) takes a
+    /// store id and refuses anything else as `invalid_cursor`.
+    pub(crate) fn takes_only_ids(
+        cursor_of: impl Fn(Option<String>) -> Result<Option<String>, ApiError>,
+    ) {
+        let id = crate::store::new_id();
+        assert_eq!(cursor_of(Some(id.clone())).unwrap(), Some(id));
+        assert_eq!(cursor_of(None).unwrap(), None);
+        for bad in ["", "1", "next", "0190B5C2-7D4E-7A31-9C2B-5E8F0A1D2C3B"] {
+            let refused = cursor_of(Some(bad.to_string())).unwrap_err();
+            assert_eq!(refused.code, "invalid_cursor", "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_number_cursor_is_digits_and_past_every_seq_is_the_newest() {
