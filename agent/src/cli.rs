@@ -1,6 +1,7 @@
 //! The command line of `iohr-agent`: its commands and their flags.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -64,9 +65,13 @@ pub struct RunArgs {
     #[arg(long, env = "IOHR_CONTROLLER", value_delimiter = ',', required = true)]
     pub controller: Vec<String>,
     /// Linked to another controller than its first, the agent tries the first this often
-    /// and, holding no run, moves back to it; 0: it stays where it is.
-    #[arg(long, default_value_t = 30)]
-    pub return_after_secs: u64,
+    /// (such as 30s) and, holding no run, moves back to it; 0s: it stays where it is.
+    #[arg(long, value_name = "DURATION", default_value = "30s",
+          value_parser = iohr_domain::duration::parse)]
+    pub return_after: Duration,
+    /// The older form of --return-after, in seconds.
+    #[arg(long, hide = true, conflicts_with = "return_after")]
+    pub return_after_secs: Option<u64>,
     /// The dir `iohr-controller agent-cert --out` wrote (agent.key, agent.pem, ca.pem).
     #[arg(long, env = "IOHR_AGENT_IDENTITY")]
     pub identity: PathBuf,
@@ -78,11 +83,20 @@ pub struct RunArgs {
     pub labels: Vec<(String, String)>,
     #[arg(long, default_value_t = 4)]
     pub max_concurrent_jobs: u32,
-    /// The first reconnect wait window; it doubles up to --reconnect-max-ms.
-    #[arg(long, default_value_t = 500)]
-    pub reconnect_min_ms: u64,
-    #[arg(long, default_value_t = 30_000)]
-    pub reconnect_max_ms: u64,
+    /// The first reconnect wait window, such as 500ms; it doubles up to --reconnect-max.
+    #[arg(long, value_name = "DURATION", default_value = "500ms",
+          value_parser = iohr_domain::duration::parse)]
+    pub reconnect_min: Duration,
+    /// The older form of --reconnect-min, in milliseconds.
+    #[arg(long, hide = true, conflicts_with = "reconnect_min")]
+    pub reconnect_min_ms: Option<u64>,
+    /// The longest reconnect wait window, such as 30s.
+    #[arg(long, value_name = "DURATION", default_value = "30s",
+          value_parser = iohr_domain::duration::parse)]
+    pub reconnect_max: Duration,
+    /// The older form of --reconnect-max, in milliseconds.
+    #[arg(long, hide = true, conflicts_with = "reconnect_max")]
+    pub reconnect_max_ms: Option<u64>,
     /// The most MiB of frames held unacknowledged by the controller, over every run;
     /// when full, executors wait (their frames are kept, never dropped).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4095))]

@@ -21,6 +21,7 @@ pub mod link;
 pub mod load;
 pub mod metrics;
 pub mod renew;
+pub mod request;
 pub mod run_context;
 pub mod secrets;
 pub mod state_dir;

@@ -257,7 +257,7 @@ mod tests {
         assert_eq!(args.kind, RunKind::Checks);
         assert_eq!(args.executor, Some(Executor::Agent("edge-1".into())));
         assert!(args.wait);
-        assert_eq!(args.timeout, 30);
+        assert_eq!(args.timeout, std::time::Duration::from_secs(30));
         assert_eq!(args.scenario_name.as_deref(), Some("smoke"));
         assert_eq!(args.confirm_within.as_deref(), Some("30m"));
         assert_eq!(args.agents, Some(3));
@@ -273,7 +273,11 @@ mod tests {
         let Top::Reliability(Reliability::Run(args)) = cli.command else {
             panic!("not run");
         };
-        assert_eq!(args.timeout, 600, "default timeout");
+        assert_eq!(
+            args.timeout,
+            std::time::Duration::from_secs(600),
+            "default timeout"
+        );
         assert_eq!(
             run::request_body(&args).expect("body"),
             json!({"kind": "checks", "environment": "staging", "target": "http://t",

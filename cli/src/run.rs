@@ -44,8 +44,10 @@ pub struct RunArgs {
     /// Where it runs: any, cloud or agent:NAME.
     #[arg(long, value_name = "EXECUTOR")]
     pub executor: Option<Executor>,
-    /// A load or replay run split over N agents, each sending its share (1 to 64).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = format!(
+        "A {} run split over N agents, each sending its share (1 to 64)",
+        RunKind::listed_where(|t| t.split, "or")
+    ))]
     pub agents: Option<u32>,
     /// The change the run is for, e.g. core#212.
     #[arg(long, value_name = "CHANGE")]
@@ -63,15 +65,16 @@ pub struct RunArgs {
     /// Print only the created run's id (for scripts: `AFTER=$(iohr reliability run -q ...)`).
     #[arg(short, long, conflicts_with = "wait")]
     pub quiet: bool,
-    /// With --wait: give up waiting after this many seconds (exit 3).
+    /// With --wait: give up waiting after this long (exit 3), such as 10m or 90s; a bare
+    /// number, the older form, is seconds.
     #[arg(
         long,
-        value_name = "SECS",
-        default_value_t = 600,
+        value_name = "DURATION",
+        default_value = "10m",
         requires = "wait",
-        value_parser = clap::value_parser!(u64).range(1..)
+        value_parser = wait_timeout
     )]
-    pub timeout: u64,
+    pub timeout: Duration,
 }
 
 pub async fn execute(ctx: &Ctx, args: RunArgs) -> Result<u8> {
@@ -92,11 +95,13 @@ pub async fn execute(ctx: &Ctx, args: RunArgs) -> Result<u8> {
     }
     if !ctx.json {
         note(&format!(
-            "run {} {}; waiting up to {} s",
-            run.id, run.status, args.timeout
+            "run {} {}; waiting up to {}",
+            run.id,
+            run.status,
+            humantime::format_duration(args.timeout)
         ));
     }
-    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let deadline = Instant::now() + args.timeout;
     let json = ctx.json;
     let progress =
         (!json).then(|| Progress::new(total_seconds(run.kind.as_str(), body.get("spec"))));
@@ -118,8 +123,10 @@ pub async fn execute(ctx: &Ctx, args: RunArgs) -> Result<u8> {
             let raw = ctx.api.get(&path).await?;
             let now = print_record(ctx, &raw)?;
             note(&format!(
-                "timeout: run {} is still {} after {} s",
-                now.id, now.status, args.timeout
+                "timeout: run {} is still {} after {}",
+                now.id,
+                now.status,
+                humantime::format_duration(args.timeout)
             ));
             return Ok(EXIT_NO_VERDICT);
         }
@@ -223,4 +230,32 @@ pub fn read_json_file(flag: &str, path: &Path) -> Result<Value> {
     .map_err(|e| Failure::usage(format!("{flag} {}: cannot read it: {e}", path.display())))?;
     serde_json::from_str(&text)
         .map_err(|e| Failure::usage(format!("{flag} {}: not JSON: {e}", path.display())))
+}
+
+/// `--timeout`: humantime, at least a second; a bare number of seconds, as the flag took
+/// before it read durations, is still read.
+fn wait_timeout(text: &str) -> Result<Duration, String> {
+    if let Ok(seconds) = text.trim().parse::<u64>() {
+        return match seconds {
+            0 => Err("must be at least 1s".to_string()),
+            s => Ok(Duration::from_secs(s)),
+        };
+    }
+    iohr_domain::duration::between(Duration::from_secs(1), iohr_domain::duration::MAX)(text)
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod timeout_tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_timeout_is_humantime_or_the_older_bare_seconds() {
+        assert_eq!(wait_timeout("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(wait_timeout("300"), Ok(Duration::from_secs(300)));
+        assert_eq!(wait_timeout("1500ms"), Ok(Duration::from_millis(1500)));
+        for refused in ["0", "0s", "500ms", "soon", "-5"] {
+            assert!(wait_timeout(refused).is_err(), "{refused}");
+        }
+    }
 }

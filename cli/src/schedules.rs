@@ -76,8 +76,10 @@ pub struct CreateArgs {
     /// Where it runs: any, cloud or agent:NAME.
     #[arg(long, value_name = "EXECUTOR")]
     pub executor: Option<Executor>,
-    /// Each fire's run split over N agents (load and replay).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = format!(
+        "Each fire's run split over N agents ({})",
+        RunKind::listed_where(|t| t.split, "and")
+    ))]
     pub agents: Option<u32>,
     /// The change its runs are for, e.g. core#212.
     #[arg(long, value_name = "CHANGE")]
@@ -104,7 +106,7 @@ impl CreateArgs {
             confirm_within: self.confirm_within,
             wait: false,
             quiet: false,
-            timeout: 600,
+            timeout: std::time::Duration::from_secs(600),
         };
         let mut body = request_body(&run)?;
         let Some(map) = body.as_object_mut() else {

@@ -123,7 +123,7 @@ impl CreateArgs {
             confirm_within: self.confirm_within,
             wait: false,
             quiet: false,
-            timeout: 600,
+            timeout: std::time::Duration::from_secs(600),
         };
         let mut body = request_body(&run)?;
         let Some(map) = body.as_object_mut() else {

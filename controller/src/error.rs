@@ -17,7 +17,12 @@ use iohr_domain::compare::Refusal;
 
 use crate::queue::Refused;
 use crate::resources::ReadError;
+use crate::resources::scenarios::CreateError;
+use crate::resources::schedules::ScheduleError;
+use crate::runs::StartError;
+use crate::runs::cancel::CancelError;
 use crate::runs::compare::CompareError;
+use crate::runs::confirm::ConfirmError;
 use crate::store::StoreError;
 
 /// The largest request body accepted (a spec with many checks fits easily).
@@ -147,6 +152,86 @@ impl From<CompareError> for ApiError {
                 };
                 ApiError::new(StatusCode::CONFLICT, code, message)
             }
+        }
+    }
+}
+
+impl From<CancelError> for ApiError {
+    fn from(error: CancelError) -> ApiError {
+        let message = error.to_string();
+        match error {
+            CancelError::AlreadyFinished { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "already_finished", message)
+            }
+            CancelError::ShuttingDown => ApiError::from(Refused::Stopped),
+            CancelError::Store(error) => error.into(),
+            CancelError::Dispatcher(refused) => refused.into(),
+        }
+    }
+}
+
+impl From<ConfirmError> for ApiError {
+    fn from(error: ConfirmError) -> ApiError {
+        let message = error.to_string();
+        let code = match error {
+            ConfirmError::NotAwaiting { .. } => "not_awaiting_confirmation",
+            ConfirmError::HashMismatch { .. } => "hash_mismatch",
+            ConfirmError::Lapsed { .. } => "confirmation_lapsed",
+            ConfirmError::Store(error) => return error.into(),
+            ConfirmError::Dispatcher(refused) => return refused.into(),
+        };
+        ApiError::new(StatusCode::CONFLICT, code, message)
+    }
+}
+
+impl From<CreateError> for ApiError {
+    fn from(error: CreateError) -> ApiError {
+        match error {
+            CreateError::InvalidName => ApiError::bad_request("invalid_name", error.to_string()),
+            CreateError::Refused(error) => error.into(),
+            CreateError::Store(error) => error.into(),
+        }
+    }
+}
+
+/// The layer's refusal as the API says it: the same code, 400 or 422 as the refusal is
+/// about the request or what it names, 429 for a full queue.
+impl From<StartError> for ApiError {
+    fn from(error: StartError) -> ApiError {
+        match error {
+            StartError::Refused { refusal, message } => {
+                let status = if refusal.unprocessable() {
+                    StatusCode::UNPROCESSABLE_ENTITY
+                } else {
+                    StatusCode::BAD_REQUEST
+                };
+                ApiError::new(status, refusal.code(), message)
+            }
+            StartError::TooManyQueued { limit } => too_many_queued(limit),
+            StartError::Store(error) => error.into(),
+            StartError::Dispatcher(refused) => refused.into(),
+        }
+    }
+}
+
+impl From<ScheduleError> for ApiError {
+    fn from(error: ScheduleError) -> ApiError {
+        let message = error.to_string();
+        match error {
+            ScheduleError::InvalidName => ApiError::bad_request("invalid_name", message),
+            ScheduleError::InvalidCron(_) => ApiError::bad_request("invalid_cron", message),
+            ScheduleError::TooFrequent(_) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "schedule_too_frequent",
+                message,
+            ),
+            ScheduleError::TooMany => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "too_many_schedules",
+                message,
+            ),
+            ScheduleError::Refused(error) => error.into(),
+            ScheduleError::Store(error) => error.into(),
         }
     }
 }

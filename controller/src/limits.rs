@@ -1,6 +1,8 @@
 //! The bounds `serve` puts on what callers can make the controller hold, with their
 //! flags. What each bound answers when reached is in docs/api.md ("Limits").
 
+use std::time::Duration;
+
 use crate::hub::ViewerLimits;
 
 #[derive(Debug, Clone, Copy, clap::Args)]
@@ -52,9 +54,14 @@ pub struct Limits {
     /// handshakes in progress); more wait in the listen backlog until one closes.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_agent_connections: u32,
-    /// Time a connection to the agent-link port has for its TLS handshake.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
-    pub agent_handshake_timeout_ms: u64,
+    /// Time a connection to the agent-link port has for its TLS handshake (1ms to 10m).
+    #[arg(long, value_name = "DURATION", default_value = "10s",
+          value_parser = iohr_domain::duration::between(Duration::from_millis(1), Duration::from_secs(600)))]
+    pub agent_handshake_timeout: Duration,
+    /// The older form of --agent-handshake-timeout, in milliseconds.
+    #[arg(long, hide = true, conflicts_with = "agent_handshake_timeout",
+          value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub agent_handshake_timeout_ms: Option<u64>,
 }
 
 impl Default for Limits {
@@ -71,12 +78,19 @@ impl Default for Limits {
             api_max_requests: 1024,
             api_requests_per_account: 128,
             max_agent_connections: 4096,
-            agent_handshake_timeout_ms: 10_000,
+            agent_handshake_timeout: Duration::from_secs(10),
+            agent_handshake_timeout_ms: None,
         }
     }
 }
 
 impl Limits {
+    /// The agent link's TLS handshake time (the older flag, when given, in its own unit).
+    pub fn handshake_timeout(&self) -> Duration {
+        self.agent_handshake_timeout_ms
+            .map_or(self.agent_handshake_timeout, Duration::from_millis)
+    }
+
     pub fn viewers(&self) -> ViewerLimits {
         ViewerLimits {
             per_run: self.max_viewers_per_run as usize,

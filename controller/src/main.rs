@@ -78,10 +78,14 @@ enum Command {
         api: serve_command::ApiArgs,
         #[arg(long, default_value = "127.0.0.1:8443")]
         agent_addr: SocketAddr,
-        /// Heartbeat interval on the agent link; suspect time, lease TTL and grace are
-        /// three intervals each.
-        #[arg(long, default_value_t = 5000)]
-        heartbeat_ms: u64,
+        /// Heartbeat interval on the agent link, such as 5s; suspect time, lease TTL and
+        /// grace are three intervals each.
+        #[arg(long, value_name = "DURATION", default_value = "5s",
+              value_parser = iohr_domain::duration::parse)]
+        heartbeat: Duration,
+        /// The older form of --heartbeat, in milliseconds.
+        #[arg(long, hide = true, conflicts_with = "heartbeat")]
+        heartbeat_ms: Option<u64>,
         #[command(flatten)]
         limits: Limits,
         #[command(flatten)]
@@ -122,11 +126,12 @@ enum Command {
         agent: String,
         #[arg(long)]
         out: PathBuf,
-        /// Days the certificate is valid (negative makes an expired one, for tests).
-        #[arg(long, default_value_t = iohr_certs::AGENT_VALID_DAYS, allow_negative_numbers = true)]
+        /// The older form of --valid-for, in days (negative makes an expired one, for
+        /// tests).
+        #[arg(long, hide = true, default_value_t = iohr_certs::AGENT_VALID_DAYS, allow_negative_numbers = true)]
         valid_days: i64,
-        /// How long the certificate is valid, such as `90d` or `30s` (in place of
-        /// --valid-days; a short one shows a renewal, which starts at two thirds of it).
+        /// How long the certificate is valid, such as `90d` or `30s` (default 365d; a short
+        /// one shows a renewal, which starts at two thirds of it).
         #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "valid_days")]
         valid_for: Option<std::time::Duration>,
     },
@@ -365,6 +370,7 @@ async fn main() -> anyhow::Result<()> {
             store,
             api,
             agent_addr,
+            heartbeat,
             heartbeat_ms,
             limits,
             events,
@@ -382,7 +388,11 @@ async fn main() -> anyhow::Result<()> {
             serve(
                 store,
                 api,
-                (agent_addr, Duration::from_millis(heartbeat_ms), enrollment),
+                (
+                    agent_addr,
+                    heartbeat_ms.map_or(heartbeat, Duration::from_millis),
+                    enrollment,
+                ),
                 limits,
                 events,
                 retention,

@@ -50,6 +50,35 @@ pub fn number_cursor(cursor: Option<&str>) -> Result<Option<i64>, ApiError> {
         .transpose()
 }
 
+/// The shape of a cursor of the listings keyed by a row's id (runs, findings, audit
+/// lines): a UUID as the store writes ids (`store::new_id`), lowercase and hyphenated.
+/// The OpenAPI parameters say the same (`pattern`, 36 characters); a unit test holds them
+/// to this.
+pub const ID_CURSOR_PATTERN: &str =
+    "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$";
+
+/// The `?cursor=` of a listing keyed by a row's id: [`ID_CURSOR_PATTERN`], or 400
+/// `invalid_cursor` saying so (never a 500, never silently the first page).
+pub fn id_cursor(cursor: Option<String>) -> Result<Option<String>, ApiError> {
+    match cursor {
+        Some(c) if !is_id(&c) => Err(ApiError::bad_request(
+            "invalid_cursor",
+            "cursor is the next_cursor of the page before: a lowercase UUID such as \
+             0190b5c2-7d4e-7a31-9c2b-5e8f0a1d2c3b; leave it out for the first page",
+        )),
+        other => Ok(other),
+    }
+}
+
+/// Whether `text` is an id as the store writes it: 8-4-4-4-12 lowercase hex digits.
+fn is_id(text: &str) -> bool {
+    text.len() == 36
+        && text.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_digit() || (b'a'..=b'f').contains(&b),
+        })
+}
+
 fn not_a_cursor() -> ApiError {
     ApiError::bad_request(
         "invalid_query",
@@ -82,8 +111,22 @@ pub fn not_empty(filters: &[(&str, &Option<String>)]) -> Result<(), ApiError> {
 }
 
 #[cfg(test)]
-mod cursor_tests {
+pub(crate) mod cursor_tests {
     use super::*;
+
+    /// A listing keyed by ids (its query read into the cursor it pages from) takes a
+    /// store id and refuses anything else as `invalid_cursor`.
+    pub(crate) fn takes_only_ids(
+        cursor_of: impl Fn(Option<String>) -> Result<Option<String>, ApiError>,
+    ) {
+        let id = crate::store::new_id();
+        assert_eq!(cursor_of(Some(id.clone())).unwrap(), Some(id));
+        assert_eq!(cursor_of(None).unwrap(), None);
+        for bad in ["", "1", "next", "0190B5C2-7D4E-7A31-9C2B-5E8F0A1D2C3B"] {
+            let refused = cursor_of(Some(bad.to_string())).unwrap_err();
+            assert_eq!(refused.code, "invalid_cursor", "{bad:?}");
+        }
+    }
 
     #[test]
     fn a_number_cursor_is_digits_and_past_every_seq_is_the_newest() {
@@ -99,6 +142,42 @@ mod cursor_tests {
                 "invalid_query",
                 "{refused:?}"
             );
+        }
+    }
+
+    #[test]
+    fn an_id_cursor_is_an_id_as_the_store_writes_it() {
+        assert_eq!(id_cursor(None).unwrap(), None);
+        let id = crate::store::new_id();
+        assert_eq!(id_cursor(Some(id.clone())).unwrap(), Some(id.clone()));
+        for refused in [
+            String::new(),
+            "x".repeat(36),
+            id.to_uppercase(),
+            format!("{id} "),
+            id.replace('-', "_"),
+            id[..35].to_string(),
+            "'; DROP TABLE runs; --".to_string(),
+        ] {
+            let error = id_cursor(Some(refused.clone())).unwrap_err();
+            assert_eq!(error.code, "invalid_cursor", "{refused:?}");
+            assert!(error.message.contains("UUID"), "{}", error.message);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            cases: 256,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(32),
+            ..Default::default()
+        })]
+        /// The check and the documented pattern agree on any text.
+        #[test]
+        fn the_id_check_is_the_documented_pattern(
+            text in "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-fA-F-]{34,38}|.{0,40}"
+        ) {
+            let pattern = regex::Regex::new(ID_CURSOR_PATTERN).unwrap();
+            proptest::prop_assert_eq!(is_id(&text), pattern.is_match(&text));
         }
     }
 }

@@ -39,14 +39,24 @@ pub struct ApiArgs {
     pub insecure_http: bool,
     /// Time for a connection's TLS handshake and for each request head (HTTP/1.1: also
     /// the wait for the next request on a kept-alive connection).
-    #[arg(long, default_value_t = http::DEFAULT_HEADER_TIMEOUT.as_millis() as u64,
+    /// 1ms to 1h, default 10s.
+    #[arg(long, value_name = "DURATION", default_value = "10s",
+          value_parser = iohr_domain::duration::between(Duration::from_millis(1), Duration::from_secs(3600)))]
+    pub api_header_timeout: Duration,
+    /// The older form of --api-header-timeout, in milliseconds.
+    #[arg(long, hide = true, conflicts_with = "api_header_timeout",
           value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
-    pub api_header_timeout_ms: u64,
+    pub api_header_timeout_ms: Option<u64>,
     /// Time a connection may stay open with no request in flight (an HTTP/2 connection
     /// above all; a live stream is never idle).
-    #[arg(long, default_value_t = http::DEFAULT_IDLE_TIMEOUT.as_millis() as u64,
+    /// 1ms to 1d, default 1m.
+    #[arg(long, value_name = "DURATION", default_value = "1m",
+          value_parser = iohr_domain::duration::between(Duration::from_millis(1), Duration::from_secs(86_400)))]
+    pub api_idle_timeout: Duration,
+    /// The older form of --api-idle-timeout, in milliseconds.
+    #[arg(long, hide = true, conflicts_with = "api_idle_timeout",
           value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
-    pub api_idle_timeout_ms: u64,
+    pub api_idle_timeout_ms: Option<u64>,
     /// API connections open at once; more wait in the listen backlog until one closes.
     /// Lowered to fit the process's limit on open files, which serve raises to its hard
     /// limit.
@@ -98,8 +108,13 @@ impl ApiArgs {
         };
         Ok(ApiListenerConfig {
             tls,
-            header_timeout: Duration::from_millis(self.api_header_timeout_ms),
-            idle_timeout: Duration::from_millis(self.api_idle_timeout_ms),
+            // The older flags, when given, in their own unit.
+            header_timeout: self
+                .api_header_timeout_ms
+                .map_or(self.api_header_timeout, Duration::from_millis),
+            idle_timeout: self
+                .api_idle_timeout_ms
+                .map_or(self.api_idle_timeout, Duration::from_millis),
             max_connections: fit_to_file_limit(self.api_max_connections)?,
         })
     }

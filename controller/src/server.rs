@@ -137,9 +137,7 @@ pub async fn start(
             "reading certificates in {}",
             config.pki.dir.display()
         )))?
-        .timeout(std::time::Duration::from_millis(
-            config.limits.agent_handshake_timeout_ms,
-        ));
+        .timeout(config.limits.handshake_timeout());
     let ca_pem = std::fs::read_to_string(config.pki.ca_cert())
         .map_err(io(format!("reading {}", config.pki.ca_cert().display())))?;
     let signer = crate::link::enroll::Signer::new(config.pki.clone(), ca_pem, config.enrollment);

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::duration::HumanDuration;
 pub use crate::request::{SpecError, env_reference};
 use crate::request::{parse_spec, spec_error, validate_request};
 
@@ -17,7 +18,11 @@ pub struct ChecksSpec {
     pub checks: Vec<Check>,
     #[serde(default)]
     pub invariants: Vec<Invariant>,
-    /// Per-request timeout.
+    /// Per-request timeout, such as `"5s"` or `"1500ms"` (default 5 s, at most 60 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<HumanDuration>,
+    /// The older form of `timeout`, in milliseconds; still read (a spec gives one or the
+    /// other).
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
 }
@@ -92,6 +97,14 @@ impl Invariant {
 }
 
 impl ChecksSpec {
+    /// The per-request timeout, from `timeout` or its older form `timeout_ms`.
+    pub fn timeout(&self) -> std::time::Duration {
+        match self.timeout {
+            Some(timeout) => timeout.get(),
+            None => std::time::Duration::from_millis(self.timeout_ms),
+        }
+    }
+
     /// Parses and validates a spec; the error says what to fix.
     pub fn from_json(value: &serde_json::Value) -> Result<ChecksSpec, SpecError> {
         let spec: ChecksSpec = parse_spec("spec", value)?;
@@ -109,7 +122,21 @@ impl ChecksSpec {
                 format!("at most {MAX_CHECKS} checks per run"),
             ));
         }
-        if self.timeout_ms == 0 || self.timeout_ms > MAX_TIMEOUT_MS {
+        if let Some(timeout) = self.timeout {
+            if self.timeout_ms != default_timeout_ms() {
+                return Err(spec_error(
+                    "spec.timeout",
+                    "give timeout or its older form timeout_ms, not both",
+                ));
+            }
+            let ms = timeout.get().as_millis();
+            if ms == 0 || ms > u128::from(MAX_TIMEOUT_MS) {
+                return Err(spec_error(
+                    "spec.timeout",
+                    format!("must be between 1ms and {}s", MAX_TIMEOUT_MS / 1000),
+                ));
+            }
+        } else if self.timeout_ms == 0 || self.timeout_ms > MAX_TIMEOUT_MS {
             return Err(spec_error(
                 "spec.timeout_ms",
                 format!("must be between 1 and {MAX_TIMEOUT_MS}"),
@@ -332,6 +359,7 @@ mod tests {
         assert_eq!(s.checks[0].method, "GET");
         assert_eq!(s.checks[0].expect_status, 200);
         assert_eq!(s.timeout_ms, 5_000);
+        assert_eq!(s.timeout(), std::time::Duration::from_secs(5));
     }
 
     #[test]
@@ -433,5 +461,38 @@ mod tests {
         let result = summarise(verdicts, vec![]);
         assert!(!result.passed);
         assert_eq!((result.total, result.failed), (2, 1));
+    }
+}
+
+#[cfg(test)]
+mod timeout_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `timeout` is a humantime string; `timeout_ms`, its older form, is still read.
+    #[test]
+    fn timeout_is_humantime_and_timeout_ms_its_older_form() {
+        let read = |spec: serde_json::Value| ChecksSpec::from_json(&spec);
+        let new = read(json!({"checks": [{"path": "/"}], "timeout": "1500ms"})).unwrap();
+        assert_eq!(new.timeout(), std::time::Duration::from_millis(1500));
+        let old = read(json!({"checks": [{"path": "/"}], "timeout_ms": 1500})).unwrap();
+        assert_eq!(old.timeout(), new.timeout());
+        for (spec, field) in [
+            (
+                json!({"checks": [{"path": "/"}], "timeout": "2m"}),
+                "spec.timeout",
+            ),
+            (
+                json!({"checks": [{"path": "/"}], "timeout": "0s"}),
+                "spec.timeout",
+            ),
+            (
+                json!({"checks": [{"path": "/"}], "timeout": "1s", "timeout_ms": 900}),
+                "spec.timeout",
+            ),
+        ] {
+            assert_eq!(read(spec).unwrap_err().field, field);
+        }
+        assert!(read(json!({"checks": [{"path": "/"}], "timeout": "soon"})).is_err());
     }
 }

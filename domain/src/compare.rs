@@ -73,7 +73,10 @@ pub enum Refusal {
     },
     #[error("run {id} is {status}: only finished runs compare")]
     NotFinished { id: String, status: RunStatus },
-    #[error("runs of kind {0} are not compared yet (checks, load, replay and capacity runs are)")]
+    #[error(
+        "runs of kind {0} are not compared yet ({compared} runs are)",
+        compared = RunKind::listed_where(|t| t.compared, "and")
+    )]
     Kind(RunKind),
     /// The generator, not the target, set the pace for part of a run: whatever differs
     /// may be the agent's own, so neither `regressed` nor `improved` would be true.

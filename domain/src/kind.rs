@@ -44,6 +44,9 @@ pub struct Traits {
     pub confirmed_in_production: bool,
     /// Whether two of its results compare (else compare refuses the kind).
     pub compared: bool,
+    /// Whether a run may be split over agents (`"agents": N`), each sending its share; the
+    /// kinds that say so override [`Kind::check_split`] and [`Kind::share`].
+    pub split: bool,
 }
 
 /// One kind of run. Every item is about the spec or the result as JSON, so that each side
@@ -184,7 +187,8 @@ pub fn one_agent(kind: RunKind, count: u32) -> Result<(), SpecError> {
         Err(crate::request::spec_error(
             "agents",
             format!(
-                "a {kind} run runs on one agent; only load, replay and capacity runs are split"
+                "a {kind} run runs on one agent; only {} runs are split",
+                RunKind::listed_where(|t| t.split, "and")
             ),
         ))
     }

@@ -7,6 +7,7 @@ pub mod capacity;
 pub mod checks;
 pub mod compare;
 pub mod cost;
+pub mod duration;
 pub mod egress;
 pub mod faults;
 pub mod finding;

@@ -23,8 +23,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         environments,
         labels,
         max_concurrent_jobs,
+        reconnect_min,
         reconnect_min_ms,
+        reconnect_max,
         reconnect_max_ms,
+        return_after,
         return_after_secs,
         frame_buffer_mib,
         target_ca,
@@ -49,9 +52,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         environments,
         labels: labels.into_iter().collect::<BTreeMap<_, _>>(),
         max_concurrent_jobs,
-        reconnect_min: Duration::from_millis(reconnect_min_ms),
-        reconnect_max: Duration::from_millis(reconnect_max_ms),
-        return_after: (return_after_secs > 0).then(|| Duration::from_secs(return_after_secs)),
+        // The older flags, when given, in their own units.
+        reconnect_min: reconnect_min_ms.map_or(reconnect_min, Duration::from_millis),
+        reconnect_max: reconnect_max_ms.map_or(reconnect_max, Duration::from_millis),
+        return_after: Some(return_after_secs.map_or(return_after, Duration::from_secs))
+            .filter(|d| !d.is_zero()),
         target_options: TargetOptions {
             extra_ca: target_ca,
             egress: Arc::new(Egress::new(

@@ -25,12 +25,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::bounded::{Bounded, bounded};
 use super::describe::describe;
-use super::headers::{HeaderError, resolve_headers, scrub};
 use super::registry::Kind;
 use super::target::Target;
 use super::{Outcome, RunContext, emit, to_json};
 use crate::dry_run::Described;
 use crate::http_client::{self, HttpClient};
+use crate::request::{HeaderError, resolve_headers, scrub};
 use crate::secrets::EnvRefusal;
 
 const AGENT_USER_AGENT: &str = concat!("iohr-agent/", env!("CARGO_PKG_VERSION"));
@@ -84,7 +84,7 @@ pub async fn run(spec: ChecksSpec, ctx: &RunContext) -> Outcome {
     .await;
 
     let client = http_client::pooled(ctx.options.egress.clone());
-    let timeout = Duration::from_millis(spec.timeout_ms);
+    let timeout = spec.timeout();
 
     let mut verdicts: Vec<CheckVerdict> = Vec::with_capacity(spec.checks.len());
     let mut sent: u64 = 0;

@@ -7,16 +7,15 @@
 //! `NAME/dry_run.rs`) implementing [`registry::Kind`], declared here, and its line in the
 //! `kinds!` list.
 //!
-//! The HTTP kinds share private helpers: `target` (the base URL), `headers`
-//! (`${env:NAME}` values and scrubbing them), `bounded` (deadline and cancel) and
-//! `describe` (an error on one line).
+//! The HTTP kinds share private helpers: `target` (the base URL), `bounded` (deadline
+//! and cancel) and `describe` (an error on one line); their headers (`${env:NAME}` values
+//! and scrubbing them) are [`crate::request`]'s, as the load engine's are.
 
 mod bounded;
 pub mod capacity;
 pub mod checks;
 mod describe;
 pub mod faults;
-pub(crate) mod headers;
 pub mod load;
 pub mod registry;
 pub mod replay;

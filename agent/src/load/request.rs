@@ -5,14 +5,13 @@
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{
-    CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue, TRANSFER_ENCODING,
-    USER_AGENT,
+    CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderMap, HeaderValue, TRANSFER_ENCODING, USER_AGENT,
 };
 use hyper::{Method, Request, Uri};
 use iohr_domain::load::{HttpVersion, Operation};
-use iohr_domain::request::reference;
 
 use super::client::Endpoint;
+use crate::request::resolve_headers;
 use crate::secrets::EnvRefusal;
 
 pub const LOAD_USER_AGENT: &str = concat!("iohr-load/", env!("CARGO_PKG_VERSION"));
@@ -76,17 +75,10 @@ impl PreparedOp {
                 Bytes::from(json.to_string())
             }
         };
-        for (name, raw) in &op.headers {
-            let header = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| fail(format!("{name:?} is not a header name")))?;
-            let value = match reference(raw) {
-                Some(var) => env(var).map_err(|why| fail(format!("header {name}: {why}")))?,
-                None => raw.clone(),
-            };
-            let value = HeaderValue::from_str(&value)
-                .map_err(|_| fail(format!("header {name}: not a valid header value")))?;
-            headers.insert(header, value);
-        }
+        // `${env:NAME}` read as every kind reads it; the spec's headers replace the
+        // defaults above of the same name (a spec's own User-Agent).
+        let resolved = resolve_headers(&op.headers, env).map_err(|e| fail(e.to_string()))?;
+        headers.extend(resolved.headers);
         let wire = match endpoint.http() {
             HttpVersion::Http1 => encode_h1(&method, &uri, &headers, &body),
             HttpVersion::Http2 => {
@@ -199,6 +191,34 @@ mod tests {
                 .ok_or_else(|| EnvRefusal::NotSet(r.written()))
         })
         .expect("prepared")
+    }
+
+    /// The load engine reads headers as every kind does (`crate::request`): a spec's own
+    /// header replaces the default of its name, and an unset `${env:NAME}` names both the
+    /// operation and the header, never a value.
+    #[test]
+    fn spec_headers_replace_the_defaults_and_env_is_read_as_every_kind_reads_it() {
+        let op = prepare(
+            serde_json::json!({"path": "/", "headers": {"User-Agent": "mine", "X-Key": "${env:TOKEN}"}}),
+            "http://127.0.0.1:8080",
+            HttpVersion::Http1,
+        );
+        let text = String::from_utf8(op.wire().to_vec()).expect("utf-8");
+        assert!(text.contains("user-agent: mine\r\n"), "{text}");
+        assert!(!text.contains(LOAD_USER_AGENT), "{text}");
+        assert!(text.contains("x-key: s3cret\r\n"), "{text}");
+        let op: Operation = serde_json::from_value(serde_json::json!({
+            "name": "home", "path": "/", "headers": {"X-Key": "${env:UNSET}"}
+        }))
+        .expect("operation");
+        let endpoint =
+            Endpoint::new("http://127.0.0.1:8080", HttpVersion::Http1, None).expect("endpoint");
+        let refused = PreparedOp::new(&op, &endpoint, &|r| Err(EnvRefusal::NotSet(r.written())))
+            .expect_err("unset");
+        assert_eq!(
+            refused.to_string(),
+            "operation home: header X-Key: environment variable ${env:UNSET} is not set on the agent"
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use super::page::{page_answer, page_limit};
 use crate::Shared;
 use crate::store::{AuditFilter, AuditLine, format_ms};
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
@@ -35,8 +35,36 @@ pub struct ListQuery {
     /// The page size (default 50).
     #[param(minimum = 1, maximum = 500)]
     limit: Option<u32>,
-    /// The `next_cursor` of the page before.
+    /// The `next_cursor` of the page before (the id of its last row: a lowercase UUID).
+    #[param(
+        min_length = 36,
+        max_length = 36,
+        pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+    )]
     cursor: Option<String>,
+}
+
+impl ListQuery {
+    /// The filter this query asks for, or the 400 that says what is wrong with it.
+    fn filter(self) -> Result<AuditFilter, ApiError> {
+        let limit = page_limit(self.limit)?;
+        super::page::not_empty(&[
+            ("actor", &self.actor),
+            ("action", &self.action),
+            ("run", &self.run),
+            ("schedule", &self.schedule),
+        ])?;
+        Ok(AuditFilter {
+            since: time("since", self.since.as_deref())?,
+            until: time("until", self.until.as_deref())?,
+            actor: self.actor,
+            action: self.action,
+            run: self.run,
+            schedule: self.schedule,
+            limit,
+            cursor: super::page::id_cursor(self.cursor)?,
+        })
+    }
 }
 
 /// A page of audit lines, newest first.
@@ -60,7 +88,7 @@ pub struct AuditPage {
     params(ListQuery),
     responses(
         (status = 200, description = "A page of audit lines", body = AuditPage),
-        (status = 400, description = "`invalid_query`", body = super::openapi::ApiErrorBody),
+        (status = 400, description = "`invalid_query`, `invalid_cursor`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:audit`", body = super::openapi::ApiErrorBody),
     )
 )]
@@ -70,23 +98,7 @@ pub async fn list(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(query) = query?;
-    let limit = page_limit(query.limit)?;
-    super::page::not_empty(&[
-        ("actor", &query.actor),
-        ("action", &query.action),
-        ("run", &query.run),
-        ("schedule", &query.schedule),
-    ])?;
-    let filter = AuditFilter {
-        since: time("since", query.since.as_deref())?,
-        until: time("until", query.until.as_deref())?,
-        actor: query.actor,
-        action: query.action,
-        run: query.run,
-        schedule: query.schedule,
-        limit,
-        cursor: query.cursor,
-    };
+    let filter = query.filter()?;
     let (lines, next) = shared
         .store
         .list_audit(caller.account_id(), &filter)
@@ -125,5 +137,22 @@ fn entry((id, line): (String, AuditLine)) -> AuditEntry {
         targets: line.targets,
         faults: line.faults,
         outcome: line.outcome,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ListQuery;
+
+    #[test]
+    fn a_cursor_that_is_no_line_id_is_invalid_cursor() {
+        crate::query::cursor_tests::takes_only_ids(|cursor| {
+            ListQuery {
+                cursor,
+                ..ListQuery::default()
+            }
+            .filter()
+            .map(|filter| filter.cursor)
+        });
     }
 }

@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use iohr_domain::{RunKind, RunRecord};
+use iohr_domain::RunRecord;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -12,7 +12,6 @@ use super::auth::{Caller, PersonRunScope, RunScope};
 use super::error::{ApiError, JsonBody};
 use super::runs::MAX_NAME;
 use crate::Shared;
-use crate::store::{AuditLine, ConfirmRefusal};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -50,50 +49,9 @@ pub async fn confirm(
 ) -> Result<(StatusCode, Json<RunRecord>), ApiError> {
     // The rule let only a person's token through.
     let person = caller.0.person.clone().unwrap_or_default();
-    let account = &caller.0.account;
-    // Taken before the confirmation commits, as for a new run (see `runs::create`).
-    let slot = shared.dispatcher.reserve()?;
-    let outcome = shared
-        .store
-        .confirm_run(&account.id, &id, &body.hash, &person, |run| {
-            // No longer waiting for a person; maybe for an agent, which it then says.
-            super::run_guards::waiting_reason(
-                &shared,
-                &run.account_id,
-                run.kind,
-                &run.environment,
-                &run.executor,
-            )
-        })
-        .await
-        .map_err(|e| match e {
-            crate::store::StoreError::NotFound(_) => ApiError::not_found(&format!("run {id}")),
-            other => other.into(),
-        })?;
-    match outcome {
-        Ok(run) => {
-            slot.run_queued(&run, account.max_running);
-            tracing::info!(run = %run.id, %person, "production faults run confirmed and queued");
-            Ok((StatusCode::OK, Json(run.to_record())))
-        }
-        Err(ConfirmRefusal::NotAwaiting(why)) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "not_awaiting_confirmation",
-            format!("run {id}: {why}"),
-        )),
-        Err(ConfirmRefusal::HashMismatch { expected }) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "hash_mismatch",
-            format!(
-                "run {id} waits for a confirmation of {expected}; the hash sent names another experiment or target"
-            ),
-        )),
-        Err(ConfirmRefusal::Lapsed) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "confirmation_lapsed",
-            format!("run {id}: its confirmation deadline has passed"),
-        )),
-    }
+    let run =
+        crate::runs::confirm::confirm(&shared, &caller.0.account, &id, &body.hash, &person).await?;
+    Ok((StatusCode::OK, Json(run.to_record())))
 }
 
 /// Optional: why (kept to 200 characters).
@@ -143,42 +101,6 @@ pub async fn halt(
         ),
         None => format!("halted by {actor}"),
     };
-    let account_id = caller.account_id().to_string();
-    // The kinds a halt stops are their contracts' (`Kind::HALTED`): the experiments.
-    let mut runs = Vec::new();
-    for kind in RunKind::ALL.into_iter().filter(|k| k.halted()) {
-        runs.extend(
-            shared
-                .store
-                .unfinished_runs_of_kind(&account_id, kind.as_str())
-                .await?,
-        );
-    }
-    let mut halted = Vec::with_capacity(runs.len());
-    for run in runs {
-        shared
-            .dispatcher
-            .cancel(&run.id, &reason)
-            .await
-            .map_err(|_| {
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "shutting_down",
-                    "the controller is stopping",
-                )
-            })?;
-        halted.push(run.id);
-    }
-    let line = AuditLine {
-        at: 0,
-        actor,
-        action: "halt".into(),
-        run_id: None,
-        targets: None,
-        outcome: format!("{} faults runs cancelled", halted.len()),
-        ..Default::default()
-    };
-    shared.store.audit(&account_id, &line).await?;
-    tracing::warn!(account = %account_id, runs = halted.len(), "halt");
+    let halted = crate::runs::cancel::halt(&shared, caller.account_id(), &reason, actor).await?;
     Ok(Json(Halted { halted }))
 }

@@ -30,8 +30,32 @@ pub struct ListQuery {
     /// The page size (default 50).
     #[param(minimum = 1, maximum = 500)]
     pub(crate) limit: Option<u32>,
-    /// The `next_cursor` of the page before.
+    /// The `next_cursor` of the page before (the id of its last row: a lowercase UUID).
+    #[param(
+        min_length = 36,
+        max_length = 36,
+        pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+    )]
     pub(crate) cursor: Option<String>,
+}
+
+impl ListQuery {
+    /// The filter this query asks for, or the 400 that says what is wrong with it.
+    fn filter(self) -> Result<FindingFilter, ApiError> {
+        let status = super::page::filter::<FindingStatus>(self.status)?;
+        let limit = page_limit(self.limit)?;
+        super::page::not_empty(&[
+            ("scenario", &self.scenario),
+            ("environment", &self.environment),
+        ])?;
+        Ok(FindingFilter {
+            status,
+            scenario: self.scenario,
+            environment: self.environment,
+            limit,
+            cursor: super::page::id_cursor(self.cursor)?,
+        })
+    }
 }
 
 /// The account's findings, newest first, a page at a time.
@@ -46,7 +70,7 @@ pub struct ListQuery {
     params(ListQuery),
     responses(
         (status = 200, description = "A page of findings", body = super::openapi::FindingPage),
-        (status = 400, description = "`invalid_query`", body = super::openapi::ApiErrorBody),
+        (status = 400, description = "`invalid_query`, `invalid_cursor`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
     )
 )]
@@ -56,19 +80,7 @@ pub async fn list(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(query) = query?;
-    let status = super::page::filter::<FindingStatus>(query.status)?;
-    let limit = page_limit(query.limit)?;
-    super::page::not_empty(&[
-        ("scenario", &query.scenario),
-        ("environment", &query.environment),
-    ])?;
-    let filter = FindingFilter {
-        status,
-        scenario: query.scenario,
-        environment: query.environment,
-        limit,
-        cursor: query.cursor,
-    };
+    let filter = query.filter()?;
     let page =
         crate::resources::findings::list(&shared.store, caller.account_id(), &filter).await?;
     Ok(page_answer("findings", &page.items, page.next_cursor))
@@ -124,4 +136,21 @@ pub async fn close(
         crate::resources::findings::close(&shared.store, caller.account_id(), &id, &caller.actor())
             .await?;
     Ok(Json(finding))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ListQuery;
+
+    #[test]
+    fn a_cursor_that_is_no_finding_id_is_invalid_cursor() {
+        crate::query::cursor_tests::takes_only_ids(|cursor| {
+            ListQuery {
+                cursor,
+                ..ListQuery::default()
+            }
+            .filter()
+            .map(|filter| filter.cursor)
+        });
+    }
 }

@@ -46,6 +46,7 @@ pub const ERROR_CODES: &[&str] = &[
     "unsupported_media_type",
     "body_too_large",
     "invalid_query",
+    "invalid_cursor",
     "invalid_text",
     // Starting a run, storing a scenario
     "unknown_kind",

@@ -7,7 +7,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use crate::query::{filter, not_empty, number_cursor, page_limit, text_cursor};
+pub use crate::query::{filter, id_cursor, not_empty, number_cursor, page_limit, text_cursor};
 
 /// A listing's page: `?limit=` and `?cursor=`, for the listings with no filter of their own.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]

@@ -2,14 +2,12 @@
 //! the body translated into a [`RunRequest`], the layer's refusals into an [`ApiError`] of
 //! the same code. A new schedule checks its run here too.
 
-use axum::http::StatusCode;
 use iohr_domain::run::ScenarioRef;
 use iohr_domain::{RunKind, StartedBy};
 use serde::Deserialize;
 
 use super::error::ApiError;
 use crate::Shared;
-use crate::runs::StartError;
 pub use crate::runs::start::MAX_NAME;
 use crate::runs::start::{self as layer, CheckedRun, RunRequest};
 use crate::store::{Account, Fire, NewRun, RunRow};
@@ -75,34 +73,9 @@ impl From<&CreateRun> for RunRequest {
     }
 }
 
-/// The layer's refusal as the API says it: the same code, 400 or 422 as the refusal is
-/// about the request or what it names, 429 for a full queue.
-impl From<StartError> for ApiError {
-    fn from(error: StartError) -> ApiError {
-        match error {
-            StartError::Refused { refusal, message } => {
-                let status = if refusal.unprocessable() {
-                    StatusCode::UNPROCESSABLE_ENTITY
-                } else {
-                    StatusCode::BAD_REQUEST
-                };
-                ApiError::new(status, refusal.code(), message)
-            }
-            StartError::TooManyQueued { limit } => super::limits::too_many_queued(limit),
-            StartError::Store(error) => error.into(),
-            StartError::Dispatcher(refused) => refused.into(),
-        }
-    }
-}
-
 /// A kind named in a request body.
 pub fn parse_kind(text: &str) -> Result<RunKind, ApiError> {
     Ok(layer::parse_kind(text)?)
-}
-
-/// Validates a spec for its kind; returns the units the run may spend.
-pub fn validate_spec(kind: RunKind, spec: &serde_json::Value) -> Result<u64, ApiError> {
-    super::limits::spec_cost(kind, spec, None).map(|cost| cost.units)
 }
 
 /// What a run's request names, checked (see [`CheckedRun`]).

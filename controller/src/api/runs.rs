@@ -1,7 +1,5 @@
 //! `POST /runs`, `GET /runs/{id}`, `GET /runs`, `POST /runs/{id}/cancel`.
 
-use std::time::Duration;
-
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -13,9 +11,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
 use super::run_start;
-pub use super::run_start::{CreateRun, MAX_NAME, parse_kind, validate_spec};
+pub use super::run_start::{CreateRun, MAX_NAME, parse_kind};
 use crate::Shared;
-use crate::store::{AuditLine, RunFilter, now_ms};
+use crate::store::{RunFilter, now_ms};
 
 /// Start a run.
 ///
@@ -108,8 +106,28 @@ pub struct ListQuery {
     /// The page size (default 50).
     #[param(minimum = 1, maximum = 500)]
     pub(crate) limit: Option<u32>,
-    /// The `next_cursor` of the page before.
+    /// The `next_cursor` of the page before (the id of its last row: a lowercase UUID).
+    #[param(
+        min_length = 36,
+        max_length = 36,
+        pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+    )]
     pub(crate) cursor: Option<String>,
+}
+
+impl ListQuery {
+    /// The filter this query asks for, or the 400 that says what is wrong with it.
+    fn filter(self) -> Result<RunFilter, ApiError> {
+        Ok(RunFilter {
+            status: super::page::filter::<RunStatus>(self.status)?,
+            kind: super::page::filter::<RunKind>(self.kind)?,
+            environment: self.environment,
+            agent: self.agent,
+            scenario: self.scenario,
+            limit: super::page::page_limit(self.limit)?,
+            cursor: super::page::id_cursor(self.cursor)?,
+        })
+    }
 }
 
 /// The account's runs, newest first, a page at a time.
@@ -124,7 +142,7 @@ pub struct ListQuery {
     params(ListQuery),
     responses(
         (status = 200, description = "A page of runs", body = super::openapi::RunPage),
-        (status = 400, description = "`invalid_query`", body = super::openapi::ApiErrorBody),
+        (status = 400, description = "`invalid_query`, `invalid_cursor`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
     )
 )]
@@ -134,18 +152,7 @@ pub async fn list(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(query) = query?;
-    let status = super::page::filter::<RunStatus>(query.status)?;
-    let kind = super::page::filter::<RunKind>(query.kind)?;
-    let limit = super::page::page_limit(query.limit)?;
-    let filter = RunFilter {
-        status,
-        kind,
-        environment: query.environment,
-        agent: query.agent,
-        scenario: query.scenario,
-        limit,
-        cursor: query.cursor,
-    };
+    let filter = query.filter()?;
     let page = crate::runs::read::list(&shared.store, caller.account_id(), &filter).await?;
     Ok(super::page::page_answer(
         "runs",
@@ -161,9 +168,6 @@ pub struct CancelBody {
     #[serde(default)]
     reason: Option<String>,
 }
-
-/// How long a cancel waits for the run to end before answering with where it stands.
-const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
 /// Cancel a run.
 ///
@@ -195,67 +199,34 @@ pub async fn cancel(
 ) -> Result<impl IntoResponse, ApiError> {
     // The body is optional: nothing, `null` or {"reason": "..."}.
     let body: CancelBody = super::error::optional_body(&body)?;
-    let run = shared
-        .store
-        .run_of_account(caller.account_id(), &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
-    if run.status.is_finished() {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "already_finished",
-            format!("run {id} already ended {}", run.status),
-        ));
-    }
     let reason = body
         .reason
         .map(|r| r.chars().take(MAX_NAME).collect::<String>())
         .unwrap_or_else(|| format!("cancelled by {}", caller.actor()));
-    let mut viewer = shared.hub.subscribe_internal(&id);
-    let account_id = caller.account_id().to_string();
-    let actor = caller.actor();
-    // The cancel, its wait and its audit line run apart from the request: a client that
-    // hangs up does not stop the cancel or lose its audit line.
-    let outcome = tokio::spawn(async move {
-        shared.dispatcher.cancel(&id, &reason).await?;
-        let wait = async {
-            loop {
-                match viewer.frames.recv().await {
-                    Ok(frame) if frame.kind == "finished" => return,
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                }
-            }
-        };
-        let _ = tokio::time::timeout(CANCEL_WAIT, wait).await;
-        let run = shared
-            .store
-            .run_of_account(&account_id, &id)
-            .await?
-            .ok_or_else(|| ApiError::not_found(&format!("run {id}")))?;
-        let line = AuditLine {
-            at: 0,
-            actor,
-            action: "run.cancel".into(),
-            run_id: Some(id.clone()),
-            targets: Some(run.target.clone()),
-            outcome: run.status.to_string(),
-            ..Default::default()
-        };
-        shared.store.audit(&account_id, &line).await?;
-        Ok::<_, ApiError>((run.status, shared.store.run_record(&run).await?))
-    });
-    let (ended, record) = outcome.await.map_err(|_| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "shutting_down",
-            "the controller is stopping",
-        )
-    })??;
-    let status = if ended.is_finished() {
+    let cancelled =
+        crate::runs::cancel::cancel(&shared, caller.account_id(), &id, reason, caller.actor())
+            .await?;
+    let status = if cancelled.status.is_finished() {
         StatusCode::OK
     } else {
         StatusCode::ACCEPTED
     };
-    Ok((status, Json(record)))
+    Ok((status, Json(cancelled.record)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ListQuery;
+
+    #[test]
+    fn a_cursor_that_is_no_run_id_is_invalid_cursor() {
+        crate::query::cursor_tests::takes_only_ids(|cursor| {
+            ListQuery {
+                cursor,
+                ..ListQuery::default()
+            }
+            .filter()
+            .map(|filter| filter.cursor)
+        });
+    }
 }

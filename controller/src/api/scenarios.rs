@@ -12,9 +12,9 @@ use utoipa::ToSchema;
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
 use super::page::{page_limit, text_cursor};
-use super::runs::{MAX_NAME, parse_kind, validate_spec};
 use crate::Shared;
 pub use crate::resources::scenarios::{NameEntry, NamePage, NameVersions, VersionEntry};
+use crate::runs::start::MAX_NAME;
 use crate::store::{Scenario, Stored, format_ms};
 
 /// A scenario to store: its name, kind and spec (checked as a run's inline spec is).
@@ -87,18 +87,14 @@ pub async fn create(
     caller: Caller<RunScope>,
     JsonBody(body): JsonBody<CreateScenario>,
 ) -> Result<(StatusCode, Json<StoredScenario>), ApiError> {
-    let kind = parse_kind(&body.kind)?;
-    if body.name.is_empty() || body.name.len() > MAX_NAME {
-        return Err(ApiError::bad_request(
-            "invalid_name",
-            format!("name must be 1 to {MAX_NAME} characters"),
-        ));
-    }
-    validate_spec(kind, &body.spec)?;
-    let (scenario, stored) = shared
-        .store
-        .store_scenario(caller.account_id(), &body.name, kind.as_str(), &body.spec)
-        .await?;
+    let (scenario, stored) = crate::resources::scenarios::create(
+        &shared.store,
+        caller.account_id(),
+        &body.name,
+        &body.kind,
+        &body.spec,
+    )
+    .await?;
     let status = match stored {
         Stored::Exists => StatusCode::OK,
         Stored::Created | Stored::Named => StatusCode::CREATED,

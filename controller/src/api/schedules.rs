@@ -11,13 +11,11 @@ use serde::{Deserialize, Serialize};
 
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
-use super::run_start::{self, CreateRun, MAX_NAME, parse_kind};
 use crate::Shared;
 pub use crate::resources::schedules::ScheduleRecord;
-use crate::resources::schedules::record;
-use crate::schedule::cron::Expression;
-use crate::schedule::floors;
-use crate::store::{MAX_SCHEDULES, NewSchedule, ScheduleChange, StoreError, now_ms};
+use crate::resources::schedules::{self, ScheduleRequest, record};
+use crate::runs::RunRequest;
+use crate::store::{ScheduleChange, now_ms};
 
 /// A run's POST body plus `name` and `cron`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -73,54 +71,6 @@ pub struct StartedByRef {
     pub id: String,
 }
 
-/// A schedule's (and a trigger's) name: 1 to [`MAX_NAME`] characters, not blank.
-pub(super) fn check_name(name: &str) -> Result<(), ApiError> {
-    if name.trim().is_empty() || name.len() > MAX_NAME {
-        return Err(ApiError::bad_request(
-            "invalid_name",
-            format!("name must be 1 to {MAX_NAME} characters"),
-        ));
-    }
-    Ok(())
-}
-
-/// Parses an expression and holds it to the floor of its kind under the account's plan.
-async fn check_cron(
-    shared: &Shared,
-    account_id: &str,
-    kind: RunKind,
-    text: &str,
-) -> Result<Expression, ApiError> {
-    let expression = Expression::parse(text)
-        .map_err(|e| ApiError::bad_request("invalid_cron", e.to_string()))?;
-    let stored = shared.store.schedule_floors(account_id).await?;
-    let floor = floors::floor(kind, stored.as_deref());
-    if let Some(gap) = expression.min_gap_ms(now_ms())
-        && gap < floor.as_millis() as i64
-    {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "schedule_too_frequent",
-            format!(
-                "cron {:?} fires every {} at times; this plan lets a {kind} schedule fire at most every {} \
-                 (the controller's operator can lower it: iohr-controller account set-plan --name ACCOUNT --schedule-floor {kind}=DURATION)",
-                expression.as_str(),
-                humantime::format_duration(std::time::Duration::from_millis(gap.max(0) as u64)),
-                humantime::format_duration(floor),
-            ),
-        ));
-    }
-    Ok(expression)
-}
-
-fn too_many() -> ApiError {
-    ApiError::new(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "too_many_schedules",
-        format!("an account has at most {MAX_SCHEDULES} schedules; delete one first"),
-    )
-}
-
 /// The account's schedules.
 #[allow(dead_code)] // a schema: the list is written with `json!`
 #[derive(utoipa::ToSchema)]
@@ -152,52 +102,25 @@ pub async fn create(
     caller: Caller<RunScope>,
     JsonBody(body): JsonBody<CreateSchedule>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let account = &caller.0.account;
-    check_name(&body.name)?;
-    let kind = parse_kind(&body.kind)?;
-    let expression = check_cron(&shared, &account.id, kind, &body.cron).await?;
-    // Counted before the scenario is stored (nothing half-stored), and again in the
-    // insert's transaction.
-    if shared.store.schedules(&account.id).await?.len() as i64 >= MAX_SCHEDULES {
-        return Err(too_many());
-    }
-    let run = CreateRun {
-        kind: body.kind,
-        environment: body.environment,
-        target: body.target,
-        spec: body.spec,
-        scenario: body.scenario,
-        scenario_name: body.scenario_name,
-        executor: body.executor,
-        change: body.change,
-        confirm_within: body.confirm_within,
-        agents: body.agents,
-    };
-    // The same checks as a POSTed run's; the queue's room is checked at each fire.
-    let checked = run_start::check(&shared, account, &run, false).await?;
-    let new = NewSchedule {
-        account_id: account.id.clone(),
+    let request = ScheduleRequest {
         name: body.name,
-        kind: checked.kind.as_str().to_string(),
-        scenario_id: checked.scenario.id,
-        scenario_version: checked.scenario.version,
-        environment: run.environment,
-        target: checked.target,
-        executor: checked.executor.to_string(),
-        change: run.change,
-        confirm_within: run.confirm_within,
-        agents: (checked.agents > 1).then_some(checked.agents),
-        cron: expression.as_str().to_string(),
-        enabled: body.enabled.unwrap_or(true),
-        created_by: caller.actor(),
+        cron: body.cron,
+        enabled: body.enabled,
+        run: RunRequest {
+            kind: body.kind,
+            environment: body.environment,
+            target: body.target,
+            spec: body.spec,
+            scenario: body.scenario,
+            scenario_name: body.scenario_name,
+            executor: body.executor,
+            change: body.change,
+            confirm_within: body.confirm_within,
+            agents: body.agents,
+        },
     };
-    let now = now_ms();
-    let row = match shared.store.insert_schedule(&new, now).await {
-        Err(StoreError::Conflict(_)) => return Err(too_many()),
-        other => other?,
-    };
-    tracing::info!(schedule = %row.id, account = %account.name, cron = %row.cron, "schedule created");
-    Ok((StatusCode::CREATED, Json(record(&row, now))))
+    let record = schedules::create(&shared, &caller.0.account, request, caller.actor()).await?;
+    Ok((StatusCode::CREATED, Json(record)))
 }
 
 /// The account's schedules, each with its next fire times.
@@ -218,7 +141,7 @@ pub async fn list(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let schedules = crate::resources::schedules::list(&shared.store, caller.account_id()).await?;
+    let schedules = schedules::list(&shared.store, caller.account_id()).await?;
     Ok(Json(serde_json::json!({ "schedules": schedules })))
 }
 
@@ -243,7 +166,7 @@ pub async fn get(
     caller: Caller<ReadScope>,
     Path(id): Path<String>,
 ) -> Result<Json<ScheduleRecord>, ApiError> {
-    let row = crate::resources::schedules::row(&shared.store, caller.account_id(), &id).await?;
+    let row = schedules::row(&shared.store, caller.account_id(), &id).await?;
     Ok(Json(record(&row, now_ms())))
 }
 
@@ -274,29 +197,16 @@ pub async fn patch(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<PatchSchedule>,
 ) -> Result<Json<ScheduleRecord>, ApiError> {
-    let account_id = caller.account_id().to_string();
-    let row = crate::resources::schedules::row(&shared.store, &account_id, &id).await?;
-    if let Some(name) = &body.name {
-        check_name(name)?;
-    }
-    let cron = match &body.cron {
-        Some(text) => {
-            let kind = parse_kind(&row.kind)?;
-            let expression = check_cron(&shared, &account_id, kind, text).await?;
-            Some(expression.as_str().to_string())
-        }
-        None => None,
-    };
     let change = ScheduleChange {
         name: body.name,
-        cron,
+        cron: body.cron,
         enabled: body.enabled,
     };
-    let changed = crate::resources::schedules::update(
+    let changed = schedules::patch(
         &shared.store,
-        &account_id,
+        caller.account_id(),
         &id,
-        &change,
+        change,
         &caller.actor(),
     )
     .await?;
@@ -324,9 +234,6 @@ pub async fn delete(
     caller: Caller<RunScope>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    shared
-        .store
-        .delete_schedule(caller.account_id(), &id, &caller.actor(), now_ms())
-        .await?;
+    schedules::delete(&shared.store, caller.account_id(), &id, &caller.actor()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

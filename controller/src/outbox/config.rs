@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use iohr_domain::duration;
+
 use super::deliveries::DeliveryConfig;
 use super::egress::AllowRule;
 use super::mqtt::BrokerAddr;
@@ -61,9 +63,14 @@ pub struct EventsConfig {
     /// Delays before each attempt of a webhook delivery, each after the one before.
     #[arg(long, default_value = DEFAULT_RETRY_SCHEDULE)]
     pub webhook_retry_schedule: RetrySchedule,
-    /// Time one webhook attempt may take, answer included.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=120_000))]
-    pub webhook_timeout_ms: u64,
+    /// Time one webhook attempt may take, answer included (100ms to 2m).
+    #[arg(long, value_name = "DURATION", default_value = "10s",
+          value_parser = duration::between(Duration::from_millis(100), Duration::from_secs(120)))]
+    pub webhook_timeout: Duration,
+    /// The older form of --webhook-timeout, in milliseconds.
+    #[arg(long, hide = true, conflicts_with = "webhook_timeout",
+          value_parser = clap::value_parser!(u64).range(100..=120_000))]
+    pub webhook_timeout_ms: Option<u64>,
     /// Webhook attempts in flight at once.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub webhook_concurrency: u32,
@@ -85,9 +92,15 @@ pub struct EventsConfig {
     /// judged by the platform agent as it connects.
     #[arg(long = "allow-cloud-target", value_name = "CIDR|HOST[:PORT]")]
     pub allow_cloud_targets: Vec<AllowRule>,
-    /// How often the outbox is read for new events (deliveries, MQTT, the feed).
-    #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..=60_000))]
-    pub events_poll_ms: u64,
+    /// How often the outbox is read for new events (deliveries, MQTT, the feed; 10ms to
+    /// 1m).
+    #[arg(long, value_name = "DURATION", default_value = "250ms",
+          value_parser = duration::between(Duration::from_millis(10), Duration::from_secs(60)))]
+    pub events_poll: Duration,
+    /// The older form of --events-poll, in milliseconds.
+    #[arg(long, hide = true, conflicts_with = "events_poll",
+          value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    pub events_poll_ms: Option<u64>,
     /// The forge reporter's (pull request comments and commit statuses).
     #[command(flatten)]
     pub forge: crate::forge::ForgeConfig,
@@ -107,12 +120,14 @@ impl Default for EventsConfig {
                     .filter_map(|d| humantime::parse_duration(d).ok())
                     .collect(),
             ),
-            webhook_timeout_ms: 10_000,
+            webhook_timeout: Duration::from_secs(10),
+            webhook_timeout_ms: None,
             webhook_concurrency: 8,
             webhook_concurrency_per_account: 2,
             allow_webhook_targets: Vec::new(),
             allow_cloud_targets: Vec::new(),
-            events_poll_ms: 250,
+            events_poll: Duration::from_millis(250),
+            events_poll_ms: None,
             forge: crate::forge::ForgeConfig::default(),
         }
     }
@@ -120,13 +135,21 @@ impl Default for EventsConfig {
 
 impl EventsConfig {
     pub fn poll(&self) -> Duration {
-        Duration::from_millis(self.events_poll_ms)
+        // The older flag, when given, in its own unit.
+        self.events_poll_ms
+            .map_or(self.events_poll, Duration::from_millis)
+    }
+
+    /// A webhook's (and a forge call's) timeout: the older flag, when given, in its unit.
+    pub fn webhook_timeout(&self) -> Duration {
+        self.webhook_timeout_ms
+            .map_or(self.webhook_timeout, Duration::from_millis)
     }
 
     pub fn reporter(&self) -> crate::forge::reporter::ReporterConfig {
         crate::forge::reporter::ReporterConfig {
             forge: self.forge.clone(),
-            timeout: Duration::from_millis(self.webhook_timeout_ms),
+            timeout: self.webhook_timeout(),
             poll: self.poll(),
         }
     }
@@ -134,7 +157,7 @@ impl EventsConfig {
     pub fn deliveries(&self) -> DeliveryConfig {
         DeliveryConfig {
             schedule: self.webhook_retry_schedule.clone(),
-            timeout: Duration::from_millis(self.webhook_timeout_ms),
+            timeout: self.webhook_timeout(),
             concurrency: self.webhook_concurrency as usize,
             per_account: self
                 .webhook_concurrency_per_account
@@ -172,5 +195,41 @@ mod tests {
             "0s, 100ms".parse::<RetrySchedule>().unwrap().0,
             vec![Duration::ZERO, Duration::from_millis(100)]
         );
+    }
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        events: EventsConfig,
+    }
+
+    fn parse(args: &[&str]) -> Result<EventsConfig, clap::Error> {
+        Serve::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+            .map(|s| s.events)
+    }
+
+    /// Durations are humantime flags; the older `-ms` flags are still read in their unit,
+    /// not both at once, and a range holds for either.
+    #[test]
+    fn duration_flags_are_humantime_and_the_older_ms_flags_still_read() {
+        let defaults = parse(&[]).unwrap();
+        assert_eq!(defaults.poll(), Duration::from_millis(250));
+        assert_eq!(defaults.deliveries().timeout, Duration::from_secs(10));
+        let new = parse(&["--events-poll", "1s", "--webhook-timeout", "30s"]).unwrap();
+        assert_eq!(new.poll(), Duration::from_secs(1));
+        assert_eq!(new.deliveries().timeout, Duration::from_secs(30));
+        let old = parse(&["--events-poll-ms", "1000", "--webhook-timeout-ms", "30000"]).unwrap();
+        assert_eq!(old.poll(), new.poll());
+        assert_eq!(old.deliveries().timeout, new.deliveries().timeout);
+        assert!(parse(&["--events-poll", "1s", "--events-poll-ms", "1000"]).is_err());
+        assert!(parse(&["--webhook-timeout", "5m"]).is_err());
+        assert!(parse(&["--events-poll", "1"]).is_err());
     }
 }

@@ -1,10 +1,47 @@
-//! Scenarios: the account's scenario names a page at a time, and one name's versions
-//! with the runs of each.
+//! Scenarios: a spec stored under a name (checked as a run's inline spec is), the
+//! account's scenario names a page at a time, and one name's versions with the runs of
+//! each.
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::store::{Result, ScenarioName, ScenarioVersion, Store, StoreError, format_ms};
+use crate::runs::start::{MAX_NAME, parse_kind};
+use crate::runs::{Refusal, StartError};
+use crate::store::{
+    Result, Scenario, ScenarioName, ScenarioVersion, Store, StoreError, Stored, format_ms,
+};
+
+/// Why a scenario was not stored.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error("name must be 1 to {MAX_NAME} characters")]
+    InvalidName,
+    /// An unknown kind or a spec its kind refuses (`invalid_spec` names the field).
+    #[error(transparent)]
+    Refused(#[from] StartError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Stores `spec` for `kind` under `name` (the same spec twice is one version; a name
+/// given is kept) and says what storing did.
+pub async fn create(
+    store: &Store,
+    account_id: &str,
+    name: &str,
+    kind: &str,
+    spec: &serde_json::Value,
+) -> std::result::Result<(Scenario, Stored), CreateError> {
+    let kind = parse_kind(kind)?;
+    if name.is_empty() || name.len() > MAX_NAME {
+        return Err(CreateError::InvalidName);
+    }
+    iohr_domain::kind::cost(kind, spec, None)
+        .map_err(|e| StartError::refused(Refusal::InvalidSpec, e.to_string()))?;
+    Ok(store
+        .store_scenario(account_id, name, kind.as_str(), spec)
+        .await?)
+}
 
 /// A scenario name: its kind, how many versions it names and the newest.
 #[derive(Debug, Serialize, ToSchema)]

@@ -14,6 +14,9 @@
 //!   a sweep's steps against its SLO).
 //! - [`ending`]: what a run's ending means (its findings, events, last frames) and, for
 //!   a split run's last share, its split run's settlement ([`settle`]).
+//! - [`cancel`] and [`confirm`]: a run cancelled (or every experiment halted) and a
+//!   production faults run confirmed by a person, refusals typed ([`cancel::CancelError`],
+//!   [`confirm::ConfirmError`]).
 //! - [`compare`]: two of an account's runs compared, refusals a typed
 //!   [`compare::CompareError`].
 //!
@@ -23,7 +26,9 @@
 //! import only the store and `domain`, so the queue's dispatcher may call them.
 
 pub mod baseline;
+pub mod cancel;
 pub mod compare;
+pub mod confirm;
 pub mod ending;
 pub mod error;
 pub mod frames;

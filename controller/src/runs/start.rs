@@ -104,7 +104,10 @@ pub async fn check(
     if target.starts_with("https://") && !kind.traits().https {
         return Err(StartError::refused(
             Refusal::InvalidTarget,
-            "target: https targets are supported by load, replay and capacity runs only so far; use http://",
+            format!(
+                "target: https targets are supported by {} runs only so far; use http://",
+                RunKind::listed_where(|t| t.https, "and")
+            ),
         ));
     }
     let executor: Executor = match &request.executor {

@@ -21,6 +21,7 @@ impl Kind for Capacity {
         https: true,
         confirmed_in_production: false,
         compared: true,
+        split: true,
     };
     type Spec = CapacitySpec;
     type Plan = CapacityPlan;

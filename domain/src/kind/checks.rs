@@ -20,6 +20,7 @@ impl Kind for Checks {
         https: false,
         confirmed_in_production: false,
         compared: true,
+        split: false,
     };
     type Spec = ChecksSpec;
     type Plan = ChecksSpec;

@@ -84,6 +84,18 @@ impl RunKind {
     pub fn listed(last: &str) -> String {
         listed(RunKind::ALL.iter().map(|k| k.as_str()), last)
     }
+
+    /// The words of the kinds whose traits pass `which`, as [`RunKind::listed`] lists
+    /// them: `load, capacity and replay` for the kinds that split.
+    pub fn listed_where(which: impl Fn(super::Traits) -> bool, last: &str) -> String {
+        listed(
+            RunKind::ALL
+                .iter()
+                .filter(|k| which(k.traits()))
+                .map(|k| k.as_str()),
+            last,
+        )
+    }
 }
 
 /// Words as a sentence lists them: `a, b and c`.

@@ -20,6 +20,7 @@ impl Kind for Faults {
         https: false,
         confirmed_in_production: true,
         compared: true,
+        split: false,
     };
     type Spec = Experiment;
     type Plan = Experiment;

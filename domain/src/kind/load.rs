@@ -20,6 +20,7 @@ impl Kind for Load {
         https: true,
         confirmed_in_production: false,
         compared: true,
+        split: true,
     };
     type Spec = LoadSpec;
     type Plan = LoadPlan;

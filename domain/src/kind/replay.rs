@@ -29,6 +29,7 @@ impl Kind for Replay {
         https: true,
         confirmed_in_production: false,
         compared: true,
+        split: true,
     };
     type Spec = ReplaySpec;
     type Plan = ReplayPlan;

@@ -24,6 +24,7 @@ impl Kind for Scenario {
         https: false,
         confirmed_in_production: false,
         compared: true,
+        split: false,
     };
     type Spec = ScenarioSpec;
     type Plan = ScenarioSpec;

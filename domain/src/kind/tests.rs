@@ -230,3 +230,26 @@ fn what_the_controller_does_with_a_split_run_or_an_error_ending_is_each_kinds() 
         .collect();
     assert_eq!(finding, [RunKind::Faults]);
 }
+
+/// The kinds a run splits over agents are their traits' (`split`), and the refusal of any
+/// other kind lists them from there, not by hand.
+#[test]
+fn the_kinds_that_split_are_their_traits_and_a_refusal_lists_them() {
+    let split: Vec<RunKind> = RunKind::ALL
+        .into_iter()
+        .filter(|k| k.traits().split)
+        .collect();
+    assert_eq!(split, [RunKind::Load, RunKind::Capacity, RunKind::Replay]);
+    assert_eq!(
+        RunKind::listed_where(|t| t.split, "and"),
+        "load, capacity and replay"
+    );
+    let checks = json!({"checks": [{"name": "home", "path": "/"}]});
+    let refused = check_split(RunKind::Checks, &checks, 2).expect_err("checks");
+    assert!(
+        refused
+            .to_string()
+            .contains("only load, capacity and replay runs are split"),
+        "{refused}"
+    );
+}

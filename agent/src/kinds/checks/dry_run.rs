@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::dry_run::{Described, DryRun, PlanLines, ms_text};
 use crate::kinds::RunContext;
-use crate::kinds::headers::resolve_headers;
+use crate::request::resolve_headers;
 use crate::secrets::EnvRefusal;
 
 #[derive(Debug, Clone, Serialize)]

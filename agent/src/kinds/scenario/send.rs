@@ -17,9 +17,9 @@ use tokio_util::sync::CancellationToken;
 use crate::http_client::{self, HttpClient};
 use crate::kinds::bounded::{Bounded, bounded};
 use crate::kinds::describe::describe;
-use crate::kinds::headers::{HeaderError, resolve_headers, scrub};
 use crate::kinds::target::Target;
 use crate::load::client::Failure;
+use crate::request::{HeaderError, resolve_headers, scrub};
 use crate::secrets::EnvRefusal;
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");

@@ -287,3 +287,28 @@ fn every_error_code_the_source_can_answer_is_listed_and_documented() {
         "codes no operation's answer names: {undocumented:?}"
     );
 }
+
+/// The listings keyed by a row's id document their `cursor` as the server takes it
+/// (`query::id_cursor`): the same pattern and length.
+#[test]
+fn id_cursors_are_documented_as_the_server_takes_them() {
+    let document = served();
+    for path in ["runs", "findings", "audit"] {
+        let parameters = &document["paths"][format!("/v1/reliability/{path}")]["get"]["parameters"];
+        let cursor = parameters
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "cursor"))
+            .unwrap_or_else(|| panic!("{path}: no cursor parameter"));
+        let schema = &cursor["schema"];
+        assert_eq!(
+            schema["pattern"],
+            crate::query::ID_CURSOR_PATTERN,
+            "{path}: {schema}"
+        );
+        assert_eq!(
+            (&schema["minLength"], &schema["maxLength"]),
+            (&36.into(), &36.into()),
+            "{path}"
+        );
+    }
+}

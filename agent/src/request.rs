@@ -1,8 +1,9 @@
-//! A spec's headers made ready to send: `${env:NAME}` references read from the agent's
-//! environment (only the names its operator grants, [`crate::secrets`]) and
-//! `${secret:NAME}` from the account secrets the lease carried, credential values marked
-//! sensitive, and every value that must never be echoed collected so that messages can be
-//! scrubbed of it.
+//! A spec's headers made ready to send, the one place every kind resolves them (checks,
+//! scenario and its probes, and the load engine that load, replay and capacity send
+//! through): `${env:NAME}` references read from the agent's environment (only the names
+//! its operator grants, [`crate::secrets`]) and `${secret:NAME}` from the account
+//! secrets the lease carried, credential values marked sensitive, and every value that
+//! must never be echoed collected so that messages can be scrubbed of it.
 
 use std::collections::BTreeMap;
 
