@@ -107,9 +107,10 @@ fn filter_form(filter: &Filter) -> Markup {
 pub fn runs_table(runs: &[RunRecord], live_rows: usize) -> Markup {
     let mut live = 0;
     html! {
-        table #runs {
+        div.scroll { table #runs {
             thead { tr { th { "Run" } th { "Status" } th { "Kind" } th { "Scenario" } th { "Environment" }
-                         th { "Target" } th { "Started by" } th { "Change" } th { "Created" } } }
+                         th { "Target" } th { "Started by" } th { "Change" } th { "Created" }
+                         th { "Duration" } th { "Result" } } }
             tbody {
                 @for run in runs {
                     @let id = &run.id;
@@ -125,11 +126,50 @@ pub fn runs_table(runs: &[RunRecord], live_rows: usize) -> Markup {
                         td { (run.started_by.kind) ":" (run.started_by.id) }
                         td { (run.started_by.change.as_deref().unwrap_or("")) }
                         td { (short_time(&run.created_at)) }
+                        td.duration { (duration(run)) }
+                        td.result { (outcome(run)) }
                     }
                 }
             }
-        }
+        } }
         @if runs.is_empty() { p.empty { "No runs." } }
+    }
+}
+
+/// How long a run ran, from its start to its end: `1 m 05 s`; empty until it has both.
+pub fn duration(run: &RunRecord) -> String {
+    let at = |t: &Option<String>| {
+        t.as_deref()
+            .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+    };
+    let (Some(start), Some(end)) = (at(&run.started_at), at(&run.ended_at)) else {
+        return String::new();
+    };
+    let seconds = end.duration_since(start).map_or(0, |d| d.as_secs());
+    match seconds {
+        0..60 => format!("{seconds} s"),
+        60..3600 => format!("{} m {:02} s", seconds / 60, seconds % 60),
+        _ => format!("{} h {:02} m", seconds / 3600, seconds % 3600 / 60),
+    }
+}
+
+/// The longest result shown in a row; the run's page has the whole.
+const RESULT_CHARS: usize = 90;
+
+/// A run's result in a few words: why it has its status, else its result's first line.
+pub fn outcome(run: &RunRecord) -> String {
+    let text = run.reason.clone().or_else(|| {
+        run.result
+            .as_ref()
+            .and_then(iohr_domain::summary::result_lines)
+            .and_then(|lines| lines.into_iter().next())
+    });
+    let text = text.unwrap_or_default();
+    if text.chars().count() > RESULT_CHARS {
+        let cut: String = text.chars().take(RESULT_CHARS - 1).collect();
+        format!("{cut}…")
+    } else {
+        text
     }
 }
 

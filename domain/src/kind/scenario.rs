@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Kind, LiveView, RunKind, Traits};
+use super::{Kind, LiveView, ResultPlot, RunKind, Traits};
 use crate::compare::{Comparison, compare_scenario, not_compared};
 use crate::cost::RunCost;
 use crate::finding::{ErrorLimit, Found, RunFacts, operation_findings};
@@ -83,6 +83,7 @@ impl Kind for Scenario {
     const STRESS_SAMPLED: bool = true;
     const HALTED: bool = false;
     const LIVE_VIEW: LiveView = LiveView::Seconds;
+    const RESULT_PLOT: ResultPlot = ResultPlot::Nothing;
 
     fn measured_seconds(_spec: &Value) -> Option<u64> {
         None

@@ -230,3 +230,23 @@ fn what_the_controller_does_with_a_split_run_or_an_error_ending_is_each_kinds() 
         .collect();
     assert_eq!(finding, [RunKind::Faults]);
 }
+
+/// What a finished run's page and compare plot: the seconds and the latency distribution
+/// of load-like results, a capacity run's sweep, nothing for the others.
+#[test]
+fn each_kind_names_the_plot_of_its_result() {
+    use super::ResultPlot;
+    let table: Vec<(RunKind, ResultPlot)> =
+        RunKind::ALL.iter().map(|k| (*k, k.result_plot())).collect();
+    assert_eq!(
+        table,
+        vec![
+            (RunKind::Checks, ResultPlot::Nothing),
+            (RunKind::Load, ResultPlot::Seconds),
+            (RunKind::Scenario, ResultPlot::Nothing),
+            (RunKind::Faults, ResultPlot::Nothing),
+            (RunKind::Capacity, ResultPlot::Sweep),
+            (RunKind::Replay, ResultPlot::Seconds),
+        ]
+    );
+}
