@@ -84,9 +84,15 @@ pub async fn show(
             .map_err(crate::error::ApiError::from),
         )
     };
-    // Compared: both runs on one plot, as their kind plots them.
-    let plots = match &answer {
-        Some(Ok(_)) => {
+    // Compared: both runs on one plot, as their kind plots them; also when a run's
+    // generator saturated, which the plot of its seconds helps to see.
+    let plotted = match &answer {
+        Some(Ok(_)) => true,
+        Some(Err(error)) => error.code == "generator_saturated",
+        None => false,
+    };
+    let plots = match plotted {
+        true => {
             let store = &state.shared.store;
             let b = crate::runs::read::get(store, caller.account_id(), before).await?;
             let a = crate::runs::read::get(store, caller.account_id(), after).await?;
@@ -111,7 +117,7 @@ pub async fn show(
         }
         @match &answer {
             None => { p.hint { "Pick two finished runs of one scenario version and target." } }
-            Some(Err(error)) => { p #refusal data-code=(error.code) { (error.message) } }
+            Some(Err(error)) => { p #refusal data-code=(error.code) { (error.message) } (plots) }
             Some(Ok(comparison)) => { (verdict(comparison)) (plots) }
         }
     };

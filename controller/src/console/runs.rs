@@ -29,7 +29,8 @@ pub struct Filter {
     cursor: String,
 }
 
-fn given(field: &str) -> Option<String> {
+/// A form field as given: trimmed, `None` when empty.
+pub fn given(field: &str) -> Option<String> {
     let field = field.trim();
     (!field.is_empty()).then(|| field.to_string())
 }

@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use super::ConsoleState;
 use super::layout::PageResult;
+use super::runs::given;
 use super::session::{Viewer, form_csrf};
 use crate::auth::RunScope;
 use crate::error::ApiError;
@@ -40,11 +41,6 @@ pub struct StartForm {
     executor: String,
     #[serde(default)]
     change: String,
-}
-
-fn given(field: &str) -> Option<String> {
-    let field = field.trim();
-    (!field.is_empty()).then(|| field.to_string())
 }
 
 /// `POST /runs/start`: the CSRF token first, then the scope, then the layer's checks.

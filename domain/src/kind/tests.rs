@@ -177,7 +177,7 @@ fn what_each_surface_decides_by_the_kind() {
         vec![
             (RunKind::Checks, minute, false, false, LiveView::Nothing),
             (RunKind::Load, hour, true, false, LiveView::Seconds),
-            (RunKind::Scenario, minute, true, false, LiveView::Seconds),
+            (RunKind::Scenario, minute, true, false, LiveView::Nothing),
             (RunKind::Faults, hour, true, true, LiveView::Timeline),
             (RunKind::Capacity, hour, true, false, LiveView::Seconds),
             (RunKind::Replay, hour, true, false, LiveView::Seconds),
