@@ -14,6 +14,8 @@ const LEFT: f64 = 56.0;
 const RIGHT: f64 = 56.0;
 const TOP: f64 = 14.0;
 const BOTTOM: f64 = 42.0;
+/// A level more than this many times the data's top is drawn on the top edge.
+const FAR: f64 = 3.0;
 /// The measures' colours: rate, p50, p99, then the rest.
 pub const COLOURS: [&str; 6] = [
     "#2b6cb0", "#2f855a", "#b7791f", "#805ad5", "#c53030", "#319795",
@@ -167,6 +169,9 @@ fn ticks(range: Range) -> Vec<f64> {
 }
 
 fn label(v: f64) -> String {
+    if v.abs() < 1e-9 {
+        return "0".to_string();
+    }
     if v.abs() >= 100.0 || v.fract().abs() < 1e-9 {
         format!("{v:.0}")
     } else if v.abs() >= 1.0 {
@@ -213,16 +218,21 @@ impl Plot {
             .iter()
             .filter(|s| s.right == right)
             .flat_map(|s| s.points.iter().filter_map(|p| p.1));
+        let ys: Vec<f64> = ys.collect();
         let extra: Vec<f64> = if right {
             Vec::new()
         } else {
+            // A limit far above the data would flatten it: such a level is drawn on the
+            // top edge instead, its label saying so.
+            let top = Range::of(ys.iter().copied(), true).high * FAR;
             self.levels
                 .iter()
                 .map(|l| l.value)
+                .filter(|v| ys.is_empty() || *v <= top)
                 .chain(self.marks.iter().map(|m| m.y))
                 .collect()
         };
-        Range::of(ys.chain(extra), true).padded()
+        Range::of(ys.into_iter().chain(extra), true).padded()
     }
 
     /// The plot as an `svg` element with its id, or a line saying there is nothing to
@@ -291,14 +301,17 @@ impl Plot {
                     }
                 }
                 @for level in &self.levels {
-                    @let y = py(level.value, false);
+                    @let above = level.value > yr.high;
+                    @let y = if above { y1 } else { py(level.value, false) };
                     line data-threshold=[(level.kind == "threshold").then_some(&level.label)]
                         data-slo=[(level.kind == "slo").then_some(&level.label)]
-                        data-value=(level.value)
+                        data-value=(level.value) data-above=[above.then_some("1")]
                         x1=(f1(x0)) x2=(f1(x1)) y1=(f1(y)) y2=(f1(y)) stroke="#c53030" stroke-width="1.5" stroke-dasharray="2 3" {
                         title { (level.kind) " " (level.label) }
                     }
-                    text x=(f1(x1 - 4.0)) y=(f1(y - 4.0)) text-anchor="end" font-size="11" fill="#c53030" { (level.label) }
+                    text x=(f1(x1 - 4.0)) y=(f1(if above { y + 12.0 } else { y - 4.0 })) text-anchor="end" font-size="11" fill="#c53030" {
+                        (level.label) @if above { " (above the plot)" }
+                    }
                 }
                 @for mark in &self.marks {
                     @let (cx, cy) = (f1(px(mark.x)), f1(py(mark.y, false)));
@@ -360,7 +373,7 @@ pub fn legend(entries: &[(&str, usize)], compared: bool) -> Markup {
     html! {
         p.legend.key {
             @for (name, colour) in entries {
-                span.swatch class=(format!("c{}", colour % COLOURS.len())) {} (name) " "
+                span class=(format!("swatch c{}", colour % COLOURS.len())) {} (name) " "
             }
             @if compared { " · dashed: before, solid: after" }
         }
@@ -442,6 +455,19 @@ mod tests {
             svg.matches('M').count() - svg.matches("M.").count(),
             3,
             "{svg}"
+        );
+    }
+
+    #[test]
+    fn a_limit_far_above_the_data_is_drawn_on_the_top_edge() {
+        let mut far = plot();
+        far.levels[0].value = 2000.0;
+        let svg = far.render().into_string();
+        assert!(svg.contains(r#"data-value="2000" data-above="1""#), "{svg}");
+        assert!(svg.contains("(above the plot)"));
+        assert!(
+            !plot().render().into_string().contains("data-above"),
+            "8 ms is near 5 ms"
         );
     }
 
