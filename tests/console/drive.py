@@ -242,7 +242,9 @@ def run_again(c, page, load):
     expect(page.locator("svg#seconds-plot")).to_be_visible()
     seen = {"seconds": plot_marks(page, "seconds-plot"),
             "latency": plot_marks(page, "latency-plot"),
-            "live_plot_after_end": page.locator("div#plot").count()}
+            "live_plot_after_end": page.locator("div#plot").count(),
+            "operations": page.locator("table#operations tr[data-operation]").evaluate_all(
+                "rows => rows.map(r => r.dataset.operation)")}
     c.shot(page, "run-load-finished")
     form = page.locator("form#again")
     with page.expect_navigation():

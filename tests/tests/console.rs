@@ -171,7 +171,8 @@ async fn people_use_the_console_in_a_real_browser() {
     // The load run starts when the browser asks, so its whole life is seen live.
     let load_body = json!({"kind": "load", "environment": "staging", "target": live_target.url(),
         "scenario_name": "steady", "change": "console#17",
-        "spec": {"operations": [{"name": "home", "path": "/"}], "model": "open", "rate": 40,
+        "spec": {"operations": [{"name": "home", "path": "/"}, {"name": "again", "path": "/"}],
+                 "model": "open", "rate": 40,
                  "duration": "15s", "warmup": "1s", "connections": 4,
                  "thresholds": ["p99 < 2s"]}});
 
@@ -343,6 +344,11 @@ async fn people_use_the_console_in_a_real_browser() {
         finished_load["latency"]["thresholds"],
         json!(["p99 < 2s"]),
         "{seen}"
+    );
+    assert_eq!(
+        finished_load["operations"],
+        json!(["home", "again"]),
+        "its two operations side by side: {seen}"
     );
     let (first, second) = (as_alice.run(&load).await, as_alice.run(&again).await);
     assert_eq!(second["status"], "passed", "{second}");

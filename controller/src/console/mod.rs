@@ -19,6 +19,7 @@ mod compare;
 mod findings;
 mod layout;
 mod live;
+mod operations;
 mod plot;
 mod run_page;
 mod runs;

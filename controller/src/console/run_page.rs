@@ -52,6 +52,7 @@ pub async fn show(
             (plots)
             h2 { "Result" }
             (result(&run))
+            (super::operations::table(run.result.as_ref()))
             h2 { "Findings" }
             (findings(&run))
         }
