@@ -186,6 +186,7 @@ def watch_live(c, context, runs_page):
             arg=seconds[-1], timeout=LIVE_MS)
         seconds.append(int(plot.get_attribute("data-seconds")))
     c.shot(page, "run-load-live")
+    thresholds_drawn = plot.get_attribute("data-thresholds-drawn")
     expect(page.locator("#status")).to_have_attribute("data-status", "passed", timeout=LIVE_MS)
     # Ended: the record and the result are swapped in from the page, without a reload.
     page.wait_for_function("() => document.body.dataset.ended === '1'", timeout=LIVE_MS)
@@ -200,6 +201,8 @@ def watch_live(c, context, runs_page):
         "id": load,
         "seconds": seconds,
         "final_seconds": final_seconds,
+        "thresholds_drawn": thresholds_drawn,
+        "warmup_seconds": plot.get_attribute("data-warmup"),
         "run_status": page.locator("#status").get_attribute("data-status"),
         "run_page_reloaded": run_reloaded,
         "result": result,

@@ -299,6 +299,10 @@ async fn people_use_the_console_in_a_real_browser() {
         "data-seconds grew at each sample: {samples:?}"
     );
     assert_eq!(live["run_status"], "passed", "{seen}");
+    // Its spec's threshold is drawn on the live plot, and its warm-up second counted.
+    assert_eq!(live["thresholds_drawn"], "1", "{seen}");
+    let warmup: u64 = live["warmup_seconds"].as_str().unwrap().parse().unwrap();
+    assert!(warmup >= 1, "{seen}");
     assert_eq!(live["run_page_reloaded"], false, "{seen}");
     assert!(
         live["result"]

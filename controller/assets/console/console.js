@@ -25,6 +25,35 @@
     return Math.max(320, Math.min(1100, el.clientWidth || 900));
   }
 
+  // A spec's latency thresholds as red dashed lines on the ms axis (data-thresholds:
+  // [[label, ms], ...]); data-thresholds-drawn counts the lines of the last draw.
+  function limits(el) {
+    var given = [];
+    try { given = JSON.parse(el.dataset.thresholds || "[]"); } catch (e) { given = []; }
+    return function (u) {
+      var drawn = 0;
+      u.ctx.save();
+      u.ctx.strokeStyle = "#c53030";
+      u.ctx.fillStyle = "#c53030";
+      u.ctx.setLineDash([3, 4]);
+      u.ctx.font = "11px sans-serif";
+      given.forEach(function (limit) {
+        var y = u.valToPos(limit[1], "ms", true), label = limit[0];
+        if (!isFinite(y)) return;
+        // Far above the data (the axis does not stretch to it): on the top edge.
+        if (y < u.bbox.top) { y = u.bbox.top; label += " (above the plot)"; }
+        u.ctx.beginPath();
+        u.ctx.moveTo(u.bbox.left, y);
+        u.ctx.lineTo(u.bbox.left + u.bbox.width, y);
+        u.ctx.stroke();
+        u.ctx.fillText(label, u.bbox.left + 4, y < u.bbox.top + 14 ? y + 12 : y - 4);
+        drawn += 1;
+      });
+      u.ctx.restore();
+      el.dataset.thresholdsDrawn = String(drawn);
+    };
+  }
+
   // A load-like run: requests/s, errors/s (left axis) and p50/p99 in ms (right axis).
   function secondsPlot(el, feed) {
     var xs = [], rps = [], errors = [], p50 = [], p99 = [];
@@ -32,7 +61,8 @@
     // The warm-up's seconds (discarded from every figure) shaded behind the lines.
     function shade(u) {
       if (!warm) return;
-      var x0 = u.valToPos(0.5, "x", true), x1 = u.valToPos(warm + 0.5, "x", true);
+      var x0 = Math.max(u.bbox.left, u.valToPos(0.5, "x", true));
+      var x1 = u.valToPos(warm + 0.5, "x", true);
       u.ctx.save();
       u.ctx.fillStyle = "rgba(160, 174, 192, 0.25)";
       u.ctx.fillRect(x0, u.bbox.top, x1 - x0, u.bbox.height);
@@ -44,8 +74,16 @@
       if (typeof uPlot === "undefined") return;
       plot = new uPlot({
         width: width(el), height: 300,
-        scales: { x: { time: false }, ms: { auto: true } },
-        hooks: { drawAxes: [shade] },
+        // The ms axis reaches a threshold near the data (up to 3 times its top), as the
+        // server-drawn plots do; a farther one is drawn on the top edge.
+        scales: { x: { time: false }, ms: { range: function (u, min, max) {
+          var top = max > 0 ? max : 1;
+          JSON.parse(el.dataset.thresholds || "[]").forEach(function (l) {
+            if (l[1] <= 3 * (max > 0 ? max : 1)) top = Math.max(top, l[1]);
+          });
+          return [0, top * 1.05];
+        } } },
+        hooks: { drawAxes: [shade], draw: [limits(el)] },
         axes: [
           { label: "second", incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600] },
           { label: "per second" },

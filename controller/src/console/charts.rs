@@ -122,7 +122,7 @@ fn bucketed(seconds: &[Second]) -> Vec<Second> {
 
 /// The thresholds of a load-like result that are latencies, as lines in ms.
 pub fn latency_thresholds(result: Option<&serde_json::Value>) -> Vec<Level> {
-    let expressions = result
+    let judged = result
         .and_then(|r| r.get("thresholds"))
         .and_then(|t| t.as_array())
         .map(|list| {
@@ -131,6 +131,23 @@ pub fn latency_thresholds(result: Option<&serde_json::Value>) -> Vec<Level> {
                 .collect::<Vec<_>>()
         })
         .unwrap_or_default();
+    threshold_levels(judged)
+}
+
+/// The latency thresholds of a load-like spec (`thresholds`, as sent), as lines in ms:
+/// what a live run's plot draws before its result judges them.
+pub fn spec_thresholds(spec: &serde_json::Value) -> Vec<Level> {
+    let given = spec
+        .get("thresholds")
+        .and_then(|t| t.as_array())
+        .map(|list| list.iter().filter_map(|t| t.as_str()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    threshold_levels(given)
+}
+
+/// Threshold expressions as lines in ms: the latency ones (an error rate is a share, not
+/// on these axes), each once; an expression that does not parse is left out.
+fn threshold_levels(expressions: Vec<&str>) -> Vec<Level> {
     let mut levels: Vec<Level> = Vec::new();
     for text in expressions {
         let Ok(threshold) = Threshold::from_str(text) else {
@@ -492,6 +509,18 @@ mod tests {
             ("p99 < 250ms", 250.0)
         );
         assert!(latency_thresholds(None).is_empty());
+        let spec = json!({"thresholds": ["p99 < 300ms", "mean <= 1.5s", "error_rate < 1%", 7]});
+        let labels: Vec<(String, f64)> = spec_thresholds(&spec)
+            .into_iter()
+            .map(|l| (l.label, l.value))
+            .collect();
+        assert_eq!(
+            labels,
+            vec![
+                ("p99 < 300ms".to_string(), 300.0),
+                ("mean <= 1.5s".to_string(), 1500.0)
+            ]
+        );
     }
 
     #[test]

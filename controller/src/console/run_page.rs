@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use super::ConsoleState;
 use super::layout::{Extras, PageResult, page};
+use super::plot::Level;
 use super::runs::short_version;
 use super::session::Viewer;
 use crate::auth::ReadScope;
@@ -35,6 +36,17 @@ pub async fn show(
     } else {
         html! {}
     };
+    // A live run's plot draws its spec's latency thresholds before its result judges them.
+    let thresholds = if finished {
+        Vec::new()
+    } else {
+        let stored = state
+            .shared
+            .store
+            .named_scenario(caller.account_id(), &run.scenario.id, &run.scenario.version)
+            .await?;
+        stored.map_or_else(Vec::new, |s| super::charts::spec_thresholds(&s.spec))
+    };
     let body = html! {
         p { "Status: " strong #status data-status=(run.status.as_str()) data-run=(run.id) { (run.status.as_str()) }
             @if let Some(reason) = &run.reason { " — " span #reason { (reason) } } }
@@ -45,7 +57,7 @@ pub async fn show(
         @if finished {
             p { a #compare-with href=(format!("/compare?after={}", run.id)) { "Compare with an earlier run" } }
         }
-        (live_view(&run))
+        (live_view(&run, &thresholds))
         // What the run ends with: console.js swaps it (and #record) in when a live run
         // ends, so the page need not be reloaded.
         div #outcome {
@@ -123,14 +135,20 @@ fn shell_word(word: &str) -> String {
 /// The containers console.js fills from the run's live feed: a live run's seconds, and
 /// a faults run's timeline (replayed when it has ended). A finished run's seconds are
 /// drawn on the server ([`super::charts`]).
-fn live_view(run: &RunRecord) -> Markup {
+fn live_view(run: &RunRecord, thresholds: &[Level]) -> Markup {
     let feed = format!("/runs/{}/live", run.id);
+    // `[[label, ms], ...]` for console.js.
+    let limits: Vec<(&str, f64)> = thresholds
+        .iter()
+        .map(|l| (l.label.as_str(), l.value))
+        .collect();
+    let limits = serde_json::to_string(&limits).unwrap_or_else(|_| "[]".to_string());
     html! {
         @match run.kind.live_view() {
             LiveView::Seconds if !run.status.is_finished() => {
                 h2 { "Each second (live)" }
-                div #plot data-feed=(feed) data-seconds="0" {}
-                p.legend { "requests/s, p50 and p99 (ms, corrected for coordinated omission) and errors/s, per second of the run; the warm-up shaded" }
+                div #plot data-feed=(feed) data-seconds="0" data-thresholds=(limits) {}
+                p.legend { "requests/s, p50 and p99 (ms, corrected for coordinated omission) and errors/s, per second of the run; the warm-up shaded; latency thresholds as red dashed lines" }
             }
             LiveView::Timeline => {
                 h2 { "Timeline" }
@@ -241,7 +259,7 @@ mod tests {
     #[test]
     fn each_kind_gets_the_live_view_its_contract_names() {
         for kind in RunKind::ALL {
-            let page = live_view(&record(kind)).into_string();
+            let page = live_view(&record(kind), &[]).into_string();
             let (plot, timeline) = (page.contains(r#"id="plot""#), page.contains("timeline"));
             let expected = match kind.live_view() {
                 LiveView::Seconds => (true, false),
@@ -250,20 +268,34 @@ mod tests {
             };
             assert_eq!((plot, timeline), expected, "{kind}: {page}");
         }
-        assert!(live_view(&record(RunKind::Checks)).into_string().is_empty());
         assert!(
-            live_view(&record(RunKind::Faults))
+            live_view(&record(RunKind::Checks), &[])
+                .into_string()
+                .is_empty()
+        );
+        assert!(
+            live_view(&record(RunKind::Faults), &[])
                 .into_string()
                 .contains("Timeline")
         );
         assert!(
-            live_view(&record(RunKind::Load))
+            live_view(&record(RunKind::Load), &[])
                 .into_string()
                 .contains("Each second")
         );
         // Ended, its seconds are drawn on the server instead.
         let mut ended = record(RunKind::Load);
         ended.status = iohr_domain::RunStatus::Passed;
-        assert!(live_view(&ended).into_string().is_empty());
+        assert!(live_view(&ended, &[]).into_string().is_empty());
+        let limit = Level {
+            kind: "threshold",
+            label: "p99 < 300ms".into(),
+            value: 300.0,
+        };
+        assert!(
+            live_view(&record(RunKind::Load), &[limit])
+                .into_string()
+                .contains(r#"data-thresholds="[[&quot;p99 &lt; 300ms&quot;,300.0]]""#)
+        );
     }
 }
