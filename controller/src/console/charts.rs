@@ -541,6 +541,50 @@ mod tests {
         assert!(percentile_curve(Some(&json!({"latency": {"histogram": "junk"}}))).is_empty());
     }
 
+    /// A sweep of steps (offered, p99 ms) in the order run, its knee at `knee`.
+    fn sweep(steps: &[(f64, u64)], knee: Option<f64>) -> CapacityResult {
+        let thin = json!({"insufficient": "insufficient samples (need 368)", "samples": 9});
+        let points: Vec<_> = steps
+            .iter()
+            .enumerate()
+            .map(|(i, (offered, p99))| {
+                json!({"step": i + 1, "stage": "sweep", "offered": offered, "achieved": offered,
+                    "requests": 10, "responses": {"2xx": 10}, "errors": {}, "error_rate": 0.0,
+                    "late": 0, "dropped": 0, "p50": thin, "p99": thin, "p99_us": p99 * 1000,
+                    "meets_slo": true, "broke": [], "histogram": ""})
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "slo": {"p99_us": 50000.0, "error_rate": 0.01}, "floor": null,
+            "max_rate_meeting_slo": 200.0, "stopped_because": "top", "points": points,
+            "knee": {"rate": knee, "low": null, "high": null, "resolved": knee.is_some(),
+                     "reason": null, "range": [0.0, 1.0], "level": 0.95, "replicates": 0,
+                     "found": 0},
+            "step_seconds": 1.0, "discard_seconds": 0.0, "notes": []
+        }))
+        .expect("a capacity result")
+    }
+
+    #[test]
+    fn two_sweeps_draw_on_one_plot_with_both_knees_and_the_slo_once() {
+        // Bisecting goes back down: the line still reads by rate.
+        let before = sweep(&[(150.0, 10), (225.0, 40), (187.5, 20)], Some(168.75));
+        let after = sweep(&[(150.0, 12), (225.0, 60)], None);
+        let plot = sweep_plot(&[("before", &before), ("after", &after)]);
+        assert_eq!(plot.series.len(), 2);
+        let xs: Vec<f64> = plot.series[0].points.iter().map(|p| p.0).collect();
+        assert_eq!(xs, vec![150.0, 187.5, 225.0]);
+        assert_eq!(plot.marks.len(), 1, "only a sweep with a knee marks one");
+        assert_eq!(
+            (plot.marks[0].run, plot.marks[0].x, plot.marks[0].y),
+            ("before", 168.75, 15.0)
+        );
+        assert_eq!(plot.levels.len(), 1, "one SLO, drawn once");
+        let svg = plot.render().into_string();
+        assert!(svg.contains(r#"data-knee="168.75""#), "{svg}");
+        assert!(svg.contains(r#"data-slo="SLO p99 50 ms""#), "{svg}");
+    }
+
     #[test]
     fn a_knee_is_marked_at_its_own_rate_on_the_curve() {
         let points = [(150.0, Some(10.0)), (187.5, Some(20.0))];
