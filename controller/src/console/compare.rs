@@ -184,15 +184,11 @@ mod tests {
     use iohr_domain::{RunKind, RunStatus};
 
     fn run(id: &str, kind: RunKind, version: &str, target: &str, status: RunStatus) -> RunRecord {
-        serde_json::from_value(serde_json::json!({
-            "id": id, "kind": kind, "scenario": {"id": "s1", "version": version},
-            "environment": "staging", "target": target, "executor": "any",
-            "agent": null, "started_by": {"type": "token", "id": "t1"},
-            "status": status, "reason": null, "result": null, "findings": [],
-            "units": {"reserved": 0, "spent": 0}, "created_at": "2026-10-07T10:00:00Z",
-            "started_at": null, "ended_at": null
-        }))
-        .expect("record")
+        let mut run = super::super::tests::run_record(kind, status);
+        run.id = id.to_string();
+        run.scenario.version = version.to_string();
+        run.target = target.to_string();
+        run
     }
 
     #[test]

@@ -243,15 +243,7 @@ mod tests {
     }
 
     fn record(kind: RunKind) -> RunRecord {
-        serde_json::from_value(serde_json::json!({
-            "id": "r1", "kind": kind, "scenario": {"id": "s1", "version": "sha256:ab"},
-            "environment": "staging", "target": "http://127.0.0.1:9", "executor": "any",
-            "agent": null, "started_by": {"type": "token", "id": "t1"},
-            "status": "running", "reason": null, "result": null, "findings": [],
-            "units": {"reserved": 0, "spent": 0}, "created_at": "2026-10-07T10:00:00Z",
-            "started_at": null, "ended_at": null
-        }))
-        .expect("record")
+        super::super::tests::run_record(kind, iohr_domain::RunStatus::Running)
     }
 
     /// The live view is the kind contract's: a plot of the seconds, a faults run's

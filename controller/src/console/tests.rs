@@ -11,6 +11,23 @@ use tower::ServiceExt;
 use crate::Shared;
 use crate::store::Scope;
 
+/// A run's record as the layers give it: `kind` and `status`, the rest fixed; a test
+/// changes what it is about.
+pub(super) fn run_record(
+    kind: iohr_domain::RunKind,
+    status: iohr_domain::RunStatus,
+) -> iohr_domain::RunRecord {
+    serde_json::from_value(serde_json::json!({
+        "id": "r1", "kind": kind, "scenario": {"id": "s1", "version": "sha256:ab"},
+        "environment": "staging", "target": "http://127.0.0.1:9", "executor": "any",
+        "agent": null, "started_by": {"type": "token", "id": "t1"},
+        "status": status, "reason": null, "result": null, "findings": [],
+        "units": {"reserved": 0, "spent": 0}, "created_at": "2026-10-07T10:00:00Z",
+        "started_at": null, "ended_at": null
+    }))
+    .expect("record")
+}
+
 struct Answer {
     status: StatusCode,
     headers: HeaderMap,
@@ -503,13 +520,7 @@ async fn a_person_with_the_run_scope_starts_a_run_again_through_a_form() {
         Some("bo"),
     )
     .await;
-    let run = shared
-        .store
-        .run(&run_id)
-        .await
-        .expect("read")
-        .expect("seeded")
-        .to_record();
+    let run = stored_record(&shared, &run_id).await;
     let fields = |csrf: &str| {
         vec![
             ("csrf".to_string(), csrf.to_string()),
@@ -584,13 +595,7 @@ async fn a_person_with_the_run_scope_starts_a_run_again_through_a_form() {
         .expect("the new run's page")
         .to_string();
     assert_ne!(new_id, run_id);
-    let new = shared
-        .store
-        .run(&new_id)
-        .await
-        .expect("read")
-        .expect("stored")
-        .to_record();
+    let new = stored_record(&shared, &new_id).await;
     assert_eq!(
         (new.kind, &new.scenario, &new.target),
         (run.kind, &run.scenario, &run.target)
@@ -619,6 +624,11 @@ async fn a_person_with_the_run_scope_starts_a_run_again_through_a_form() {
         scenario.body.contains("data-plot=\"trend-plot\"")
             || scenario.body.contains("id=\"trend-plot\"")
     );
+}
+
+async fn stored_record(shared: &Shared, id: &str) -> iohr_domain::RunRecord {
+    let run = shared.store.run(id).await.expect("read").expect("stored");
+    run.to_record()
 }
 
 async fn count_runs(shared: &Shared) -> usize {
