@@ -23,7 +23,7 @@ use crate::load::{AgentLoss, LoadResult, MergeError, Share, Threshold};
 use crate::request::SpecError;
 use crate::run::{RunStatus, UnknownWord};
 
-pub use decisions::LiveView;
+pub use decisions::{LiveView, ResultPlot};
 
 pub mod capacity;
 pub mod checks;
@@ -135,6 +135,8 @@ pub trait Kind {
     const HALTED: bool;
     /// What the run's page draws from its live feed.
     const LIVE_VIEW: LiveView;
+    /// What a finished run's page and compare draw from its result and seconds.
+    const RESULT_PLOT: ResultPlot;
     /// The measured part's length in seconds, read leniently from the spec as sent (the
     /// CLI's progress bar); `None` when the spec does not say it or the kind has none.
     fn measured_seconds(spec: &Value) -> Option<u64>;

@@ -10,6 +10,11 @@ scenario smoke, the second failed with findings), "finding" (one of them, open),
 "capacity" (a finished capacity run), "faults" (a finished faults run), "schedule" (an
 enabled schedule), "agent" (the agent's name)}.
 
+Plots drawn on the server are checked without a screenshot: `plot_marks` counts an SVG
+plot's elements by their data attributes (each line with its points and a stroke of some
+length, threshold and SLO lines, warm-up bands, knees, verdict dots). The pages are also
+opened 420 px wide, where the document must not be wider than the window.
+
 It asks the test to act by printing {"ask": WHAT} and reads one JSON line back:
 "start_load" (answered {"id"} once the load run is running), "open_console" and
 "close_console" (after `iohr-controller account open-console` or `close-console`). Its
@@ -181,6 +186,7 @@ def watch_live(c, context, runs_page):
             arg=seconds[-1], timeout=LIVE_MS)
         seconds.append(int(plot.get_attribute("data-seconds")))
     c.shot(page, "run-load-live")
+    thresholds_drawn = plot.get_attribute("data-thresholds-drawn")
     expect(page.locator("#status")).to_have_attribute("data-status", "passed", timeout=LIVE_MS)
     # Ended: the record and the result are swapped in from the page, without a reload.
     page.wait_for_function("() => document.body.dataset.ended === '1'", timeout=LIVE_MS)
@@ -195,6 +201,8 @@ def watch_live(c, context, runs_page):
         "id": load,
         "seconds": seconds,
         "final_seconds": final_seconds,
+        "thresholds_drawn": thresholds_drawn,
+        "warmup_seconds": plot.get_attribute("data-warmup"),
         "run_status": page.locator("#status").get_attribute("data-status"),
         "run_page_reloaded": run_reloaded,
         "result": result,
@@ -205,6 +213,67 @@ def watch_live(c, context, runs_page):
     c.shot(runs_page, "runs")
     page.close()
     return live
+
+
+def plot_marks(page, plot_id):
+    """What a server-drawn plot draws, counted from its SVG elements and their data
+    attributes: per run, each series with its point count and whether its stroke has a
+    length; the threshold and SLO lines, warm-up bands, knees and verdict dots."""
+    return page.evaluate("""id => {
+        const svg = document.getElementById(id);
+        if (!svg) return null;
+        const runs = {};
+        svg.querySelectorAll('path[data-series]').forEach(p => {
+            (runs[p.dataset.run] = runs[p.dataset.run] || []).push(
+                [p.dataset.series, Number(p.dataset.points), p.getTotalLength() > 0]);
+        });
+        const all = sel => Array.from(svg.querySelectorAll(sel));
+        return {
+            series: runs,
+            thresholds: all('line[data-threshold]').map(l => l.dataset.threshold),
+            slo: all('line[data-slo]').length,
+            warmup: all('rect[data-warmup]').map(r => [r.dataset.warmup, r.getBBox().width > 0]),
+            knees: all('circle[data-knee]').map(k => k.dataset.knee),
+            verdicts: all('circle[data-verdict]').map(k => k.dataset.verdict),
+        };
+    }""", plot_id)
+
+
+def run_again(c, page, load):
+    """The finished load run's plots, then the same run started again from its page."""
+    c.goto(page, f"/runs/{load}")
+    expect(page.locator("svg#seconds-plot")).to_be_visible()
+    seen = {"seconds": plot_marks(page, "seconds-plot"),
+            "latency": plot_marks(page, "latency-plot"),
+            "live_plot_after_end": page.locator("div#plot").count(),
+            "operations": page.locator("table#operations tr[data-operation]").evaluate_all(
+                "rows => rows.map(r => r.dataset.operation)")}
+    c.shot(page, "run-load-finished")
+    form = page.locator("form#again")
+    with page.expect_navigation():
+        form.locator("button").click()
+    again = path_of(page.url).removeprefix("/runs/")
+    seen["id"] = again
+    expect(page.locator("#status")).to_have_attribute("data-status", "passed", timeout=LIVE_MS * 2)
+    return seen
+
+
+PHONE_PAGES = ["/runs", "/compare", "/scenarios", "/findings", "/schedules", "/agents"]
+
+
+def phone(c, page, extra):
+    """Each page at a phone's 420 px: [scrollWidth, clientWidth] of the document."""
+    page.set_viewport_size({"width": 420, "height": 900})
+    widths = {}
+    for path in PHONE_PAGES + extra:
+        c.goto(page, path)
+        expect(page.locator("main")).to_be_visible()
+        widths[path] = page.evaluate(
+            "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    c.goto(page, "/runs")
+    c.shot(page, "phone-runs")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    return widths
 
 
 def finished_run(c, page):
@@ -222,19 +291,12 @@ def finished_run(c, page):
 
 
 def capacity(c, page):
-    """A finished sweep: its points as data, its seconds replayed from the feed."""
+    """A finished sweep: its points as data, its plot drawn on the server."""
     c.goto(page, f"/runs/{c.cfg['capacity']}")
-    sweep = page.locator("div#capacity-plot")
-    expect(sweep).to_have_attribute("data-points", re.compile(r"^\d+$"))
-    page.wait_for_function(
-        "() => document.body.dataset.ended === '1' && "
-        "Number(document.querySelector('#plot').dataset.seconds) > 0")
+    sweep = page.locator("svg#sweep-plot")
+    expect(sweep).to_be_visible()
     c.shot(page, "run-capacity")
-    return {
-        "points": sweep.get_attribute("data-points"),
-        "knee": sweep.get_attribute("data-knee"),
-        "seconds": int(page.locator("div#plot").get_attribute("data-seconds")),
-    }
+    return {"plot": plot_marks(page, "sweep-plot")}
 
 
 def timeline(c, page):
@@ -247,25 +309,50 @@ def timeline(c, page):
     return page.locator("ol#timeline > li").all_inner_texts()
 
 
-def compare(c, page, load):
+def options(page, name):
+    """The run ids a compare picker offers."""
+    return page.locator(f'form#compare select[name="{name}"] option').evaluate_all(
+        "os => os.map(o => o.value).filter(v => v)")
+
+
+def compare(c, page, load, again):
     c.goto(page, "/compare")
     c.look(page, "compare")
     form = page.locator("form#compare")
+    seen = {"before_options_at_first": options(page, "before")}
+    # Picking the after run asks the page again: the before picker then offers only the
+    # runs that compare with it.
+    with page.expect_navigation():
+        form.locator('select[name="after"]').select_option(c.cfg["bad"])
+    seen["before_options_for_bad"] = options(page, "before")
     form.locator('select[name="before"]').select_option(c.cfg["good"])
-    form.locator('select[name="after"]').select_option(c.cfg["bad"])
     with page.expect_navigation():
         form.locator("button, input[type=submit]").first.click()
     verdict = page.locator("#verdict")
     expect(verdict).to_have_attribute("data-verdict", re.compile(r"\w+"))
     c.shot(page, "compare")
-    seen = {
+    seen.update({
         "verdict": verdict.get_attribute("data-verdict"),
         "differences": page.locator("ul#differences > li").all_inner_texts(),
         "markdown": page.locator("pre#markdown").inner_text(),
-    }
+        "checks_plots": page.locator("svg.plot").count(),
+    })
     status, _ = c.goto(page, f"/compare?before={c.cfg['good']}&after={load}")
     seen["not_comparable"] = [status, c.refusal(page)]
     c.shot(page, "compare-refused")
+
+    # Two load runs of one scenario version and target: both on one plot.
+    c.goto(page, f"/compare?after={again}")
+    seen["before_options_for_again"] = options(page, "before")
+    c.goto(page, f"/compare?before={load}&after={again}")
+    # A verdict, or on a busy machine the refusal of a saturated generator: both plot.
+    expect(page.locator("svg#seconds-plot")).to_be_visible()
+    verdict = page.locator("#verdict")
+    seen["load_verdict"] = (verdict.get_attribute("data-verdict") if verdict.count()
+                            else page.locator("#refusal").get_attribute("data-code"))
+    seen["load_seconds"] = plot_marks(page, "seconds-plot")
+    seen["load_latency"] = plot_marks(page, "latency-plot")
+    c.shot(page, "compare-load")
     return seen
 
 
@@ -341,7 +428,8 @@ def scenarios(c, page):
     c.shot(page, "scenario")
     runs = page.locator('a[href^="/runs/"]').evaluate_all(
         "links => links.map(a => a.getAttribute('href').slice('/runs/'.length))")
-    return {"count": count, "versions": versions.count(), "runs": runs}
+    return {"count": count, "versions": versions.count(), "runs": runs,
+            "trend": plot_marks(page, "trend-plot"), "start_form": page.locator("form#start").count()}
 
 
 def schedules(c, page):
@@ -382,15 +470,19 @@ def drive(c):
     seen["cookie"] = cookie_of(context, page)
     seen["live"] = watch_live(c, context, page)
     load = seen["live"]["id"]
+    seen["again"] = run_again(c, page, load)
+    again = seen["again"]["id"]
     seen["run"] = finished_run(c, page)
     seen["capacity"] = capacity(c, page)
     seen["timeline"] = timeline(c, page)
-    seen["compare"] = compare(c, page, load)
+    seen["compare"] = compare(c, page, load, again)
     seen["finding"] = close_finding(c, page)
     seen["filters"] = filters(c, page, load)
     seen["scenarios"] = scenarios(c, page)
     seen["schedules"] = schedules(c, page)
     seen["agents"] = agents(c, page)
+    seen["phone"] = phone(c, page, [f"/runs/{c.cfg['bad']}", f"/runs/{load}", f"/runs/{c.cfg['capacity']}",
+                                    f"/runs/{c.cfg['faults']}", f"/compare?before={load}&after={again}"])
 
     # Signing out; then the old cookie, put back by hand, opens nothing.
     old = seen["cookie"].pop("value")

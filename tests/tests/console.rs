@@ -2,9 +2,12 @@
 //! Python API (`tests/console/drive.py`, PyPI `playwright` pinned in
 //! tests/requirements.txt, pointed at /usr/bin/chromium; tests/run installs both) against
 //! a real controller, agent and sample target. An admin person signs in, watches a live
-//! load run's plot grow and its status change in place, opens finished runs (checks with
-//! findings, a capacity sweep's plot, a faults run's timeline), compares two runs, closes
-//! a finding (a form without its CSRF token refused), filters the runs, visits the
+//! load run's plot grow and its status change in place, sees its plots once it ended
+//! (seconds with the warm-up and threshold, latency distribution) and starts it again from
+//! its page, opens finished runs (checks with findings, a capacity sweep's plot with its
+//! SLO and knee, a faults run's timeline), compares two checks runs (the pickers narrowed
+//! to the comparable runs) and the two load runs on one plot, checks every page at a
+//! phone's 420 px, closes a finding (a form without its CSRF token refused), filters the runs, visits the
 //! scenarios, findings, schedules and agents pages and signs out; an API token cannot
 //! sign in; a non-admin person is refused until `iohr-controller account open-console`,
 //! then gets in, and is refused again at once after `close-console`. A screenshot of each
@@ -168,8 +171,10 @@ async fn people_use_the_console_in_a_real_browser() {
     // The load run starts when the browser asks, so its whole life is seen live.
     let load_body = json!({"kind": "load", "environment": "staging", "target": live_target.url(),
         "scenario_name": "steady", "change": "console#17",
-        "spec": {"operations": [{"name": "home", "path": "/"}], "model": "open", "rate": 40,
-                 "duration": "15s", "warmup": "1s", "connections": 4}});
+        "spec": {"operations": [{"name": "home", "path": "/"}, {"name": "again", "path": "/"}],
+                 "model": "open", "rate": 40,
+                 "duration": "15s", "warmup": "1s", "connections": 4,
+                 "thresholds": ["p99 < 2s"]}});
 
     let config = json!({
         "url": stack.controller.api_url(),
@@ -210,6 +215,10 @@ async fn people_use_the_console_in_a_real_browser() {
     .await;
     eprintln!("the browser part took {:?}", started.elapsed());
     let load = load_id.expect("the driver started the load run");
+    let again = seen["again"]["id"]
+        .as_str()
+        .expect("the run started again")
+        .to_string();
 
     // Signed out, every page leads to the sign-in form, by a 303.
     assert_eq!(
@@ -290,6 +299,10 @@ async fn people_use_the_console_in_a_real_browser() {
         "data-seconds grew at each sample: {samples:?}"
     );
     assert_eq!(live["run_status"], "passed", "{seen}");
+    // Its spec's threshold is drawn on the live plot, and its warm-up second counted.
+    assert_eq!(live["thresholds_drawn"], "1", "{seen}");
+    let warmup: u64 = live["warmup_seconds"].as_str().unwrap().parse().unwrap();
+    assert!(warmup >= 1, "{seen}");
     assert_eq!(live["run_page_reloaded"], false, "{seen}");
     assert!(
         live["result"]
@@ -310,6 +323,51 @@ async fn people_use_the_console_in_a_real_browser() {
         "{seen}"
     );
     assert_eq!(live["runs_page_reloaded"], false, "{seen}");
+
+    // The finished load run's page draws its seconds on the server (the live plot is
+    // gone), with its warm-up shaded and its threshold; then it was started again from
+    // its page: the same scenario version and target, by the person, with the change.
+    let finished_load = &seen["again"];
+    assert_eq!(finished_load["live_plot_after_end"], 0, "{seen}");
+    let series = finished_load["seconds"]["series"]["run"]
+        .as_array()
+        .expect("series");
+    assert_eq!(series.len(), 3, "{seen}");
+    assert!(series.iter().all(|s| s[2] == true), "{seen}");
+    assert_eq!(
+        finished_load["seconds"]["warmup"],
+        json!([["run", true]]),
+        "{seen}"
+    );
+    assert_eq!(
+        finished_load["seconds"]["thresholds"],
+        json!(["p99 < 2s"]),
+        "{seen}"
+    );
+    assert_eq!(
+        finished_load["latency"]["thresholds"],
+        json!(["p99 < 2s"]),
+        "{seen}"
+    );
+    assert_eq!(
+        finished_load["operations"],
+        json!(["home", "again"]),
+        "its two operations side by side: {seen}"
+    );
+    let (first, second) = (as_alice.run(&load).await, as_alice.run(&again).await);
+    assert_eq!(second["status"], "passed", "{second}");
+    for field in ["kind", "scenario", "environment", "target", "executor"] {
+        assert_eq!(first[field], second[field], "{field}");
+    }
+    assert_eq!(
+        (
+            &second["started_by"]["type"],
+            &second["started_by"]["id"],
+            &second["started_by"]["change"]
+        ),
+        (&json!("person"), &json!("alice"), &json!("console#17")),
+        "{second}"
+    );
 
     // A finished run: its record, who started it and for which change, its findings and
     // the command to start it again.
@@ -342,9 +400,31 @@ async fn people_use_the_console_in_a_real_browser() {
         .await;
     let steps = record["result"]["points"].as_array().expect("points").len();
     assert!(steps >= 2, "a sweep of at least two steps: {record}");
-    let sweep = &seen["capacity"];
-    assert_eq!(sweep["points"], steps.to_string(), "{seen}");
-    assert!(sweep["seconds"].as_u64().unwrap() >= 3, "{seen}");
+    let sweep = &seen["capacity"]["plot"];
+    let measured = record["result"]["points"]
+        .as_array()
+        .expect("points")
+        .iter()
+        .filter(|p| !p["p99_us"].is_null())
+        .count();
+    assert_eq!(
+        sweep["series"]["run"],
+        json!([["p99 ms", measured, true]]),
+        "one p99 line through every step with a p99, drawn: {seen}"
+    );
+    assert_eq!(sweep["slo"], 1, "the SLO's p99 is a line: {seen}");
+    // The knee, when the sweep has one, is marked at its own rate (not a rounded one).
+    let knees: Vec<f64> = sweep["knees"]
+        .as_array()
+        .expect("knees")
+        .iter()
+        .map(|k| k.as_str().unwrap().parse().unwrap())
+        .collect();
+    let knee: Vec<f64> = record["result"]["knee"]["rate"]
+        .as_f64()
+        .into_iter()
+        .collect();
+    assert_eq!(knees, knee, "{seen}");
 
     // A finished faults run: its timeline, one line per step, replayed.
     let steps = seen["timeline"].as_array().expect("timeline");
@@ -381,6 +461,50 @@ async fn people_use_the_console_in_a_real_browser() {
         json!([409, "not_comparable"]),
         "{seen}"
     );
+    // The pickers: every finished run at first; once the after run is picked, only the
+    // runs that compare with it.
+    assert!(
+        strings(&compare["before_options_at_first"])
+            .is_superset(&set(&[&good, &bad, &capacity, &faults, &load, &again])),
+        "{seen}"
+    );
+    assert_eq!(
+        strings(&compare["before_options_for_bad"]),
+        set(&[&good]),
+        "{seen}"
+    );
+    assert_eq!(
+        strings(&compare["before_options_for_again"]),
+        set(&[&load]),
+        "{seen}"
+    );
+    assert_eq!(
+        compare["checks_plots"], 0,
+        "checks runs have nothing to plot: {seen}"
+    );
+    // Two load runs on one plot: each run's rate, p50 and p99, drawn, each warm-up
+    // shaded, the threshold a line; and both latency distributions.
+    assert!(compare["load_verdict"].is_string(), "{seen}");
+    let plotted = &compare["load_seconds"];
+    for run in ["before", "after"] {
+        let series = plotted["series"][run].as_array().expect("series");
+        let names: Vec<&str> = series.iter().map(|s| s[0].as_str().unwrap()).collect();
+        assert_eq!(names, ["requests/s", "p50 ms", "p99 ms"], "{run}: {seen}");
+        assert!(
+            series
+                .iter()
+                .all(|s| s[1].as_u64().unwrap() >= 10 && s[2] == true),
+            "{run}: every line has its seconds and is drawn: {seen}"
+        );
+        let curve = &compare["load_latency"]["series"][run];
+        assert_eq!(curve, &json!([["latency", 81, true]]), "{run}: {seen}");
+    }
+    assert_eq!(
+        plotted["warmup"],
+        json!([["before", true], ["after", true]]),
+        "{seen}"
+    );
+    assert_eq!(plotted["thresholds"], json!(["p99 < 2s"]), "{seen}");
 
     // Findings: a close without the CSRF token (or with a wrong one) is refused and
     // changes nothing; with it, the finding is closed.
@@ -417,15 +541,15 @@ async fn people_use_the_console_in_a_real_browser() {
     let filters = &seen["filters"];
     assert_eq!(
         strings(&filters["all"]),
-        set(&[&good, &bad, &capacity, &faults, &load]),
+        set(&[&good, &bad, &capacity, &faults, &load, &again]),
         "{seen}"
     );
     assert_eq!(strings(&filters["failed"]), set(&[&bad, &faults]), "{seen}");
-    assert_eq!(strings(&filters["load"]), set(&[&load]), "{seen}");
+    assert_eq!(strings(&filters["load"]), set(&[&load, &again]), "{seen}");
     assert_eq!(strings(&filters["smoke"]), set(&[&good, &bad]), "{seen}");
     assert_eq!(
         strings(&filters["staging"]),
-        set(&[&good, &bad, &capacity, &faults, &load]),
+        set(&[&good, &bad, &capacity, &faults, &load, &again]),
         "{seen}"
     );
     assert_eq!(strings(&filters["production"]), set(&[]), "{seen}");
@@ -438,6 +562,25 @@ async fn people_use_the_console_in_a_real_browser() {
         strings(&scenarios["runs"]).is_superset(&set(&[&good, &bad])),
         "{seen}"
     );
+    // The scenario's trend: each run's verdict, oldest first; and its start form.
+    assert_eq!(
+        scenarios["trend"]["verdicts"],
+        json!(["passed", "failed"]),
+        "{seen}"
+    );
+    assert_eq!(scenarios["start_form"], 1, "{seen}");
+
+    // At a phone's 420 px no page scrolls sideways (a wide table scrolls in its own box).
+    let phone = seen["phone"].as_object().expect("phone");
+    assert!(phone.len() >= 11, "{seen}");
+    for (page, widths) in phone {
+        let (scroll, client) = (widths[0].as_u64().unwrap(), widths[1].as_u64().unwrap());
+        assert!(
+            scroll <= client && client <= 420,
+            "{page}: scrollWidth {scroll} > clientWidth {client}"
+        );
+    }
+
     assert_eq!(
         seen["schedules"]["enabled"],
         json!(["true", "false", "true"]),
@@ -458,7 +601,7 @@ async fn people_use_the_console_in_a_real_browser() {
     assert_eq!(seen["bob_after_open"], json!([303, "/runs"]), "{seen}");
     assert_eq!(
         strings(&seen["bob_runs"]),
-        set(&[&good, &bad, &capacity, &faults, &load])
+        set(&[&good, &bad, &capacity, &faults, &load, &again])
     );
     // Closed again, at once: his live session is refused on its next page.
     assert_eq!(

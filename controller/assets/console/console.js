@@ -25,17 +25,65 @@
     return Math.max(320, Math.min(1100, el.clientWidth || 900));
   }
 
+  // A spec's latency thresholds as red dashed lines on the ms axis (data-thresholds:
+  // [[label, ms], ...]); data-thresholds-drawn counts the lines of the last draw.
+  function limits(el) {
+    var given = [];
+    try { given = JSON.parse(el.dataset.thresholds || "[]"); } catch (e) { given = []; }
+    return function (u) {
+      var drawn = 0;
+      u.ctx.save();
+      u.ctx.strokeStyle = "#c53030";
+      u.ctx.fillStyle = "#c53030";
+      u.ctx.setLineDash([3, 4]);
+      u.ctx.font = "11px sans-serif";
+      given.forEach(function (limit) {
+        var y = u.valToPos(limit[1], "ms", true), label = limit[0];
+        if (!isFinite(y)) return;
+        // Far above the data (the axis does not stretch to it): on the top edge.
+        if (y < u.bbox.top) { y = u.bbox.top; label += " (above the plot)"; }
+        u.ctx.beginPath();
+        u.ctx.moveTo(u.bbox.left, y);
+        u.ctx.lineTo(u.bbox.left + u.bbox.width, y);
+        u.ctx.stroke();
+        u.ctx.fillText(label, u.bbox.left + 4, y < u.bbox.top + 14 ? y + 12 : y - 4);
+        drawn += 1;
+      });
+      u.ctx.restore();
+      el.dataset.thresholdsDrawn = String(drawn);
+    };
+  }
+
   // A load-like run: requests/s, errors/s (left axis) and p50/p99 in ms (right axis).
   function secondsPlot(el, feed) {
     var xs = [], rps = [], errors = [], p50 = [], p99 = [];
-    var plot = null;
+    var plot = null, warm = 0;
+    // The warm-up's seconds (discarded from every figure) shaded behind the lines.
+    function shade(u) {
+      if (!warm) return;
+      var x0 = Math.max(u.bbox.left, u.valToPos(0.5, "x", true));
+      var x1 = u.valToPos(warm + 0.5, "x", true);
+      u.ctx.save();
+      u.ctx.fillStyle = "rgba(160, 174, 192, 0.25)";
+      u.ctx.fillRect(x0, u.bbox.top, x1 - x0, u.bbox.height);
+      u.ctx.restore();
+    }
     function draw() {
       var data = [xs, rps, errors, p50, p99];
       if (plot) { plot.setData(data); return; }
       if (typeof uPlot === "undefined") return;
       plot = new uPlot({
         width: width(el), height: 300,
-        scales: { x: { time: false }, ms: { auto: true } },
+        // The ms axis reaches a threshold near the data (up to 3 times its top), as the
+        // server-drawn plots do; a farther one is drawn on the top edge.
+        scales: { x: { time: false }, ms: { range: function (u, min, max) {
+          var top = max > 0 ? max : 1;
+          JSON.parse(el.dataset.thresholds || "[]").forEach(function (l) {
+            if (l[1] <= 3 * (max > 0 ? max : 1)) top = Math.max(top, l[1]);
+          });
+          return [0, top * 1.05];
+        } } },
+        hooks: { drawAxes: [shade], draw: [limits(el)] },
         axes: [
           { label: "second", incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600] },
           { label: "per second" },
@@ -57,7 +105,9 @@
       errors.push(s.failed == null ? 0 : s.failed);
       p50.push(s.p50_ms == null ? null : s.p50_ms);
       p99.push(s.p99_ms == null ? null : s.p99_ms);
+      if (s.phase === "warmup") warm = xs.length;
       draw();
+      el.dataset.warmup = String(warm);
       el.dataset.seconds = String(xs.length);
     });
   }
@@ -69,35 +119,6 @@
       li.textContent = JSON.parse(e.data).line;
       el.appendChild(li);
     });
-  }
-
-  // A finished capacity sweep: p99 against offered rate, the knee marked.
-  function capacityPlot(el) {
-    if (typeof uPlot === "undefined") return;
-    var curve = JSON.parse(el.dataset.curve || "[]");
-    var knee = el.dataset.knee ? parseFloat(el.dataset.knee) : null;
-    var xs = [], p99 = [], achieved = [], marks = [];
-    curve.forEach(function (point) {
-      xs.push(point[0]);
-      achieved.push(point[1]);
-      p99.push(point[2]);
-      marks.push(knee !== null && Math.abs(point[0] - knee) < 1e-6 ? point[2] : null);
-    });
-    new uPlot({
-      width: width(el), height: 300,
-      scales: { x: { time: false }, rate: { auto: true } },
-      axes: [
-        { label: "offered requests/s" },
-        { label: "p99 ms" },
-        { scale: "rate", side: 1, label: "achieved requests/s", grid: { show: false } },
-      ],
-      series: [
-        { label: "offered" },
-        { label: "p99 ms", stroke: "#b7791f", width: 2 },
-        { label: "achieved", scale: "rate", stroke: "#2b6cb0", width: 1 },
-        { label: "knee", stroke: "#c53030", width: 0, points: { show: true, size: 12, fill: "#c53030" } },
-      ],
-    }, [xs, p99, achieved, marks], el);
   }
 
   // A live run ended: its record and outcome (result, findings) are read from the page
@@ -121,8 +142,6 @@
     var status = document.getElementById("status");
     var plot = document.getElementById("plot");
     var steps = document.getElementById("timeline");
-    var capacity = document.getElementById("capacity-plot");
-    if (capacity) capacityPlot(capacity);
     var source = (plot || steps) ? (plot || steps).dataset.feed : null;
     if (!source && status && (status.dataset.status === "queued" || status.dataset.status === "running")) {
       source = "/runs/" + encodeURIComponent(status.dataset.run) + "/live";
@@ -149,8 +168,22 @@
     });
   }
 
+  // Compare: once one run is picked and the other is not, the page is asked again, so
+  // that the other picker offers only the runs that compare with it.
+  function narrowPickers() {
+    var form = document.getElementById("compare");
+    if (!form) return;
+    form.querySelectorAll("select").forEach(function (select) {
+      select.addEventListener("change", function () {
+        var empty = Array.prototype.some.call(form.querySelectorAll("select"), function (s) { return !s.value; });
+        if (select.value && empty) form.submit();
+      });
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     followRows();
+    narrowPickers();
     if (document.body.dataset.page === "run") followRun();
   });
 })();

@@ -8,20 +8,25 @@
 //!
 //! One file per page: [`runs`] (the list), [`run_page`] (one run), [`live`] (the plots'
 //! feed), [`compare`], [`scenarios`], [`findings`], [`schedules`], [`agents`];
-//! [`session`] signs people in and out and guards every page, [`layout`] is the frame of
-//! every page and of every refusal.
+//! [`start`] starts a run (again); [`session`] signs people in and out and guards every
+//! page, [`layout`] is the frame of every page and of every refusal. A finished run's
+//! plots are SVG drawn here ([`charts`] reads what they show, [`plot`] draws it).
 
 mod agents;
 pub mod assets;
+mod charts;
 mod compare;
 mod findings;
 mod layout;
 mod live;
+mod operations;
+mod plot;
 mod run_page;
 mod runs;
 mod scenarios;
 mod schedules;
 mod session;
+mod start;
 mod value;
 
 use axum::Router;
@@ -49,6 +54,7 @@ pub fn mount(api: Router, shared: Shared, secure: bool) -> Router {
         )
         .route("/sign-out", post(session::sign_out))
         .route("/runs", get(runs::list_page))
+        .route("/runs/start", post(start::start))
         .route("/runs/{id}", get(run_page::show))
         .route("/runs/{id}/live", get(live::feed))
         .route("/compare", get(compare::show))

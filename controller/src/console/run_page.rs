@@ -1,20 +1,21 @@
-//! A run's page: its record, findings, units, who started it and for which change, the
-//! command that starts it again, its result in lines, and its live view (plots of the
-//! seconds for load-like kinds, the timeline for faults, the sweep for capacity), drawn
-//! by console.js from [`super::live`].
+//! A run's page: its record, findings, units, who started it and for which change, a
+//! form and the command that start it again, its result in lines, its plots once it
+//! ended (drawn on the server, [`super::charts`]: its seconds and latency distribution,
+//! or its sweep, as the kind says) and its live view (a live run's seconds, a faults
+//! run's timeline), drawn by console.js from [`super::live`].
 
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
-use iohr_domain::capacity::CapacityResult;
+use iohr_domain::RunRecord;
 use iohr_domain::checks::ChecksResult;
 use iohr_domain::kind::LiveView;
 use iohr_domain::stress::GeneratorSaturated;
-use iohr_domain::{RunKind, RunRecord};
 use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::ConsoleState;
 use super::layout::{Extras, PageResult, page};
+use super::plot::Level;
 use super::runs::short_version;
 use super::session::Viewer;
 use crate::auth::ReadScope;
@@ -27,26 +28,49 @@ pub async fn show(
     let caller = viewer.caller::<ReadScope>()?;
     let run = crate::runs::read::get(&state.shared.store, caller.account_id(), &id).await?;
     let title = format!("{} run {}", run.kind.as_str(), super::runs::short(&run.id));
+    let finished = run.status.is_finished();
+    // A finished run's plots are drawn here from its stored seconds and result; a live
+    // run's grow in console.js from its feed.
+    let plots = if finished {
+        super::charts::plots(&state.shared, caller.account_id(), &[("run", &run)]).await?
+    } else {
+        html! {}
+    };
+    // A live run's plot draws its spec's latency thresholds before its result judges them.
+    let thresholds = if finished {
+        Vec::new()
+    } else {
+        let stored = state
+            .shared
+            .store
+            .named_scenario(caller.account_id(), &run.scenario.id, &run.scenario.version)
+            .await?;
+        stored.map_or_else(Vec::new, |s| super::charts::spec_thresholds(&s.spec))
+    };
     let body = html! {
         p { "Status: " strong #status data-status=(run.status.as_str()) data-run=(run.id) { (run.status.as_str()) }
             @if let Some(reason) = &run.reason { " — " span #reason { (reason) } } }
         (record(&run))
         h2 { "Start it again" }
+        (super::start::again_form(&viewer, &run))
         pre #rerun { code { (rerun_command(&run)) } }
-        @if run.status.is_finished() {
+        @if finished {
             p { a #compare-with href=(format!("/compare?after={}", run.id)) { "Compare with an earlier run" } }
         }
-        (live_view(&run))
+        (live_view(&run, &thresholds))
         // What the run ends with: console.js swaps it (and #record) in when a live run
         // ends, so the page need not be reloaded.
         div #outcome {
+            (plots)
             h2 { "Result" }
             (result(&run))
+            (super::operations::table(run.result.as_ref()))
             h2 { "Findings" }
             (findings(&run))
         }
     };
-    Ok(page(Some(&viewer), "run", &title, Extras { plots: true }, body).into_response())
+    let extras = Extras { plots: !finished };
+    Ok(page(Some(&viewer), "run", &title, extras, body).into_response())
 }
 
 fn record(run: &RunRecord) -> Markup {
@@ -108,45 +132,31 @@ fn shell_word(word: &str) -> String {
     }
 }
 
-/// The containers console.js fills from the run's live feed (and, for capacity, from the
-/// finished sweep, which the page carries as data).
-fn live_view(run: &RunRecord) -> Markup {
+/// The containers console.js fills from the run's live feed: a live run's seconds, and
+/// a faults run's timeline (replayed when it has ended). A finished run's seconds are
+/// drawn on the server ([`super::charts`]).
+fn live_view(run: &RunRecord, thresholds: &[Level]) -> Markup {
     let feed = format!("/runs/{}/live", run.id);
+    // `[[label, ms], ...]` for console.js.
+    let limits: Vec<(&str, f64)> = thresholds
+        .iter()
+        .map(|l| (l.label.as_str(), l.value))
+        .collect();
+    let limits = serde_json::to_string(&limits).unwrap_or_else(|_| "[]".to_string());
     html! {
         @match run.kind.live_view() {
-            LiveView::Seconds => {
-                h2 { "Each second" }
-                div #plot data-feed=(feed) data-seconds="0" {}
-                p.legend { "requests/s, p50 and p99 (ms, corrected for coordinated omission) and errors/s, per second of the run" }
+            LiveView::Seconds if !run.status.is_finished() => {
+                h2 { "Each second (live)" }
+                div #plot data-feed=(feed) data-seconds="0" data-thresholds=(limits) {}
+                p.legend { "requests/s, p50 and p99 (ms, corrected for coordinated omission) and errors/s, per second of the run; the warm-up shaded; latency thresholds as red dashed lines" }
             }
             LiveView::Timeline => {
                 h2 { "Timeline" }
                 ol #timeline data-feed=(feed) {}
             }
-            LiveView::Nothing => {}
-        }
-        @if run.kind == RunKind::Capacity {
-            @if let Some(sweep) = run.result.as_ref().and_then(|r| CapacityResult::deserialize(r).ok()) {
-                h2 { "Latency against offered rate" }
-                div #capacity-plot data-points=(sweep.points.len())
-                    data-curve=(curve(&sweep))
-                    data-knee=[sweep.knee.rate.map(|r| format!("{r:.1}"))] {}
-            }
+            LiveView::Seconds | LiveView::Nothing => {}
         }
     }
-}
-
-/// The sweep as `[[offered, achieved, p99 ms], ...]` for the capacity plot.
-fn curve(sweep: &CapacityResult) -> String {
-    let mut points: Vec<&_> = sweep.points.iter().collect();
-    // Steps run in sweep order (bisecting goes back down); the plot reads by rate.
-    points.sort_by(|a, b| a.offered.total_cmp(&b.offered));
-    // A step without responses has no p99: null.
-    let curve: Vec<_> = points
-        .iter()
-        .map(|p| serde_json::json!([p.offered, p.achieved, p.p99_us.map(|us| us as f64 / 1000.0)]))
-        .collect();
-    serde_json::to_string(&curve).unwrap_or_else(|_| "[]".to_string())
 }
 
 fn result(run: &RunRecord) -> Markup {
@@ -216,6 +226,7 @@ fn findings(run: &RunRecord) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use iohr_domain::RunKind;
 
     #[test]
     fn words_are_quoted_only_when_the_shell_would_read_them_otherwise() {
@@ -232,15 +243,7 @@ mod tests {
     }
 
     fn record(kind: RunKind) -> RunRecord {
-        serde_json::from_value(serde_json::json!({
-            "id": "r1", "kind": kind, "scenario": {"id": "s1", "version": "sha256:ab"},
-            "environment": "staging", "target": "http://127.0.0.1:9", "executor": "any",
-            "agent": null, "started_by": {"type": "token", "id": "t1"},
-            "status": "running", "reason": null, "result": null, "findings": [],
-            "units": {"reserved": 0, "spent": 0}, "created_at": "2026-10-07T10:00:00Z",
-            "started_at": null, "ended_at": null
-        }))
-        .expect("record")
+        super::super::tests::run_record(kind, iohr_domain::RunStatus::Running)
     }
 
     /// The live view is the kind contract's: a plot of the seconds, a faults run's
@@ -248,7 +251,7 @@ mod tests {
     #[test]
     fn each_kind_gets_the_live_view_its_contract_names() {
         for kind in RunKind::ALL {
-            let page = live_view(&record(kind)).into_string();
+            let page = live_view(&record(kind), &[]).into_string();
             let (plot, timeline) = (page.contains(r#"id="plot""#), page.contains("timeline"));
             let expected = match kind.live_view() {
                 LiveView::Seconds => (true, false),
@@ -257,16 +260,34 @@ mod tests {
             };
             assert_eq!((plot, timeline), expected, "{kind}: {page}");
         }
-        assert!(live_view(&record(RunKind::Checks)).into_string().is_empty());
         assert!(
-            live_view(&record(RunKind::Faults))
+            live_view(&record(RunKind::Checks), &[])
+                .into_string()
+                .is_empty()
+        );
+        assert!(
+            live_view(&record(RunKind::Faults), &[])
                 .into_string()
                 .contains("Timeline")
         );
         assert!(
-            live_view(&record(RunKind::Load))
+            live_view(&record(RunKind::Load), &[])
                 .into_string()
                 .contains("Each second")
+        );
+        // Ended, its seconds are drawn on the server instead.
+        let mut ended = record(RunKind::Load);
+        ended.status = iohr_domain::RunStatus::Passed;
+        assert!(live_view(&ended, &[]).into_string().is_empty());
+        let limit = Level {
+            kind: "threshold",
+            label: "p99 < 300ms".into(),
+            value: 300.0,
+        };
+        assert!(
+            live_view(&record(RunKind::Load), &[limit])
+                .into_string()
+                .contains(r#"data-thresholds="[[&quot;p99 &lt; 300ms&quot;,300.0]]""#)
         );
     }
 }

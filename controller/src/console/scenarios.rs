@@ -1,14 +1,17 @@
-//! The Scenarios page: the account's scenario names; one name's versions and the runs of
-//! each (the Runs page's table, filtered to the scenario).
+//! The Scenarios page: the account's scenario names; one name's versions, a form to start
+//! a run of one, the trend of its recent runs' p99 and verdicts, and its runs (the Runs
+//! page's table, filtered to the scenario).
 
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
 use maud::html;
 
 use super::ConsoleState;
+use super::charts::trend_plot;
 use super::layout::{Extras, PageResult, page};
 use super::runs::{runs_table, short, short_version};
 use super::session::Viewer;
+use super::start::new_run_form;
 use super::value::{query, short_time};
 use crate::auth::ReadScope;
 
@@ -66,10 +69,17 @@ pub async fn show(
         },
     )
     .await?;
+    let version_ids: Vec<&str> = versions
+        .versions
+        .iter()
+        .map(|v| v.version.as_str())
+        .collect();
+    // The newest run's target, as the form's first guess.
+    let last_target = runs.items.first().map_or("", |r| r.target.as_str());
     let body = html! {
         p { "Kind: " (versions.kind) }
         h2 { "Versions" }
-        table #versions {
+        div.scroll { table #versions {
             thead { tr { th { "Version" } th { "Named at" } th { "Runs" } th { "Last run" } } }
             tbody {
                 @for v in &versions.versions {
@@ -83,7 +93,12 @@ pub async fn show(
                     }
                 }
             }
-        }
+        } }
+        h2 { "Start a run" }
+        (new_run_form(&viewer, &versions.kind, &id, &version_ids, last_target))
+        h2 { "Trend" }
+        (trend_plot(&runs.items).render())
+        p.legend { "p99 (corrected, where the kind measures one) of its recent finished runs, oldest first; each run's verdict a dot: green passed, red failed or error, grey otherwise" }
         h2 { "Runs" }
         (runs_table(&runs.items, super::runs::LIVE_ROWS))
         p { a href=(format!("/runs{}", query(&[("scenario", &id)]))) { "All runs of this scenario" } }

@@ -11,6 +11,23 @@ use tower::ServiceExt;
 use crate::Shared;
 use crate::store::Scope;
 
+/// A run's record as the layers give it: `kind` and `status`, the rest fixed; a test
+/// changes what it is about.
+pub(super) fn run_record(
+    kind: iohr_domain::RunKind,
+    status: iohr_domain::RunStatus,
+) -> iohr_domain::RunRecord {
+    serde_json::from_value(serde_json::json!({
+        "id": "r1", "kind": kind, "scenario": {"id": "s1", "version": "sha256:ab"},
+        "environment": "staging", "target": "http://127.0.0.1:9", "executor": "any",
+        "agent": null, "started_by": {"type": "token", "id": "t1"},
+        "status": status, "reason": null, "result": null, "findings": [],
+        "units": {"reserved": 0, "spent": 0}, "created_at": "2026-10-07T10:00:00Z",
+        "started_at": null, "ended_at": null
+    }))
+    .expect("record")
+}
+
 struct Answer {
     status: StatusCode,
     headers: HeaderMap,
@@ -491,4 +508,145 @@ async fn a_run_whose_generator_saturated_says_so_before_its_figures() {
         page.body
             .contains("generator saturated for 2 s (agent CPU at 100%")
     );
+}
+
+#[tokio::test]
+async fn a_person_with_the_run_scope_starts_a_run_again_through_a_form() {
+    let (router, shared, run_id) = console(false).await;
+    let reader = token(&shared, &[Scope::Read, Scope::Admin], Some("ada")).await;
+    let runner = token(
+        &shared,
+        &[Scope::Read, Scope::Run, Scope::Admin],
+        Some("bo"),
+    )
+    .await;
+    let run = stored_record(&shared, &run_id).await;
+    let fields = |csrf: &str| {
+        vec![
+            ("csrf".to_string(), csrf.to_string()),
+            ("kind".to_string(), run.kind.as_str().to_string()),
+            ("scenario".to_string(), run.scenario.id.clone()),
+            ("version".to_string(), run.scenario.version.clone()),
+            ("environment".to_string(), run.environment.clone()),
+            ("target".to_string(), run.target.clone()),
+            ("executor".to_string(), "any".to_string()),
+            ("change".to_string(), "core#213".to_string()),
+        ]
+    };
+    let post = async |cookie: &str, form: Vec<(String, String)>| {
+        let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        send(&router, "POST", "/runs/start", &[cookie], &form).await
+    };
+
+    // The run page offers the form with the run's own request.
+    let cookie = session(&sign_in(&router, &runner).await);
+    let page = send(&router, "GET", &format!("/runs/{run_id}"), &[&cookie], &[]).await;
+    assert!(
+        page.body
+            .contains("id=\"again\" method=\"post\" action=\"/runs/start\""),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains(&format!("value=\"{}\"", run.scenario.version))
+    );
+    let csrf = page.csrf();
+
+    // Without this session's token: refused, nothing started.
+    let before = count_runs(&shared).await;
+    let forged = post(&cookie, fields("forged")).await;
+    assert_eq!(
+        (forged.status, forged.code().as_str()),
+        (StatusCode::FORBIDDEN, "csrf_mismatch")
+    );
+
+    // A reader: refused for the scope.
+    let reader_cookie = session(&sign_in(&router, &reader).await);
+    let reader_csrf = send(&router, "GET", "/runs", &[&reader_cookie], &[])
+        .await
+        .csrf();
+    let refused = post(&reader_cookie, fields(&reader_csrf)).await;
+    assert_eq!(
+        (refused.status, refused.code().as_str()),
+        (StatusCode::FORBIDDEN, "insufficient_scope")
+    );
+
+    // The layer's own refusals, with their codes.
+    let mut unknown = fields(&csrf);
+    unknown[4].1 = "nowhere".into();
+    let answer = post(&cookie, unknown).await;
+    assert_eq!(
+        (answer.status, answer.code().as_str()),
+        (StatusCode::BAD_REQUEST, "unknown_environment")
+    );
+    let mut no_version = fields(&csrf);
+    no_version[3].1 = String::new();
+    assert_eq!(post(&cookie, no_version).await.code(), "invalid_form");
+    let after = count_runs(&shared).await;
+    assert_eq!(before, after, "nothing was started by a refused form");
+
+    // With it: a new run of the same scenario version, started by the person, and its page.
+    let started = post(&cookie, fields(&csrf)).await;
+    assert_eq!(started.status, StatusCode::SEE_OTHER, "{}", started.body);
+    let new_id = started
+        .location()
+        .strip_prefix("/runs/")
+        .expect("the new run's page")
+        .to_string();
+    assert_ne!(new_id, run_id);
+    let new = stored_record(&shared, &new_id).await;
+    assert_eq!(
+        (new.kind, &new.scenario, &new.target),
+        (run.kind, &run.scenario, &run.target)
+    );
+    assert_eq!(
+        (new.started_by.kind.as_str(), new.started_by.id.as_str()),
+        ("person", "bo")
+    );
+    assert_eq!(new.started_by.change.as_deref(), Some("core#213"));
+
+    // The scenario's page offers the same start and draws its trend.
+    let scenario = send(
+        &router,
+        "GET",
+        &format!("/scenarios/{}", run.scenario.id),
+        &[&cookie],
+        &[],
+    )
+    .await;
+    assert!(
+        scenario.body.contains("id=\"start\" method=\"post\""),
+        "{}",
+        scenario.body
+    );
+    assert!(
+        scenario.body.contains("data-plot=\"trend-plot\"")
+            || scenario.body.contains("id=\"trend-plot\"")
+    );
+}
+
+async fn stored_record(shared: &Shared, id: &str) -> iohr_domain::RunRecord {
+    let run = shared.store.run(id).await.expect("read").expect("stored");
+    run.to_record()
+}
+
+async fn count_runs(shared: &Shared) -> usize {
+    let account = shared
+        .store
+        .account_by_name("acme")
+        .await
+        .expect("read")
+        .expect("seeded");
+    let filter = crate::store::RunFilter {
+        limit: 100,
+        ..Default::default()
+    };
+    shared
+        .store
+        .list_runs(&account.id, &filter)
+        .await
+        .expect("list")
+        .0
+        .len()
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Kind, LiveView, RunKind, Traits};
+use super::{Kind, LiveView, ResultPlot, RunKind, Traits};
 use crate::capacity::{CapacityPlan, CapacitySpec};
 use crate::compare::{Comparison, compare_capacity_values};
 use crate::cost::RunCost;
@@ -82,6 +82,7 @@ impl Kind for Capacity {
     const STRESS_SAMPLED: bool = true;
     const HALTED: bool = false;
     const LIVE_VIEW: LiveView = LiveView::Seconds;
+    const RESULT_PLOT: ResultPlot = ResultPlot::Sweep;
 
     fn measured_seconds(_spec: &Value) -> Option<u64> {
         None

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Kind, LiveView, RunKind, Traits};
+use super::{Kind, LiveView, ResultPlot, RunKind, Traits};
 use crate::checks::{ChecksResult, ChecksSpec};
 use crate::compare::{Comparison, compare_checks, not_compared};
 use crate::cost::RunCost;
@@ -68,6 +68,7 @@ impl Kind for Checks {
     const STRESS_SAMPLED: bool = false;
     const HALTED: bool = false;
     const LIVE_VIEW: LiveView = LiveView::Nothing;
+    const RESULT_PLOT: ResultPlot = ResultPlot::Nothing;
 
     fn measured_seconds(_spec: &Value) -> Option<u64> {
         None

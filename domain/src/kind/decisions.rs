@@ -1,5 +1,5 @@
 //! What the surfaces decide by a run's kind, asked of its contract through [`visit`]: the
-//! schedule floor, the stress sampler, the halt, the run page's live view, the CLI's
+//! schedule floor, the stress sampler, the halt, the run page's live view and result plots, the CLI's
 //! progress, and the words that list the kinds in help texts. No surface matches on a
 //! [`RunKind`] for these, so a new kind is asked each of them by the compiler.
 
@@ -20,12 +20,27 @@ pub enum LiveView {
     Nothing,
 }
 
+/// What a finished run's page and compare draw from its result and stored seconds
+/// ([`Kind::RESULT_PLOT`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultPlot {
+    /// Its seconds (rate, p50 and p99 aligned on the measure's start, the warm-up shaded,
+    /// the thresholds drawn) and its latency distribution (a percentile curve from the
+    /// result's histogram): load-like results.
+    Seconds,
+    /// Its sweep: p99 against the offered rate, the SLO and the knee.
+    Sweep,
+    /// Nothing to plot: the result's lines and tables say it.
+    Nothing,
+}
+
 /// The kind's constant items at once, for the accessors below.
 struct Decided {
     schedule_floor: Duration,
     stress_sampled: bool,
     halted: bool,
     live_view: LiveView,
+    result_plot: ResultPlot,
 }
 
 struct DecidedOf;
@@ -37,6 +52,7 @@ impl KindVisitor for DecidedOf {
             stress_sampled: K::STRESS_SAMPLED,
             halted: K::HALTED,
             live_view: K::LIVE_VIEW,
+            result_plot: K::RESULT_PLOT,
         }
     }
 }
@@ -65,6 +81,11 @@ impl RunKind {
     /// What the run's page draws from its live feed ([`Kind::LIVE_VIEW`]).
     pub fn live_view(self) -> LiveView {
         self.decided().live_view
+    }
+
+    /// What a finished run's page and compare draw ([`Kind::RESULT_PLOT`]).
+    pub fn result_plot(self) -> ResultPlot {
+        self.decided().result_plot
     }
 
     /// The measured seconds of a spec of this kind as sent ([`Kind::measured_seconds`]).

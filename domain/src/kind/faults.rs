@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Kind, LiveView, RunKind, Traits};
+use super::{Kind, LiveView, ResultPlot, RunKind, Traits};
 use crate::compare::{Comparison, compare_faults, not_compared};
 use crate::cost::RunCost;
 use crate::faults::{Experiment, Journal};
@@ -77,6 +77,7 @@ impl Kind for Faults {
     const STRESS_SAMPLED: bool = true;
     const HALTED: bool = true;
     const LIVE_VIEW: LiveView = LiveView::Timeline;
+    const RESULT_PLOT: ResultPlot = ResultPlot::Nothing;
 
     fn measured_seconds(_spec: &Value) -> Option<u64> {
         None

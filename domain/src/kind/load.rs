@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Kind, LiveView, RunKind, Traits};
+use super::{Kind, LiveView, ResultPlot, RunKind, Traits};
 use crate::compare::{Comparison, compare_load, not_compared};
 use crate::cost::RunCost;
 use crate::finding::{Found, NamedCounts, RunFacts, operation_findings, spec_error_limit};
@@ -97,6 +97,7 @@ impl Kind for Load {
     const STRESS_SAMPLED: bool = true;
     const HALTED: bool = false;
     const LIVE_VIEW: LiveView = LiveView::Seconds;
+    const RESULT_PLOT: ResultPlot = ResultPlot::Seconds;
 
     fn measured_seconds(spec: &Value) -> Option<u64> {
         measured_seconds(spec)

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Kind, LiveView, RunKind, Traits};
+use super::{Kind, LiveView, ResultPlot, RunKind, Traits};
 use crate::compare::Comparison;
 use crate::cost::RunCost;
 use crate::finding::{Found, RunFacts};
@@ -111,6 +111,7 @@ impl Kind for Replay {
     const STRESS_SAMPLED: bool = true;
     const HALTED: bool = false;
     const LIVE_VIEW: LiveView = LiveView::Seconds;
+    const RESULT_PLOT: ResultPlot = ResultPlot::Seconds;
 
     fn measured_seconds(_spec: &Value) -> Option<u64> {
         None

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Kind, LiveView, RunKind, Traits};
+use super::{Kind, LiveView, ResultPlot, RunKind, Traits};
 use crate::compare::{Comparison, compare_scenario, not_compared};
 use crate::cost::RunCost;
 use crate::finding::{ErrorLimit, Found, RunFacts, operation_findings};
@@ -83,7 +83,10 @@ impl Kind for Scenario {
     const SCHEDULE_FLOOR: Duration = Duration::from_secs(60);
     const STRESS_SAMPLED: bool = true;
     const HALTED: bool = false;
-    const LIVE_VIEW: LiveView = LiveView::Seconds;
+    // It sends no seconds (its requests follow each other): its page has nothing to draw
+    // live, and its result says it when it ends.
+    const LIVE_VIEW: LiveView = LiveView::Nothing;
+    const RESULT_PLOT: ResultPlot = ResultPlot::Nothing;
 
     fn measured_seconds(_spec: &Value) -> Option<u64> {
         None

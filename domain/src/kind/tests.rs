@@ -177,7 +177,7 @@ fn what_each_surface_decides_by_the_kind() {
         vec![
             (RunKind::Checks, minute, false, false, LiveView::Nothing),
             (RunKind::Load, hour, true, false, LiveView::Seconds),
-            (RunKind::Scenario, minute, true, false, LiveView::Seconds),
+            (RunKind::Scenario, minute, true, false, LiveView::Nothing),
             (RunKind::Faults, hour, true, true, LiveView::Timeline),
             (RunKind::Capacity, hour, true, false, LiveView::Seconds),
             (RunKind::Replay, hour, true, false, LiveView::Seconds),
@@ -251,5 +251,25 @@ fn the_kinds_that_split_are_their_traits_and_a_refusal_lists_them() {
             .to_string()
             .contains("only load, capacity and replay runs are split"),
         "{refused}"
+    );
+}
+
+/// What a finished run's page and compare plot: the seconds and the latency distribution
+/// of load-like results, a capacity run's sweep, nothing for the others.
+#[test]
+fn each_kind_names_the_plot_of_its_result() {
+    use super::ResultPlot;
+    let table: Vec<(RunKind, ResultPlot)> =
+        RunKind::ALL.iter().map(|k| (*k, k.result_plot())).collect();
+    assert_eq!(
+        table,
+        vec![
+            (RunKind::Checks, ResultPlot::Nothing),
+            (RunKind::Load, ResultPlot::Seconds),
+            (RunKind::Scenario, ResultPlot::Nothing),
+            (RunKind::Faults, ResultPlot::Nothing),
+            (RunKind::Capacity, ResultPlot::Sweep),
+            (RunKind::Replay, ResultPlot::Seconds),
+        ]
     );
 }
