@@ -55,6 +55,12 @@ pub enum Cut {
     Outbound,
     /// TCP to or from this port on the host side only, both ways.
     Port(u16),
+    /// TCP from this port of the host into the namespace only: the namespace's packets
+    /// to it get through, the answers (and the port's own messages) do not.
+    PortIn(u16),
+    /// TCP from the namespace to this port of the host only: the port's messages get in,
+    /// the namespace's own (its data and its acknowledgements) do not get out.
+    PortOut(u16),
     /// This share of packets in percent, both ways, at random.
     Loss(u8),
 }
@@ -232,8 +238,8 @@ impl Netns {
             table: table.clone(),
         };
         let chains: &[&str] = match cut {
-            Cut::Inbound => &["input"],
-            Cut::Outbound => &["output"],
+            Cut::Inbound | Cut::PortIn(_) => &["input"],
+            Cut::Outbound | Cut::PortOut(_) => &["output"],
             _ => &["input", "output"],
         };
         for hook in chains {
@@ -246,10 +252,12 @@ impl Netns {
                 // `numgen ... mod 100` ranges over 0-99: all of them is a plain drop.
                 Cut::Both | Cut::Inbound | Cut::Outbound => "drop".to_string(),
                 Cut::Loss(share) if share >= 100 => "drop".to_string(),
-                Cut::Port(port) if *hook == "input" => {
+                Cut::Port(port) | Cut::PortIn(port) if *hook == "input" => {
                     format!("ip saddr {host} tcp sport {port} drop")
                 }
-                Cut::Port(port) => format!("ip daddr {host} tcp dport {port} drop"),
+                Cut::Port(port) | Cut::PortIn(port) | Cut::PortOut(port) => {
+                    format!("ip daddr {host} tcp dport {port} drop")
+                }
                 Cut::Loss(share) => format!("numgen random mod 100 < {share} drop"),
             };
             // Loopback inside the namespace stays up: only the link to the host is cut.

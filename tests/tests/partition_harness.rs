@@ -69,6 +69,14 @@ async fn each_cut_stops_what_it_says_and_heals_when_dropped() {
         assert!(reaches(&netns, addr).await, "{cut:?} healed");
     }
 
+    // One way by port: either direction alone breaks a conversation with that port.
+    for cut in [Cut::PortIn(addr.port()), Cut::PortOut(addr.port())] {
+        let rule = netns.cut(cut);
+        assert!(!reaches(&netns, addr).await, "{cut:?} cuts the port");
+        assert!(reaches(&netns, other).await, "{cut:?} leaves another port");
+        drop(rule);
+    }
+
     // A cut by port leaves the host's other ports reachable.
     let rule = netns.cut(Cut::Port(addr.port()));
     assert!(!reaches(&netns, addr).await, "the port is cut");
