@@ -89,8 +89,10 @@ pub struct CreateArgs {
     /// Where it runs: any, cloud or agent:NAME.
     #[arg(long, value_name = "EXECUTOR")]
     pub executor: Option<Executor>,
-    /// Each run split over N agents (load and replay).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = format!(
+        "Each {} run split over N agents (1 to 64)",
+        RunKind::listed_where(|t| t.split, "or")
+    ))]
     pub agents: Option<u32>,
     /// A production faults trigger: how long a person has to confirm each run.
     #[arg(long, value_name = "DURATION")]
