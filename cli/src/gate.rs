@@ -48,6 +48,10 @@ pub struct GateArgs {
     /// With --before baseline: no baseline found exits 0 (a line says so), not 3.
     #[arg(long)]
     pub allow_no_baseline: bool,
+    /// With --before baseline, for an after run that names no base of its own (one a CI
+    /// job started, not a trigger): the change its baseline ran for, e.g. owner/repo@main.
+    #[arg(long, value_name = "CHANGE")]
+    pub base: Option<String>,
     /// The run after the change.
     #[arg(long, value_name = "ID")]
     pub after: String,
@@ -126,7 +130,11 @@ async fn judge(
     deadline: Instant,
 ) -> Result<(Outcome, Option<(RunRecord, Value)>)> {
     let before_id = if args.before == BASELINE {
-        let path = format!("{}/baseline", run_path(&args.after)?);
+        let path = format!(
+            "{}/baseline{}",
+            run_path(&args.after)?,
+            query(&[("base", args.base.clone())])
+        );
         match ctx.api.get(&path).await {
             Ok(raw) => raw["run"]["id"]
                 .as_str()
@@ -151,7 +159,16 @@ async fn judge(
     let path = format!(
         "/v1/reliability/compare{}",
         query(&[
-            ("before", Some(args.before.clone())),
+            // `baseline` is found again by the server, which then compares a trigger's
+            // base target as the after run's; a base given here is the gate's own find.
+            (
+                "before",
+                Some(if args.base.is_some() {
+                    before_id.clone()
+                } else {
+                    args.before.clone()
+                }),
+            ),
             ("after", Some(args.after.clone())),
             ("noise_floor", args.noise_floor.map(|f| f.to_string())),
         ])

@@ -4,7 +4,8 @@
 //!   of GitHub Actions, npm `@action-validator/cli`).
 //! - The action's steps, run as GitHub's runner runs composite `bash` steps
 //!   (tests/gate/run_action.py), start the after-run for the pull request's change,
-//!   compare it with the before-run, fail on a regression and set the outputs, the job
+//!   compare it with its baseline (the base branch's run, found through the pull
+//!   request's base), fail on a regression and set the outputs, the job
 //!   summary and the JUnit report; an improvement passes; neither an after-run nor a spec
 //!   is a usage error (exit 2).
 //! - The GitLab template, included by a project's `.gitlab-ci.yml` and run by
@@ -104,7 +105,10 @@ async fn pair() -> Pair {
     let body =
         json!({"kind": "checks", "environment": "staging", "target": target.url(), "spec": spec});
     let ended = ["passed", "failed"];
-    let good = stack.api.run_until(&body, &ended, LIMIT).await["id"]
+    // The good run is the base branch's: the wrappers' `baseline` finds it.
+    let mut on_main = body.clone();
+    on_main["change"] = json!("acme/shop@main");
+    let good = stack.api.run_until(&on_main, &ended, LIMIT).await["id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -160,7 +164,7 @@ async fn run_action(pair: &Pair, inputs: Value, summary: &Path) -> Value {
                 "GITHUB_STEP_SUMMARY": summary,
                 "RUNNER_TEMP": pair.dir,
             },
-            "event": {"pull_request": {"number": 42}},
+            "event": {"pull_request": {"number": 42, "base": {"ref": "main"}}},
             "workdir": pair.dir,
         }),
         Duration::from_secs(240),
@@ -174,11 +178,12 @@ async fn the_github_action_runs_compares_and_fails_a_regression() {
     let summary = pair.dir.join("summary.md");
 
     // No after-run given: the action starts it for the pull request, against the broken
-    // target, and the gate fails it against the good run.
+    // target; its baseline (the default `before`) is the base branch's good run, found
+    // through the pull request's base; the gate fails it.
     let ran = run_action(
         &pair,
-        json!({"before": pair.good, "kind": "checks", "spec": pair.spec,
-               "environment": "staging", "target": pair.target.url()}),
+        json!({"kind": "checks", "spec": pair.spec, "environment": "staging",
+               "target": pair.target.url()}),
         &summary,
     )
     .await;
@@ -295,7 +300,8 @@ async fn the_gitlab_template_fails_a_regression_and_exports_its_junit_report() {
         &pair,
         "regressed",
         &[
-            ("IOHR_BEFORE", &pair.good),
+            ("IOHR_BEFORE", "baseline"),
+            ("IOHR_BASE", "acme/shop@main"),
             ("IOHR_KIND", "checks"),
             ("IOHR_SPEC", &spec),
             ("IOHR_TARGET", &target),
