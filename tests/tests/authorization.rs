@@ -65,6 +65,17 @@ const ROUTES: &[(&str, &str, Rule)] = &[
     ("GET", "/secrets", Rule::Read),
     ("PUT", "/secrets/{name}", Rule::Admin),
     ("DELETE", "/secrets/{name}", Rule::Admin),
+    ("GET", "/runs/{id}/baseline", Rule::Read),
+    ("POST", "/triggers", Rule::Run),
+    ("GET", "/triggers", Rule::Read),
+    ("GET", "/triggers/{id}", Rule::Read),
+    ("PATCH", "/triggers/{id}", Rule::Run),
+    ("DELETE", "/triggers/{id}", Rule::Run),
+    ("GET", "/triggers/{id}/log", Rule::Read),
+    ("GET", "/forges", Rule::Read),
+    ("PUT", "/forges/{forge}", Rule::Admin),
+    ("DELETE", "/forges/{forge}", Rule::Admin),
+    ("GET", "/forges/reports", Rule::Read),
 ];
 
 /// Every gRPC method of `iohr.runs.v1.Runs` (all read).
@@ -211,11 +222,15 @@ async fn every_route_checks_authorization_before_anything_else(backend: Backend)
     let mut tried = 0;
     for (method, path, rule) in ROUTES {
         let method: Method = method.parse().expect("method");
-        let paths: Vec<String> = if path.contains("{id}") || path.contains("{name}") {
+        let paths: Vec<String> = if ["{id}", "{name}", "{forge}"]
+            .iter()
+            .any(|p| path.contains(p))
+        {
             ids.iter()
                 .map(|id| {
                     path.replace("{id}", id)
                         .replace("{name}", id)
+                        .replace("{forge}", id)
                         .replace("{event}", id)
                         .replace("{version}", "sha256:00")
                 })

@@ -318,7 +318,7 @@ fn the_chart_renders_validates_and_its_commands_are_the_binaries() {
     assert_eq!(flag(serve, "--api-requests-per-account"), ["64"]);
     assert_eq!(flag(serve, "--webhook-concurrency-per-account"), ["3"]);
     assert_eq!(flag(serve, "--max-agent-connections"), ["512"]);
-    assert_eq!(flag(serve, "--agent-handshake-timeout-ms"), ["5000"]);
+    assert_eq!(flag(serve, "--agent-handshake-timeout"), ["5000ms"]);
 
     // Controllers elsewhere: the agents dial those, in order, and enroll through the first.
     let elsewhere = template(
