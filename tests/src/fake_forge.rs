@@ -397,18 +397,9 @@ pub struct Prism {
     _child: Child,
 }
 
-/// Where the forge tests' npm packages are (`IOHR_FORGE_NODE_MODULES`, set by tests/run).
+/// Where the forge tests' npm packages are, Prism among them.
 pub fn forge_node_modules() -> PathBuf {
-    let dir = std::env::var("IOHR_FORGE_NODE_MODULES").unwrap_or_else(|_| {
-        panic!("IOHR_FORGE_NODE_MODULES is not set: tests/run installs tests/forge's npm packages and sets it")
-    });
-    let dir = PathBuf::from(dir);
-    assert!(
-        dir.join(".bin/prism").exists(),
-        "{} has no .bin/prism: `npm ci` in tests/forge (tests/run does)",
-        dir.display()
-    );
-    dir
+    crate::forge::node_modules_with(&[".bin/prism"])
 }
 
 impl Prism {

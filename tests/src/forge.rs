@@ -9,18 +9,29 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-/// Where the forge tests' npm packages are.
-pub fn node_modules() -> PathBuf {
+/// Where the forge tests' npm packages are: `IOHR_FORGE_NODE_MODULES` (tests/run sets
+/// it), else the build directory's `target/forge/node_modules`; each of `needs` (a path
+/// inside it) must be there, or the test fails saying how to get them.
+pub fn node_modules_with(needs: &[&str]) -> PathBuf {
     let dir = std::env::var_os("IOHR_FORGE_NODE_MODULES")
         .map(PathBuf::from)
-        .expect("IOHR_FORGE_NODE_MODULES names tests/forge's node_modules (npm ci in tests/forge; tests/run does it)");
-    assert!(
-        dir.join("@octokit/webhooks-examples").is_dir()
-            && dir.join("@octokit/webhooks-methods").is_dir(),
-        "{} lacks @octokit/webhooks-examples or @octokit/webhooks-methods: npm ci in tests/forge",
-        dir.display()
-    );
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/forge/node_modules")
+        });
+    for need in needs {
+        assert!(
+            dir.join(need).exists(),
+            "{} lacks {need}: tests/run installs tests/forge's npm packages (npm ci into \
+             target/forge), or set IOHR_FORGE_NODE_MODULES",
+            dir.display()
+        );
+    }
     dir
+}
+
+/// [`node_modules_with`] GitHub's example deliveries and their signer.
+pub fn node_modules() -> PathBuf {
+    node_modules_with(&["@octokit/webhooks-examples", "@octokit/webhooks-methods"])
 }
 
 /// The first example payload of GitHub's `event` with `action` (any action when `None`).

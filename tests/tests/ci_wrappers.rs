@@ -38,16 +38,7 @@ fn repo_root() -> PathBuf {
 
 /// The npm tools' `node_modules`, or a loud failure saying how to get them.
 fn node_modules() -> PathBuf {
-    let dir = std::env::var_os("IOHR_FORGE_NODE_MODULES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/forge/node_modules"));
-    assert!(
-        dir.join(".bin/gitlab-ci-local").exists() && dir.join(".bin/action-validator").exists(),
-        "no gitlab-ci-local or action-validator under {}: tests/run installs them \
-         (npm ci of tests/forge into target/forge), or set IOHR_FORGE_NODE_MODULES",
-        dir.display()
-    );
-    dir
+    iohr_tests::forge::node_modules_with(&[".bin/gitlab-ci-local", ".bin/action-validator"])
 }
 
 fn validate_action_file(path: &Path) {
