@@ -12,8 +12,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod api;
+pub mod checker;
 pub mod fake_forge;
 pub mod forge;
+pub mod history;
 pub mod metrics;
 pub mod partition;
 pub mod process;

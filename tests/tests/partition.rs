@@ -14,149 +14,176 @@
 //! 2. Cut for less than the TTL: the run goes on and passes with every request sent, its
 //!    frames gapless with none repeated.
 //!
+//! Each writes a history (tests/src/history.rs: the target's own request log, the run's
+//! statuses, its stream) that the checker (tests/src/checker.rs) holds to every promise;
+//! scenario 1's real history, doctored, shows the checker catching each kind of
+//! violation it can hold.
+//!
 //! Both on SQLite and PostgreSQL. Everything on addresses the harness made.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
+mod partition_support;
+
 use std::time::Duration;
 
-use iohr_tests::partition::{Cut, Netns};
-use iohr_tests::process::AgentOptions;
-use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target, on_both_stores};
-use serde_json::{Value, json};
-
-const LIMIT: Duration = Duration::from_secs(60);
-const HEARTBEAT: Duration = Duration::from_secs(1);
-/// The agent's lease TTL: 3 heartbeats.
-const TTL: Duration = Duration::from_secs(3);
-
-/// A controller listening for agents on the namespace's host address, one agent inside
-/// the namespace, and a target on the host address (reached through the veth pair).
-struct Cluster {
-    netns: Netns,
-    controller: Controller,
-    api: Api,
-    target: Target,
-    _agent: Agent,
-    agent_port: u16,
-}
-
-async fn cluster(backend: Backend) -> Cluster {
-    let netns = Netns::create();
-    let host = netns.host_ip.to_string();
-    let install = Installation::with_server_names(backend, &[&host]).await;
-    let controller = Controller::start_with(
-        &install,
-        HEARTBEAT.as_millis() as u64,
-        None,
-        &["--agent-addr", &format!("{host}:0")],
-    )
-    .await;
-    let api = Api::new(&controller.api_url(), &install.full_token());
-    let identity = install.agent_identity("default", "edge-1");
-    let allowed = ["10.232.0.0/14"];
-    let agent = Agent::start(
-        &install,
-        "edge-1",
-        &identity,
-        &controller.link_url(),
-        AgentOptions {
-            allow_targets: &allowed,
-            netns: Some(&netns),
-            ..AgentOptions::default()
-        },
-    )
-    .await;
-    api.wait_online("edge-1", LIMIT).await;
-    let target = Target::start_at(&format!("{host}:0"), &[]).await;
-    let agent_port = controller.agent_link.port();
-    Cluster {
-        netns,
-        controller,
-        api,
-        target,
-        _agent: agent,
-        agent_port,
-    }
-}
-
-fn load(target: &Target, rate: u32, seconds: u32) -> Value {
-    json!({"kind": "load", "environment": "staging", "target": target.url(),
-           "spec": {"operations": [{"path": "/"}], "model": "open",
-                    "rate": rate, "duration": format!("{seconds}s")}})
-}
-
-/// Every frame once, in order, ending with `finished`.
-async fn assert_gapless(api: &Api, id: &str) {
-    let events = api.events(id, None).await.collect(LIMIT).await;
-    let numbers: Vec<u64> = events.iter().filter_map(|e| e.id).collect();
-    assert_eq!(
-        numbers,
-        (1..=numbers.len() as u64).collect::<Vec<_>>(),
-        "every frame once, in order"
-    );
-    assert_eq!(events.last().map(|e| e.event.as_str()), Some("finished"));
-}
-
-async fn requests(target: &Target) -> u64 {
-    target.stats().await["requests"].as_u64().unwrap()
-}
+use iohr_tests::checker::{Promise, check};
+use iohr_tests::history::{History, Request};
+use iohr_tests::partition::Cut;
+use iohr_tests::{Backend, on_both_stores};
+use partition_support::{LIMIT, STOP, TTL, assert_gapless, cluster, load};
 
 async fn cut_longer_than_the_ttl_ends_the_run_and_stops_its_load(backend: Backend) {
-    let c = cluster(backend).await;
-    let run = c.api.create_run(&load(&c.target, 20, 60)).await;
-    let id = run["id"].as_str().unwrap().to_string();
+    let c = cluster(backend, &[]).await;
+    let mut rec = c.recorder(&format!("partition-cut-longer-{backend:?}"));
+    let id = rec
+        .create_run(
+            &c.api,
+            "controller",
+            "r1",
+            true,
+            &load(&c.target, "r1", 20, 60),
+        )
+        .await;
     c.api.wait_status(&id, &["running"], LIMIT).await;
-    iohr_tests::wait_for("load reaching the target", LIMIT, || async {
-        (requests(&c.target).await > 10).then_some(())
-    })
-    .await;
+    c.load_reaching_the_target(10).await;
 
     let cut = c.netns.cut(Cut::Port(c.agent_port));
+    let span = rec.cut("edge-1", Cut::Port(c.agent_port), true);
     let cut_at = tokio::time::Instant::now();
-    // The agent stops within one TTL of its last message from the controller, which came
-    // at most one heartbeat before the cut; then its requests in flight end.
-    let bound = TTL + HEARTBEAT + Duration::from_secs(2);
-    tokio::time::sleep_until(cut_at + bound).await;
-    let stopped = requests(&c.target).await;
+    tokio::time::sleep_until(cut_at + STOP).await;
+    let stopped = c.requests().await;
     // Still cut, three seconds on: not one more request.
-    tokio::time::sleep_until(cut_at + bound + Duration::from_secs(3)).await;
-    let later = requests(&c.target).await;
+    tokio::time::sleep_until(cut_at + STOP + Duration::from_secs(3)).await;
+    let later = c.requests().await;
     assert_eq!(
         later, stopped,
-        "the cut agent's run sent requests {bound:?} after the cut began"
+        "the cut agent's run sent requests {STOP:?} after the cut began"
     );
     // The controller ends the run only after 3 H of silence plus a TTL and a grace.
     let ended = c.api.wait_status(&id, &["error"], LIMIT).await;
     assert_eq!(ended["reason"], "agent lost", "{ended}");
     drop(cut);
+    rec.healed(span);
 
     // Healed: the agent comes back and its exclusive slot serves a new run.
     c.api.wait_online("edge-1", LIMIT).await;
-    let next = c.api.create_run(&load(&c.target, 20, 2)).await;
-    let done = c
-        .api
-        .wait_status(next["id"].as_str().unwrap(), &["passed"], LIMIT)
+    let next = rec
+        .create_run(
+            &c.api,
+            "controller",
+            "r2",
+            true,
+            &load(&c.target, "r2", 20, 2),
+        )
         .await;
+    let done = c.api.wait_status(&next, &["passed"], LIMIT).await;
     assert_eq!(done["result"]["requests"], 40, "{done}");
     assert_gapless(&c.api, &id).await;
+    let history = rec.finish(&c.target_log, LIMIT).await;
+    history.verify();
     c.controller.stop().await;
+    the_checker_catches_this_history_doctored(&history, &id, &next);
+}
+
+/// The real history of scenario 1, each promise broken in it by hand: the checker names
+/// exactly that promise.
+fn the_checker_catches_this_history_doctored(history: &History, lost: &str, next: &str) {
+    let cut = history.cuts[0].clone();
+    let plant = |what: &str, promises: &[Promise], doctor: &dyn Fn(&mut History)| {
+        let mut doctored = history.clone();
+        doctor(&mut doctored);
+        let mut found: Vec<Promise> = check(&doctored).iter().map(|v| v.promise).collect();
+        found.sort();
+        found.dedup();
+        assert_eq!(found, promises, "{what}");
+    };
+    let request = |at_ms: u64, agent: &str, run: &str| Request {
+        at_ms,
+        agent: agent.to_string(),
+        run: Some(run.to_string()),
+    };
+    plant(
+        "the cut agent still sending past the bound, after the run ended",
+        &[Promise::StopsInBound, Promise::OneEnding],
+        &|h| {
+            h.requests.push(request(
+                cut.from_ms + STOP.as_millis() as u64 + 500,
+                "edge-1",
+                lost,
+            ))
+        },
+    );
+    plant(
+        "the new run on another agent while the first runs it",
+        &[Promise::Exclusive],
+        &|h| {
+            let during = h
+                .requests
+                .iter()
+                .rev()
+                .find(|r| r.run.as_deref() == Some(next));
+            let at = during.expect("the new run's requests").at_ms;
+            h.requests.push(request(at, "edge-9", next));
+        },
+    );
+    plant("a frame repeated", &[Promise::Frames], &|h| {
+        let stream = &mut h.runs[0].streams[0];
+        let again = stream.frames[1].clone();
+        stream.frames.insert(2, again);
+    });
+    plant("a second ending", &[Promise::OneEnding], &|h| {
+        let last = h.runs[0].statuses.last().expect("a status").clone();
+        h.runs[0].statuses.push(iohr_tests::history::Seen {
+            at_ms: last.at_ms + 1,
+            status: "passed".to_string(),
+            ..last
+        });
+    });
+    // The agent sends for a TTL after its last message heard, so requests follow.
+    plant(
+        "the run ended `agent lost` just after the cut, while its agent still sent",
+        &[Promise::StopsInBound, Promise::OneEnding],
+        &|h| {
+            let ending = h.runs[0].statuses.last_mut().expect("a status");
+            ending.at_ms = cut.from_ms + 1;
+        },
+    );
+    plant("an acknowledged run gone", &[Promise::Acknowledged], &|h| {
+        h.runs[1].exists_after = false;
+    });
+    plant("a fault left behind", &[Promise::FaultBound], &|h| {
+        h.faults.push(iohr_tests::history::Fault {
+            run: lost.to_string(),
+            agent: "edge-1".to_string(),
+            applied_ms: cut.from_ms - 1_000,
+            deadline_ms: cut.from_ms + 60_000,
+            undone_ms: None,
+        });
+    });
 }
 
 async fn cut_shorter_than_the_ttl_loses_nothing(backend: Backend) {
-    let c = cluster(backend).await;
-    let run = c.api.create_run(&load(&c.target, 50, 6)).await;
-    let id = run["id"].as_str().unwrap().to_string();
+    let c = cluster(backend, &[]).await;
+    let mut rec = c.recorder(&format!("partition-cut-shorter-{backend:?}"));
+    let id = rec
+        .create_run(
+            &c.api,
+            "controller",
+            "r1",
+            true,
+            &load(&c.target, "r1", 50, 6),
+        )
+        .await;
     c.api.wait_status(&id, &["running"], LIMIT).await;
-    iohr_tests::wait_for("load reaching the target", LIMIT, || async {
-        (requests(&c.target).await > 10).then_some(())
-    })
-    .await;
+    c.load_reaching_the_target(10).await;
 
     let cut = c.netns.cut(Cut::Port(c.agent_port));
+    let span = rec.cut("edge-1", Cut::Port(c.agent_port), true);
     // Half the TTL: neither side may give the run up.
     tokio::time::sleep(TTL / 2).await;
     drop(cut);
+    rec.healed(span);
 
     let done = c
         .api
@@ -168,6 +195,15 @@ async fn cut_shorter_than_the_ttl_loses_nothing(backend: Backend) {
         "every request sent: {done}"
     );
     assert_gapless(&c.api, &id).await;
+    let history = rec.finish(&c.target_log, LIMIT).await;
+    history.verify();
+    // The target's own log agrees: every request of the run, each from the agent.
+    let logged = history
+        .requests
+        .iter()
+        .filter(|r| r.run.as_deref() == Some(id.as_str()) && r.agent == "edge-1")
+        .count();
+    assert_eq!(logged, 300, "the target logged every request of the run");
     c.controller.stop().await;
 }
 

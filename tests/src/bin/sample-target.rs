@@ -18,6 +18,10 @@
 //! - `--http2`: prior-knowledge HTTP/2 (h2c, or ALPN `h2` with TLS) besides HTTP/1.1.
 //! - `--tls-dir DIR` / `--make-tls-dir DIR`: HTTPS with `DIR/server.pem` + `DIR/server.key`.
 //!
+//! - `--request-log FILE`: one JSON line per request as it arrives, `{"at_ms", "from",
+//!   "path"}` (the wall clock in ms since the epoch, the client's IP, path and query): the
+//!   target's own record of who sent what when, which the partition tests' checker reads.
+//!
 //! `GET /_stats` answers `{"requests":N,"errors":N,"stalled":N,"uptime_ms":X}`. It is the
 //! observer's route: no switch applies to it and it is not counted, so a test can read
 //! the counts and the target's clock in the middle of a stall.
@@ -90,6 +94,9 @@ struct Args {
     /// Serve prior-knowledge HTTP/2 (h2c; ALPN h2 with TLS) as well as HTTP/1.1.
     #[arg(long)]
     http2: bool,
+    /// Append one JSON line per request (`at_ms`, `from`, `path`) to FILE as it arrives.
+    #[arg(long, value_name = "FILE")]
+    request_log: Option<PathBuf>,
     /// Serve HTTPS with DIR/server.pem (chain) and DIR/server.key.
     #[arg(long, value_name = "DIR", conflicts_with = "make_tls_dir")]
     tls_dir: Option<PathBuf>,
@@ -135,6 +142,8 @@ struct State {
     requests: AtomicU64,
     errors: AtomicU64,
     stalled: AtomicU64,
+    /// With `--request-log`: the file, one `write` per line (opened to append).
+    request_log: Option<std::sync::Mutex<std::fs::File>>,
 }
 
 impl State {
@@ -220,7 +229,7 @@ async fn main() -> anyhow::Result<()> {
                 return Ok(());
             }
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
                     let state = state.clone();
                     let tls = tls.clone();
                     let http2 = args.http2;
@@ -229,10 +238,10 @@ async fn main() -> anyhow::Result<()> {
                             Some(acceptor) => {
                                 // A failed handshake is the client's problem, not a reason to stop.
                                 if let Ok(stream) = acceptor.accept(stream).await {
-                                    serve(TokioIo::new(stream), http2, state).await;
+                                    serve(TokioIo::new(stream), http2, state, peer).await;
                                 }
                             }
-                            None => serve(TokioIo::new(stream), http2, state).await,
+                            None => serve(TokioIo::new(stream), http2, state, peer).await,
                         }
                     });
                 }
@@ -288,6 +297,18 @@ fn state_from(args: &Args) -> anyhow::Result<State> {
         requests: AtomicU64::new(0),
         errors: AtomicU64::new(0),
         stalled: AtomicU64::new(0),
+        request_log: args
+            .request_log
+            .as_ref()
+            .map(|path| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .with_context(|| format!("opening --request-log {}", path.display()))
+            })
+            .transpose()?
+            .map(std::sync::Mutex::new),
     })
 }
 
@@ -343,11 +364,11 @@ fn tls_acceptor(dir: &Path, http2: bool) -> anyhow::Result<TlsAcceptor> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-async fn serve<I>(io: I, http2: bool, state: Arc<State>)
+async fn serve<I>(io: I, http2: bool, state: Arc<State>, peer: SocketAddr)
 where
     I: HyperRead + HyperWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |req| handle(state.clone(), req));
+    let service = service_fn(move |req| handle(state.clone(), req, peer));
     // A client that goes away mid-request is not this target's problem.
     if http2 {
         let _ = auto::Builder::new(TokioExecutor::new())
@@ -363,9 +384,13 @@ where
 async fn handle(
     state: Arc<State>,
     req: Request<Incoming>,
+    peer: SocketAddr,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     if req.uri().path() == "/_stats" && req.method() == Method::GET {
         return Ok(stats(&state));
+    }
+    if let Some(log) = &state.request_log {
+        log_request(log, &req, peer);
     }
     let n = state.requests.fetch_add(1, Ordering::Relaxed);
     let inject_error = n % 100 < state.error_percent;
@@ -397,6 +422,26 @@ async fn handle(
         state.errors.fetch_add(1, Ordering::Relaxed);
     }
     Ok(response)
+}
+
+/// One line per request, as it arrives. A failed write is reported, not fatal: the
+/// target keeps serving, and a test reading the log sees the line missing.
+fn log_request(log: &std::sync::Mutex<std::fs::File>, req: &Request<Incoming>, peer: SocketAddr) {
+    let at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| req.uri().path(), |p| p.as_str());
+    let mut line = serde_json::json!({"at_ms": at_ms, "from": peer.ip().to_string(), "path": path})
+        .to_string();
+    line.push('\n');
+    // A poisoned lock only means another request panicked: the file is still good.
+    let mut file = log.lock().unwrap_or_else(|e| e.into_inner());
+    if let Err(e) = file.write_all(line.as_bytes()) {
+        eprintln!("request log: {e}");
+    }
 }
 
 fn stats(state: &State) -> Response<Full<Bytes>> {

@@ -1,0 +1,178 @@
+//! Issue 34, scenario 7: a faults run whose agent is cut from its controller after the
+//! fault is applied and before its rollback. The fault (a pause of a victim process, held
+//! 30 s with the method waiting 30 s after it) must be undone by the agent's dead man's
+//! switch: within the stop bound of the cut plus the fault bound, long before its deadline,
+//! as the victim itself shows (its state in /proc, not the agent's word). The run ends
+//! exactly once, its stream gapless, and stays ended after the heal, when the agent comes
+//! back and reports what it has left.
+//!
+//! Both on SQLite and PostgreSQL; the history goes through the checker.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
+mod partition_support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use iohr_tests::history::{Fault, now_ms};
+use iohr_tests::partition::Cut;
+use iohr_tests::{Backend, on_both_stores, wait_for};
+use partition_support::{FAULT, LIMIT, STOP, cluster};
+use serde_json::json;
+
+/// The state letter of a process (`R`, `S`, `T`, ...), or `None` once it is gone.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = stat.rsplit_once(')')?.1;
+    after_name.trim_start().chars().next()
+}
+
+/// A copy of `sleep` under a name of its own (for the policy to name), running.
+async fn victim(dir: &Path, name: &str) -> tokio::process::Child {
+    let sleep = ["/bin/sleep", "/usr/bin/sleep"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("a sleep binary");
+    let copy = dir.join(name);
+    std::fs::copy(sleep, &copy).expect("copy sleep");
+    let child = tokio::process::Command::new(&copy)
+        .arg("1000")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the victim");
+    let pid = child.id().expect("victim pid");
+    wait_for("the victim runs under its name", LIMIT, || async {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        (comm.trim() == name).then_some(())
+    })
+    .await;
+    child
+}
+
+/// The ledger's open entry: (applied_at, deadline), ms since the epoch.
+fn ledger_entry(ledger: &Path) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(ledger.join("ledger.jsonl")).ok()?;
+    text.lines().find_map(|line| {
+        let record: serde_json::Value = serde_json::from_str(line).ok()?;
+        (record["op"] == "open").then(|| {
+            (
+                record["entry"]["applied_at"].as_u64().unwrap(),
+                record["entry"]["deadline"].as_u64().unwrap(),
+            )
+        })
+    })
+}
+
+async fn a_fault_held_across_a_cut_is_undone_and_its_run_ends_once(backend: Backend) {
+    let dir = std::env::temp_dir().join(format!("iohr-pfaults-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let name = "victimcut";
+    let mut victim = victim(&dir, name).await;
+    let victim_pid = victim.id().expect("victim pid");
+    let policy = dir.join("policy.json");
+    // The target's port is not known yet: the policy allows every port of it that a
+    // fault could name, which this experiment names none of.
+    std::fs::write(
+        &policy,
+        json!({"target_ports": [], "processes": [{"name": name}]}).to_string(),
+    )
+    .expect("policy");
+    let policy = policy.display().to_string();
+    let c = cluster(backend, &["--policy", &policy]).await;
+    let mut rec = c.recorder(&format!("partition-faults-cut-{backend:?}"));
+    let experiment = json!({
+        "title": "pause across a cut", "description": "a pause held while the agent is cut",
+        "method": [{"type": "action", "name": "pause", "pauses": {"after": 30},
+            "provider": {"type": "iohr", "fault": "process", "action": "pause",
+                "name": name, "pid": victim_pid, "duration": "30s"}}],
+    });
+    let id = rec
+        .create_run(
+            &c.api,
+            "controller",
+            "f1",
+            true,
+            &json!({"kind": "faults", "environment": "staging",
+                    "target": c.target.url(), "spec": experiment}),
+        )
+        .await;
+    wait_for("the victim paused", LIMIT, || async {
+        (process_state(victim_pid) == Some('T')).then_some(())
+    })
+    .await;
+    let ledger = c.install.root.join("agent-state-edge-1/ledger");
+    let (applied_ms, deadline_ms) = wait_for("the ledger's entry", LIMIT, || async {
+        ledger_entry(&ledger)
+    })
+    .await;
+
+    // Cut from its controller after the apply, before the rollback (30 s away).
+    let cut = c.netns.cut(Cut::Port(c.agent_port));
+    let span = rec.cut("edge-1", Cut::Port(c.agent_port), true);
+    let cut_at = tokio::time::Instant::now();
+    // Polled every 10 ms from the victim's side, for at most the bounds and 5 s more.
+    while process_state(victim_pid) == Some('T') {
+        assert!(
+            cut_at.elapsed() < STOP + FAULT + Duration::from_secs(5),
+            "the victim still paused {:?} after its agent was cut",
+            cut_at.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let undone_ms = now_ms();
+    eprintln!(
+        "partition faults: victim running again {:?} after the cut",
+        cut_at.elapsed()
+    );
+    rec.fault(Fault {
+        run: id.clone(),
+        agent: "edge-1".to_string(),
+        applied_ms,
+        deadline_ms,
+        undone_ms: Some(undone_ms),
+    });
+    // The controller, hearing nothing, ends the run once: `error`, the agent lost.
+    let ended = c.api.wait_status(&id, &["error"], LIMIT).await;
+    assert_eq!(ended["reason"], "agent lost", "{ended}");
+    drop(cut);
+    rec.healed(span);
+
+    // Healed: the agent comes back with the run's journal still to tell; the run stays
+    // as it ended, and the agent takes work again (a run of another kind passes).
+    c.api.wait_online("edge-1", LIMIT).await;
+    let probe = rec
+        .create_run(
+            &c.api,
+            "controller",
+            "c1",
+            false,
+            &json!({"kind": "checks", "environment": "staging", "target": c.target.url(),
+                    "spec": {"checks": [{"name": "home",
+                        "path": iohr_tests::history::tagged_path("c1")}]}}),
+        )
+        .await;
+    c.api.wait_status(&probe, &["passed"], LIMIT).await;
+    let history = rec.finish(&c.target_log, LIMIT).await;
+    history.verify();
+    let run = history.run(&id).unwrap();
+    assert_eq!(
+        run.statuses.last().map(|s| s.status.as_str()),
+        Some("error"),
+        "{run:?}"
+    );
+    assert_eq!(process_state(victim_pid), Some('S'), "the victim runs on");
+    // The agent closed its ledger entry: nothing is left to undo.
+    wait_for("the ledger entry closed", LIMIT, || async {
+        let text = std::fs::read_to_string(ledger.join("ledger.jsonl")).ok()?;
+        text.lines()
+            .any(|l| l.contains("\"op\":\"close\""))
+            .then_some(())
+    })
+    .await;
+    c.controller.stop().await;
+    let _ = victim.kill().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+on_both_stores!(a_fault_held_across_a_cut_is_undone_and_its_run_ends_once);
