@@ -31,22 +31,12 @@ use iohr_tests::checker::{Promise, check};
 use iohr_tests::history::{History, Request};
 use iohr_tests::partition::Cut;
 use iohr_tests::{Backend, on_both_stores};
-use partition_support::{LIMIT, STOP, TTL, assert_gapless, cluster, load};
+use partition_support::{LIMIT, STOP, TTL, assert_gapless, cluster};
 
 async fn cut_longer_than_the_ttl_ends_the_run_and_stops_its_load(backend: Backend) {
     let c = cluster(backend, &[]).await;
     let mut rec = c.recorder(&format!("partition-cut-longer-{backend:?}"));
-    let id = rec
-        .create_run(
-            &c.api,
-            "controller",
-            "r1",
-            true,
-            &load(&c.target, "r1", 20, 60),
-        )
-        .await;
-    c.api.wait_status(&id, &["running"], LIMIT).await;
-    c.load_reaching_the_target(10).await;
+    let id = c.running_load(&mut rec, "r1", 20, 60).await;
 
     let cut = c.netns.cut(Cut::Port(c.agent_port));
     let span = rec.cut("edge-1", Cut::Port(c.agent_port), true);
@@ -67,18 +57,7 @@ async fn cut_longer_than_the_ttl_ends_the_run_and_stops_its_load(backend: Backen
     rec.healed(span);
 
     // Healed: the agent comes back and its exclusive slot serves a new run.
-    c.api.wait_online("edge-1", LIMIT).await;
-    let next = rec
-        .create_run(
-            &c.api,
-            "controller",
-            "r2",
-            true,
-            &load(&c.target, "r2", 20, 2),
-        )
-        .await;
-    let done = c.api.wait_status(&next, &["passed"], LIMIT).await;
-    assert_eq!(done["result"]["requests"], 40, "{done}");
+    let next = c.serves_again(&mut rec).await;
     assert_gapless(&c.api, &id).await;
     let history = rec.finish(&c.target_log, LIMIT).await;
     history.verify();
@@ -166,17 +145,7 @@ fn the_checker_catches_this_history_doctored(history: &History, lost: &str, next
 async fn cut_shorter_than_the_ttl_loses_nothing(backend: Backend) {
     let c = cluster(backend, &[]).await;
     let mut rec = c.recorder(&format!("partition-cut-shorter-{backend:?}"));
-    let id = rec
-        .create_run(
-            &c.api,
-            "controller",
-            "r1",
-            true,
-            &load(&c.target, "r1", 50, 6),
-        )
-        .await;
-    c.api.wait_status(&id, &["running"], LIMIT).await;
-    c.load_reaching_the_target(10).await;
+    let id = c.running_load(&mut rec, "r1", 50, 6).await;
 
     let cut = c.netns.cut(Cut::Port(c.agent_port));
     let span = rec.cut("edge-1", Cut::Port(c.agent_port), true);

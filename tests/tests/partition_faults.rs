@@ -138,21 +138,9 @@ async fn a_fault_held_across_a_cut_is_undone_and_its_run_ends_once(backend: Back
     drop(cut);
     rec.healed(span);
 
-    // Healed: the agent comes back with the run's journal still to tell; the run stays
-    // as it ended, and the agent takes work again (a run of another kind passes).
-    c.api.wait_online("edge-1", LIMIT).await;
-    let probe = rec
-        .create_run(
-            &c.api,
-            "controller",
-            "c1",
-            false,
-            &json!({"kind": "checks", "environment": "staging", "target": c.target.url(),
-                    "spec": {"checks": [{"name": "home",
-                        "path": iohr_tests::history::tagged_path("c1")}]}}),
-        )
-        .await;
-    c.api.wait_status(&probe, &["passed"], LIMIT).await;
+    // Healed: the agent comes back; the run stays as it ended, and the agent's exclusive
+    // slot, which the fenced faults run held, serves a load run in full.
+    c.serves_again(&mut rec).await;
     let history = rec.finish(&c.target_log, LIMIT).await;
     history.verify();
     let run = history.run(&id).unwrap();

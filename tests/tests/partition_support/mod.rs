@@ -109,6 +109,37 @@ impl Cluster {
         self.target.stats().await["requests"].as_u64().unwrap()
     }
 
+    /// Starts an exclusive load run tagged `tag` (`rate`/s for `seconds`) through the
+    /// recorder and waits until it runs and its load reaches the target.
+    pub async fn running_load(
+        &self,
+        rec: &mut Recorder,
+        tag: &str,
+        rate: u32,
+        seconds: u32,
+    ) -> String {
+        let body = load(&self.target, tag, rate, seconds);
+        let id = rec
+            .create_run(&self.api, "controller", tag, true, &body)
+            .await;
+        self.api.wait_status(&id, &["running"], LIMIT).await;
+        self.load_reaching_the_target(10).await;
+        id
+    }
+
+    /// After a heal: the agent is back and its exclusive slot serves a new load run in
+    /// full (40 requests, `passed`); returns the new run's id.
+    pub async fn serves_again(&self, rec: &mut Recorder) -> String {
+        self.api.wait_online("edge-1", LIMIT).await;
+        let body = load(&self.target, "again", 20, 2);
+        let next = rec
+            .create_run(&self.api, "controller", "again", true, &body)
+            .await;
+        let done = self.api.wait_status(&next, &["passed"], LIMIT).await;
+        assert_eq!(done["result"]["requests"], 40, "{done}");
+        next
+    }
+
     /// Waits until the target has counted more than `n` requests.
     pub async fn load_reaching_the_target(&self, n: u64) {
         iohr_tests::wait_for("load reaching the target", LIMIT, || async {
