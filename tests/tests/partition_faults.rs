@@ -6,6 +6,10 @@
 //! exactly once, its stream gapless, and stays ended after the heal, when the agent comes
 //! back and reports what it has left.
 //!
+//! Cut both ways (`Cut::Port`), and one way (`Cut::PortOut`: the agent's messages do not
+//! get out, the controller's get in until its TCP, never acknowledged, stalls): whoever is
+//! cut from whom, the fault does not outlive the bound.
+//!
 //! Both on SQLite and PostgreSQL; the history goes through the checker.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
@@ -64,28 +68,30 @@ fn ledger_entry(ledger: &Path) -> Option<(u64, u64)> {
     })
 }
 
-async fn a_fault_held_across_a_cut_is_undone_and_its_run_ends_once(backend: Backend) {
+/// The fault held across a cut made by `cut_of` (given the agent-link port); `silences`:
+/// whether the cut alone keeps the agent from hearing its controller.
+async fn fault_across_a_cut(backend: Backend, name: &str, cut_of: fn(u16) -> Cut, silences: bool) {
+    let victim_name = format!("victim{name}");
     let dir = std::env::temp_dir().join(format!("iohr-pfaults-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let name = "victimcut";
-    let mut victim = victim(&dir, name).await;
+    let mut victim = victim(&dir, &victim_name).await;
     let victim_pid = victim.id().expect("victim pid");
     let policy = dir.join("policy.json");
     // The target's port is not known yet: the policy allows every port of it that a
     // fault could name, which this experiment names none of.
     std::fs::write(
         &policy,
-        json!({"target_ports": [], "processes": [{"name": name}]}).to_string(),
+        json!({"target_ports": [], "processes": [{"name": victim_name}]}).to_string(),
     )
     .expect("policy");
     let policy = policy.display().to_string();
     let c = cluster(backend, &["--policy", &policy]).await;
-    let mut rec = c.recorder(&format!("partition-faults-cut-{backend:?}"));
+    let mut rec = c.recorder(&format!("partition-faults-{name}-{backend:?}"));
     let experiment = json!({
         "title": "pause across a cut", "description": "a pause held while the agent is cut",
         "method": [{"type": "action", "name": "pause", "pauses": {"after": 30},
             "provider": {"type": "iohr", "fault": "process", "action": "pause",
-                "name": name, "pid": victim_pid, "duration": "30s"}}],
+                "name": victim_name, "pid": victim_pid, "duration": "30s"}}],
     });
     let id = rec
         .create_run(
@@ -108,8 +114,9 @@ async fn a_fault_held_across_a_cut_is_undone_and_its_run_ends_once(backend: Back
     .await;
 
     // Cut from its controller after the apply, before the rollback (30 s away).
-    let cut = c.netns.cut(Cut::Port(c.agent_port));
-    let span = rec.cut("edge-1", Cut::Port(c.agent_port), true);
+    let how = cut_of(c.agent_port);
+    let cut = c.netns.cut(how);
+    let span = rec.cut("edge-1", how, silences);
     let cut_at = tokio::time::Instant::now();
     // Polled every 10 ms from the victim's side, for at most the bounds and 5 s more.
     while process_state(victim_pid) == Some('T') {
@@ -122,7 +129,7 @@ async fn a_fault_held_across_a_cut_is_undone_and_its_run_ends_once(backend: Back
     }
     let undone_ms = now_ms();
     eprintln!(
-        "partition faults: victim running again {:?} after the cut",
+        "partition faults {name}: victim running again {:?} after the cut",
         cut_at.elapsed()
     );
     rec.fault(Fault {
@@ -163,4 +170,18 @@ async fn a_fault_held_across_a_cut_is_undone_and_its_run_ends_once(backend: Back
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-on_both_stores!(a_fault_held_across_a_cut_is_undone_and_its_run_ends_once);
+/// Cut both ways: neither side hears the other.
+async fn a_fault_held_across_a_cut_is_undone_and_its_run_ends_once(backend: Backend) {
+    fault_across_a_cut(backend, "cut", Cut::Port, true).await;
+}
+
+/// The agent's messages cut, the controller's getting through (until the controller's
+/// TCP, never acknowledged, stops sending new data).
+async fn a_fault_held_across_a_one_way_cut_is_undone_and_its_run_ends_once(backend: Backend) {
+    fault_across_a_cut(backend, "out", Cut::PortOut, false).await;
+}
+
+on_both_stores!(
+    a_fault_held_across_a_cut_is_undone_and_its_run_ends_once,
+    a_fault_held_across_a_one_way_cut_is_undone_and_its_run_ends_once,
+);
