@@ -236,6 +236,10 @@ impl Recorder {
         exclusive: bool,
         body: &serde_json::Value,
     ) -> String {
+        assert!(
+            !self.tags.contains_key(tag),
+            "tag {tag} is taken: each run of a history needs its own"
+        );
         let record = api.create_run(body).await;
         let id = record["id"].as_str().expect("a run id").to_string();
         self.tags.insert(tag.to_string(), id.clone());
@@ -383,14 +387,13 @@ impl Recorder {
 
     /// Ends the recording: waits (at most `limit`) until every run has ended and each
     /// stream has its `finished`, reads the target's log, checks each acknowledged run is
-    /// still there, and gives the history.
+    /// still there, and gives the history. A run that has not ended by then is left to
+    /// the checker, so that its history is kept.
     pub async fn finish(mut self, target_log: &std::path::Path, limit: Duration) -> History {
-        let history = self.history.clone();
-        crate::wait_for("every run ended, every stream finished", limit, || async {
-            let h = history.lock().expect("the history's lock");
-            h.runs
-                .iter()
-                .all(|r| {
+        let deadline = tokio::time::Instant::now() + limit;
+        while tokio::time::Instant::now() < deadline {
+            let done = self.with(|h| {
+                h.runs.iter().all(|r| {
                     r.statuses
                         .last()
                         .is_some_and(|s| TERMINAL.contains(&s.status.as_str()))
@@ -398,9 +401,12 @@ impl Recorder {
                             .iter()
                             .all(|s| s.frames.last().is_some_and(|f| f.1 == "finished"))
                 })
-                .then_some(())
-        })
-        .await;
+            });
+            if done {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         self.stop.store(true, Ordering::Relaxed);
         for task in self.tasks.drain(..) {
             let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
