@@ -239,6 +239,13 @@ def plot_marks(page, plot_id):
     }""", plot_id)
 
 
+def operation_plots(page):
+    """Each operation's plot, in the page's order: its name and what it draws."""
+    found = page.locator("section.operation").evaluate_all(
+        "ss => ss.map(s => [s.dataset.operation, (s.querySelector('svg.plot') || {}).id || null])")
+    return [[name, plot_marks(page, plot) if plot else None] for name, plot in found]
+
+
 def run_again(c, page, load):
     """The finished load run's plots, then the same run started again from its page."""
     c.goto(page, f"/runs/{load}")
@@ -246,6 +253,7 @@ def run_again(c, page, load):
     seen = {"seconds": plot_marks(page, "seconds-plot"),
             "latency": plot_marks(page, "latency-plot"),
             "live_plot_after_end": page.locator("div#plot").count(),
+            "operation_plots": operation_plots(page),
             "operations": page.locator("table#operations tr[data-operation]").evaluate_all(
                 "rows => rows.map(r => r.dataset.operation)")}
     c.shot(page, "run-load-finished")
@@ -352,7 +360,28 @@ def compare(c, page, load, again):
                             else page.locator("#refusal").get_attribute("data-code"))
     seen["load_seconds"] = plot_marks(page, "seconds-plot")
     seen["load_latency"] = plot_marks(page, "latency-plot")
+    seen["load_operations"] = operation_plots(page)
     c.shot(page, "compare-load")
+    return seen
+
+
+def scenario_runs(c, page):
+    """Two finished scenario runs of one version: the after run's page draws each
+    operation's seconds; compared, both runs on each operation's plot."""
+    before, after = c.cfg["scenario_before"], c.cfg["scenario_after"]
+    c.goto(page, f"/runs/{after}")
+    expect(page.locator("section.operation svg.plot").first).to_be_visible()
+    seen = {"run": operation_plots(page)}
+    c.shot(page, "run-scenario")
+    c.goto(page, f"/compare?after={after}")
+    seen["before_options"] = options(page, "before")
+    c.goto(page, f"/compare?before={before}&after={after}")
+    verdict = page.locator("#verdict")
+    expect(verdict).to_have_attribute("data-verdict", re.compile(r"\w+"))
+    seen["verdict"] = verdict.get_attribute("data-verdict")
+    seen["differences"] = page.locator("ul#differences > li").all_inner_texts()
+    seen["compare"] = operation_plots(page)
+    c.shot(page, "compare-scenario")
     return seen
 
 
@@ -476,13 +505,16 @@ def drive(c):
     seen["capacity"] = capacity(c, page)
     seen["timeline"] = timeline(c, page)
     seen["compare"] = compare(c, page, load, again)
+    seen["scenario"] = scenario_runs(c, page)
     seen["finding"] = close_finding(c, page)
     seen["filters"] = filters(c, page, load)
     seen["scenarios"] = scenarios(c, page)
     seen["schedules"] = schedules(c, page)
     seen["agents"] = agents(c, page)
     seen["phone"] = phone(c, page, [f"/runs/{c.cfg['bad']}", f"/runs/{load}", f"/runs/{c.cfg['capacity']}",
-                                    f"/runs/{c.cfg['faults']}", f"/compare?before={load}&after={again}"])
+                                    f"/runs/{c.cfg['faults']}", f"/compare?before={load}&after={again}",
+                                    f"/runs/{c.cfg['scenario_after']}",
+                                    f"/compare?before={c.cfg['scenario_before']}&after={c.cfg['scenario_after']}"])
 
     # Signing out; then the old cookie, put back by hand, opens nothing.
     old = seen["cookie"].pop("value")

@@ -67,6 +67,38 @@ fn set(items: &[&str]) -> BTreeSet<String> {
     items.iter().map(|s| s.to_string()).collect()
 }
 
+/// Per-operation plots as the driver counted them (`[[name, marks], ...]`): one per
+/// operation in order, each with every run's requests/s, p50 and p99 drawn (at least two
+/// points each), each run's warm-up shaded and the given thresholds.
+fn assert_operation_plots(plots: &Value, names: &[&str], runs: &[&str], thresholds: &Value) {
+    let plots = plots
+        .as_array()
+        .unwrap_or_else(|| panic!("operation plots: {plots}"));
+    let found: Vec<&str> = plots.iter().map(|p| p[0].as_str().unwrap()).collect();
+    assert_eq!(found, names, "{plots:?}");
+    for plot in plots {
+        let (name, marks) = (&plot[0], &plot[1]);
+        for run in runs {
+            let series = marks["series"][run]
+                .as_array()
+                .unwrap_or_else(|| panic!("{name} {run}: {marks}"));
+            let drawn: Vec<&str> = series
+                .iter()
+                .filter(|s| s[1].as_u64().unwrap() >= 2 && s[2] == true)
+                .map(|s| s[0].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                drawn,
+                ["requests/s", "p50 ms", "p99 ms"],
+                "{name} {run}: {marks}"
+            );
+        }
+        let warmups: Vec<Value> = runs.iter().map(|run| json!([run, true])).collect();
+        assert_eq!(marks["warmup"], json!(warmups), "{name}: {marks}");
+        assert_eq!(&marks["thresholds"], thresholds, "{name}: {marks}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn people_use_the_console_in_a_real_browser() {
     let install = Installation::new(Backend::Sqlite).await;
@@ -155,6 +187,15 @@ async fn people_use_the_console_in_a_real_browser() {
     )
     .await;
 
+    // Two finished scenario runs of one version, of two operations that take a few seconds
+    // each, for each operation's plot of its seconds, alone and compared.
+    let paced = Target::start_with(&["--service-ms", "100"]).await;
+    let scenario = json!({"kind": "scenario", "environment": "staging", "target": paced.url(),
+        "spec": {"slug": "two-ops", "warmup": 2, "ops": ["GET / 25", "GET /health 25"]}});
+    let scenario_before = finished(&as_alice, &scenario, "passed").await;
+    let scenario_after = finished(&as_alice, &scenario, "passed").await;
+    paced.stop().await;
+
     // A schedule to pause and resume; it fires at 03:00 UTC, not during the test.
     let live_target = Target::start().await;
     let (status, schedule) = as_alice
@@ -186,6 +227,8 @@ async fn people_use_the_console_in_a_real_browser() {
         "bad": bad,
         "capacity": capacity,
         "faults": faults,
+        "scenario_before": scenario_before,
+        "scenario_after": scenario_after,
         "finding": findings.iter().next().expect("a finding"),
         "schedule": schedule,
         "agent": "edge-1",
@@ -219,6 +262,16 @@ async fn people_use_the_console_in_a_real_browser() {
         .as_str()
         .expect("the run started again")
         .to_string();
+    let every_run = set(&[
+        &good,
+        &bad,
+        &capacity,
+        &faults,
+        &load,
+        &again,
+        &scenario_before,
+        &scenario_after,
+    ]);
 
     // Signed out, every page leads to the sign-in form, by a 303.
     assert_eq!(
@@ -354,6 +407,14 @@ async fn people_use_the_console_in_a_real_browser() {
         json!(["home", "again"]),
         "its two operations side by side: {seen}"
     );
+    // Each operation's seconds on a plot of its own: its lines drawn, its warm-up shaded,
+    // the run's threshold drawn.
+    assert_operation_plots(
+        &finished_load["operation_plots"],
+        &["home", "again"],
+        &["run"],
+        &json!(["p99 < 2s"]),
+    );
     let (first, second) = (as_alice.run(&load).await, as_alice.run(&again).await);
     assert_eq!(second["status"], "passed", "{second}");
     for field in ["kind", "scenario", "environment", "target", "executor"] {
@@ -464,8 +525,7 @@ async fn people_use_the_console_in_a_real_browser() {
     // The pickers: every finished run at first; once the after run is picked, only the
     // runs that compare with it.
     assert!(
-        strings(&compare["before_options_at_first"])
-            .is_superset(&set(&[&good, &bad, &capacity, &faults, &load, &again])),
+        strings(&compare["before_options_at_first"]).is_superset(&every_run),
         "{seen}"
     );
     assert_eq!(
@@ -505,6 +565,28 @@ async fn people_use_the_console_in_a_real_browser() {
         "{seen}"
     );
     assert_eq!(plotted["thresholds"], json!(["p99 < 2s"]), "{seen}");
+    assert_operation_plots(
+        &compare["load_operations"],
+        &["home", "again"],
+        &["before", "after"],
+        &json!(["p99 < 2s"]),
+    );
+
+    // Scenario runs: each operation's seconds from the record's requests, on the run's
+    // page and both runs on each operation's plot on the compare page, with a verdict.
+    let scenario = &seen["scenario"];
+    let ops = ["GET /", "GET /health"];
+    assert_operation_plots(&scenario["run"], &ops, &["run"], &json!([]));
+    assert_eq!(
+        strings(&scenario["before_options"]),
+        set(&[&scenario_before]),
+        "{seen}"
+    );
+    assert!(
+        ["regressed", "improved", "unchanged"].contains(&scenario["verdict"].as_str().unwrap()),
+        "{seen}"
+    );
+    assert_operation_plots(&scenario["compare"], &ops, &["before", "after"], &json!([]));
 
     // Findings: a close without the CSRF token (or with a wrong one) is refused and
     // changes nothing; with it, the finding is closed.
@@ -539,19 +621,11 @@ async fn people_use_the_console_in_a_real_browser() {
 
     // The runs filter.
     let filters = &seen["filters"];
-    assert_eq!(
-        strings(&filters["all"]),
-        set(&[&good, &bad, &capacity, &faults, &load, &again]),
-        "{seen}"
-    );
+    assert_eq!(strings(&filters["all"]), every_run, "{seen}");
     assert_eq!(strings(&filters["failed"]), set(&[&bad, &faults]), "{seen}");
     assert_eq!(strings(&filters["load"]), set(&[&load, &again]), "{seen}");
     assert_eq!(strings(&filters["smoke"]), set(&[&good, &bad]), "{seen}");
-    assert_eq!(
-        strings(&filters["staging"]),
-        set(&[&good, &bad, &capacity, &faults, &load, &again]),
-        "{seen}"
-    );
+    assert_eq!(strings(&filters["staging"]), every_run, "{seen}");
     assert_eq!(strings(&filters["production"]), set(&[]), "{seen}");
 
     // Scenarios, their versions and runs; schedules paused and resumed; the agent.
@@ -599,10 +673,7 @@ async fn people_use_the_console_in_a_real_browser() {
 
     // Bob, refused above, gets in once the console is opened.
     assert_eq!(seen["bob_after_open"], json!([303, "/runs"]), "{seen}");
-    assert_eq!(
-        strings(&seen["bob_runs"]),
-        set(&[&good, &bad, &capacity, &faults, &load, &again])
-    );
+    assert_eq!(strings(&seen["bob_runs"]), every_run);
     // Closed again, at once: his live session is refused on its next page.
     assert_eq!(
         seen["bob_after_close"],

@@ -1,9 +1,10 @@
 //! What a finished run's page and the compare page plot, read from the run: its seconds
 //! (the stored `load` frames, read through the run-lifecycle layer's frame stream, as
 //! the live plot reads them), its latency distribution (the result's histogram) and its
-//! sweep (a capacity result), made into [`Plot`]s. The kind contract says which a run
-//! has ([`ResultPlot`]); one run draws alone (`run`), two draw on one plot (`before`
-//! dashed, `after` solid), aligned on the measure's start.
+//! sweep (a capacity result), made into [`Plot`]s, and each operation's seconds
+//! ([`super::op_plots`]: from the same frames, or a scenario record's requests). The kind
+//! contract says which a run has ([`ResultPlot`]); one run draws alone (`run`), two draw
+//! on one plot (`before` dashed, `after` solid), aligned on the measure's start.
 
 use std::str::FromStr;
 
@@ -16,6 +17,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::layout::PageError;
+use super::op_plots::Operations;
 use super::plot::{Axis, Band, Level, Mark, Plot, Points, Scale, Series, legend, percentile_x};
 use crate::Shared;
 use crate::runs::frames::frame_stream;
@@ -45,13 +47,20 @@ pub struct Seconds {
     pub warmup: u64,
 }
 
-/// A finished run's stored seconds, aligned on its measure's start. Only for a finished
-/// run: its stream ends with its `finished` frame.
+/// A run's seconds as a whole and each operation's (in the order of its result's).
+#[derive(Debug, Clone, Default)]
+pub struct RunSeconds {
+    pub total: Seconds,
+    pub operations: Operations,
+}
+
+/// A finished run's stored seconds, aligned on its measure's start, as a whole and per
+/// operation. Only for a finished run: its stream ends with its `finished` frame.
 pub async fn seconds(
     shared: &Shared,
     run: &RunRecord,
     account_id: &str,
-) -> Result<Seconds, PageError> {
+) -> Result<RunSeconds, PageError> {
     let live = crate::viewers::join(shared, &run.id, account_id)?;
     let frames: Vec<_> = frame_stream(shared.clone(), run.id.clone(), 0, live)
         .take(MAX_FRAMES)
@@ -60,12 +69,16 @@ pub async fn seconds(
         .await;
     // A split run relays its shares' seconds (each with its `share`) beside its own.
     let whole = frames.iter().any(|f| f.payload.get("share").is_none());
-    let summaries: Vec<SecondSummary> = frames
+    let payloads: Vec<&serde_json::Value> = frames
         .iter()
         .filter(|f| !whole || f.payload.get("share").is_none())
-        .map(|f| SecondSummary::of(&f.payload))
+        .map(|f| &f.payload)
         .collect();
-    Ok(align(&summaries))
+    let summaries: Vec<SecondSummary> = payloads.iter().map(|p| SecondSummary::of(p)).collect();
+    Ok(RunSeconds {
+        total: align(&summaries),
+        operations: super::op_plots::from_frames(&payloads, run.result.as_ref()),
+    })
 }
 
 /// Seconds aligned on the measure's start: the measure's second `s` at `x = s`, the
@@ -97,7 +110,7 @@ pub fn align(summaries: &[SecondSummary]) -> Seconds {
 
 /// At most [`MAX_POINTS`] seconds: consecutive buckets, each its mean rate and its
 /// highest latencies.
-fn bucketed(seconds: &[Second]) -> Vec<Second> {
+pub(super) fn bucketed(seconds: &[Second]) -> Vec<Second> {
     let size = seconds.len().div_ceil(MAX_POINTS).max(1);
     if size == 1 {
         return seconds.to_vec();
@@ -168,8 +181,8 @@ fn threshold_levels(expressions: Vec<&str>) -> Vec<Level> {
 }
 
 /// Both runs' rate, p50 and p99 per second on one plot (ms left, requests/s right), each
-/// warm-up shaded, the thresholds drawn.
-pub fn seconds_plot(runs: &[(&'static str, &Seconds)], levels: Vec<Level>) -> Plot {
+/// warm-up shaded, the thresholds drawn; `id` is the plot's.
+pub fn seconds_plot(id: String, runs: &[(&'static str, &Seconds)], levels: Vec<Level>) -> Plot {
     let mut series = Vec::new();
     let mut bands = Vec::new();
     for (run, seconds) in runs {
@@ -196,9 +209,9 @@ pub fn seconds_plot(runs: &[(&'static str, &Seconds)], levels: Vec<Level>) -> Pl
         }
     }
     Plot {
-        id: "seconds-plot",
+        id,
         x: Axis::linear("second of the measure (warm-up shaded)"),
-        y: Axis::linear("ms (corrected)"),
+        y: Axis::linear(super::op_plots::CORRECTED),
         y2: Some(Axis::linear("requests/s")),
         series,
         levels,
@@ -230,7 +243,7 @@ pub fn percentile_curve(result: Option<&serde_json::Value>) -> Points {
 
 pub fn latency_plot(runs: &[(&'static str, Points)], levels: Vec<Level>) -> Plot {
     Plot {
-        id: "latency-plot",
+        id: "latency-plot".into(),
         x: Axis {
             label: "percentile".to_string(),
             scale: Scale::Percentile,
@@ -289,7 +302,7 @@ pub fn trend_plot(runs: &[RunRecord]) -> Plot {
         })
         .collect();
     Plot {
-        id: "trend-plot",
+        id: "trend-plot".into(),
         x: Axis::linear("run, oldest first"),
         y: Axis::linear("p99 ms"),
         y2: None,
@@ -357,7 +370,7 @@ pub fn sweep_plot(runs: &[(&'static str, &CapacityResult)]) -> Plot {
         }
     }
     Plot {
-        id: "sweep-plot",
+        id: "sweep-plot".into(),
         x: Axis::linear("offered requests/s"),
         y: Axis::linear("p99 ms"),
         y2: None,
@@ -401,7 +414,9 @@ pub async fn plots(
                 read.push((*name, seconds(shared, run, account_id).await?));
             }
             let borrowed: Vec<(&'static str, &Seconds)> =
-                read.iter().map(|(n, s)| (*n, s)).collect();
+                read.iter().map(|(n, s)| (*n, &s.total)).collect();
+            let operations: Vec<(&'static str, &Operations)> =
+                read.iter().map(|(n, s)| (*n, &s.operations)).collect();
             let levels = latency_thresholds(runs.last().and_then(|(_, r)| r.result.as_ref()));
             let curves: Vec<_> = runs
                 .iter()
@@ -409,12 +424,27 @@ pub async fn plots(
                 .collect();
             Ok(html! {
                 h2 { "Each second" }
-                (seconds_plot(&borrowed, levels.clone()).render())
+                (seconds_plot("seconds-plot".into(), &borrowed, levels.clone()).render())
                 (legend(&[("requests/s (right)", 0), ("p50", 1), ("p99", 2), ("threshold", 4)], compared))
                 h2 { "Latency distribution" }
-                (latency_plot(&curves, levels).render())
+                (latency_plot(&curves, levels.clone()).render())
                 (legend(&[("corrected latency by percentile", 3), ("threshold", 4)], compared))
+                (super::op_plots::render(&operations, &levels, super::op_plots::CORRECTED, compared))
             })
+        }
+        ResultPlot::Requests => {
+            let read: Vec<(&'static str, Operations)> = runs
+                .iter()
+                .map(|(name, run)| (*name, super::op_plots::from_record(run.result.as_ref())))
+                .collect();
+            let operations: Vec<(&'static str, &Operations)> =
+                read.iter().map(|(n, o)| (*n, o)).collect();
+            Ok(super::op_plots::render(
+                &operations,
+                &[],
+                super::op_plots::DURATIONS,
+                compared,
+            ))
         }
         ResultPlot::Sweep => {
             let sweeps: Vec<(&'static str, CapacityResult)> = runs
@@ -461,6 +491,7 @@ mod tests {
         assert_eq!(xs, vec![-1.0, 0.0, 1.0, 2.0]);
         assert_eq!(aligned.warmup, 2);
         let plot = seconds_plot(
+            "seconds-plot".into(),
             &[
                 ("before", &aligned),
                 ("after", &align(&[second("measure", 1)])),

@@ -10,7 +10,8 @@
 //! feed), [`compare`], [`scenarios`], [`findings`], [`schedules`], [`agents`];
 //! [`start`] starts a run (again); [`session`] signs people in and out and guards every
 //! page, [`layout`] is the frame of every page and of every refusal. A finished run's
-//! plots are SVG drawn here ([`charts`] reads what they show, [`plot`] draws it).
+//! plots are SVG drawn here ([`charts`] reads what they show, [`op_plots`] each
+//! operation's seconds, [`plot`] draws it).
 
 mod agents;
 pub mod assets;
@@ -19,6 +20,7 @@ mod compare;
 mod findings;
 mod layout;
 mod live;
+mod op_plots;
 mod operations;
 mod plot;
 mod run_page;

@@ -70,6 +70,16 @@ fn rows(result: &serde_json::Value) -> Vec<Row> {
     Vec::new()
 }
 
+/// The names of a result's operations, in its order (the table's rows').
+pub fn names(result: Option<&serde_json::Value>) -> Vec<String> {
+    result
+        .map(rows)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|row| row.name)
+        .collect()
+}
+
 /// The table of a result's operations, when it has more than one.
 pub fn table(result: Option<&serde_json::Value>) -> Markup {
     render(&result.map(rows).unwrap_or_default())

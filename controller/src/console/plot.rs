@@ -88,7 +88,8 @@ pub struct Mark {
 
 #[derive(Debug, Clone)]
 pub struct Plot {
-    pub id: &'static str,
+    /// The `svg` element's id, unique on its page.
+    pub id: String,
     pub x: Axis,
     pub y: Axis,
     pub y2: Option<Axis>,
@@ -386,7 +387,7 @@ mod tests {
 
     fn plot() -> Plot {
         Plot {
-            id: "t",
+            id: "t".into(),
             x: Axis::linear("second"),
             y: Axis::linear("ms"),
             y2: Some(Axis::linear("requests/s")),

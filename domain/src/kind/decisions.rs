@@ -30,6 +30,10 @@ pub enum ResultPlot {
     Seconds,
     /// Its sweep: p99 against the offered rate, the SLO and the knee.
     Sweep,
+    /// Each operation's seconds from the requests its result records one by one (rate,
+    /// p50 and p99 of their durations): scenario records, whose requests follow each
+    /// other and send no seconds of their own.
+    Requests,
     /// Nothing to plot: the result's lines and tables say it.
     Nothing,
 }

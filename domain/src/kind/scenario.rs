@@ -84,9 +84,10 @@ impl Kind for Scenario {
     const STRESS_SAMPLED: bool = true;
     const HALTED: bool = false;
     // It sends no seconds (its requests follow each other): its page has nothing to draw
-    // live, and its result says it when it ends.
+    // live, and its result says it when it ends; its record's requests, one by one, give
+    // each operation's seconds once it has.
     const LIVE_VIEW: LiveView = LiveView::Nothing;
-    const RESULT_PLOT: ResultPlot = ResultPlot::Nothing;
+    const RESULT_PLOT: ResultPlot = ResultPlot::Requests;
 
     fn measured_seconds(_spec: &Value) -> Option<u64> {
         None

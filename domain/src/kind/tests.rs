@@ -255,7 +255,8 @@ fn the_kinds_that_split_are_their_traits_and_a_refusal_lists_them() {
 }
 
 /// What a finished run's page and compare plot: the seconds and the latency distribution
-/// of load-like results, a capacity run's sweep, nothing for the others.
+/// of load-like results, a capacity run's sweep, a scenario's recorded requests per
+/// operation, nothing for the others.
 #[test]
 fn each_kind_names_the_plot_of_its_result() {
     use super::ResultPlot;
@@ -266,7 +267,7 @@ fn each_kind_names_the_plot_of_its_result() {
         vec![
             (RunKind::Checks, ResultPlot::Nothing),
             (RunKind::Load, ResultPlot::Seconds),
-            (RunKind::Scenario, ResultPlot::Nothing),
+            (RunKind::Scenario, ResultPlot::Requests),
             (RunKind::Faults, ResultPlot::Nothing),
             (RunKind::Capacity, ResultPlot::Sweep),
             (RunKind::Replay, ResultPlot::Seconds),
