@@ -18,12 +18,14 @@ pub mod forge;
 pub mod history;
 pub mod metrics;
 pub mod partition;
+pub mod pg_cluster;
 pub mod process;
 pub mod proxy;
 pub mod python;
 pub mod raw_agent;
 pub mod recorder;
 pub mod records;
+pub mod relay;
 pub mod setup;
 pub mod tls;
 

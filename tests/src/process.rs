@@ -133,6 +133,22 @@ impl Controller {
         .await
     }
 
+    /// `serve EXTRA` (such as `--replica`) inside `netns`, its API and agent link on the
+    /// namespace's address (the installation's certificate must name it), logging to
+    /// `LOGS/NAME.log`: a controller the partition tests (issue 34) cut from PostgreSQL,
+    /// or put behind a lossy link, while the test still reaches it.
+    pub async fn start_in(
+        install: &Installation,
+        name: &str,
+        heartbeat_ms: u64,
+        netns: &crate::partition::Netns,
+        extra: &[&str],
+    ) -> Controller {
+        Standby::spawn_in(install, name, heartbeat_ms, None, extra, true, Some(netns))
+            .serving()
+            .await
+    }
+
     pub fn api_url(&self) -> String {
         format!("{}://{}", self.api_scheme, self.api)
     }
@@ -177,19 +193,49 @@ impl Standby {
         extra: &[&str],
         allow_loopback: bool,
     ) -> Standby {
+        Standby::spawn_in(
+            install,
+            log_name,
+            heartbeat_ms,
+            agent_port,
+            extra,
+            allow_loopback,
+            None,
+        )
+    }
+
+    /// [`Standby::spawn`] inside `netns` when given (the partition tests, issue 34): its
+    /// API and agent link then listen on the namespace's own address.
+    fn spawn_in(
+        install: &Installation,
+        log_name: &str,
+        heartbeat_ms: u64,
+        agent_port: Option<u16>,
+        extra: &[&str],
+        allow_loopback: bool,
+        netns: Option<&crate::partition::Netns>,
+    ) -> Standby {
         let (log, file) = log_file(install, log_name);
-        let mut command = Command::new(bin("iohr-controller"));
+        let mut command = match netns {
+            Some(netns) => netns.command(bin("iohr-controller")),
+            None => Command::new(bin("iohr-controller")),
+        };
         command.arg("serve");
         command.arg("--data-dir").arg(&install.data_dir);
         if let Some(url) = &install.database_url {
             command.arg("--database-url").arg(url);
         }
-        command.args(["--api-addr", "127.0.0.1:0"]);
+        let listen = netns.map_or("127.0.0.1".to_string(), |n| n.ns_ip.to_string());
+        command.args(["--api-addr", &format!("{listen}:0")]);
+        if netns.is_some() {
+            // A veth address the test made is not loopback; only the test reaches it.
+            command.arg("--insecure-http");
+        }
         // A test may listen for agents elsewhere (the partition tests: a veth address).
         if !extra.contains(&"--agent-addr") {
             command
                 .arg("--agent-addr")
-                .arg(format!("127.0.0.1:{}", agent_port.unwrap_or(0)));
+                .arg(format!("{listen}:{}", agent_port.unwrap_or(0)));
         }
         command
             .arg("--heartbeat-ms")

@@ -136,6 +136,10 @@ pub struct Store {
     secrets: Option<sealed::SecretKey>,
 }
 
+/// How long a PostgreSQL store operation waits for a working connection before it fails
+/// (docs/guarantees.md, scenario 3).
+pub const POSTGRES_ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// The SQLite URL of the store file in a data dir.
@@ -157,6 +161,14 @@ impl Store {
             Backend::Sqlite => 4,
             Backend::Postgres => 16,
         });
+        let options = if backend == Backend::Postgres {
+            // A server cut off or restarting: the pool's ping of an idle connection (or its
+            // new connection) waits this long, then the caller answers 503
+            // `store_unavailable`, rather than hanging sqlx's default 30 s (issue 34).
+            options.acquire_timeout(POSTGRES_ACQUIRE_TIMEOUT)
+        } else {
+            options
+        };
         let options = if backend == Backend::Sqlite {
             options.after_connect(|conn, _meta| {
                 Box::pin(async move {

@@ -158,12 +158,5 @@ pub fn load(target: &Target, tag: &str, rate: u32, seconds: u32) -> Value {
 
 /// Every frame once, in order, ending with `finished`.
 pub async fn assert_gapless(api: &Api, id: &str) {
-    let events = api.events(id, None).await.collect(LIMIT).await;
-    let numbers: Vec<u64> = events.iter().filter_map(|e| e.id).collect();
-    assert_eq!(
-        numbers,
-        (1..=numbers.len() as u64).collect::<Vec<_>>(),
-        "every frame once, in order"
-    );
-    assert_eq!(events.last().map(|e| e.event.as_str()), Some("finished"));
+    iohr_tests::partition::assert_gapless(api, id, LIMIT).await;
 }

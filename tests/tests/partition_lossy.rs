@@ -1,0 +1,172 @@
+//! The service's promises on a bad network (issue 34, scenario 5): 10% of packets lost on
+//! every link, and 200 ms ± 100 ms of delay each way on the agent's link to its
+//! controller, for the length of a load run and then a faults run.
+//!
+//! The agent runs in one network namespace, the controller in another (tests/src/
+//! partition.rs), each with `Cut::Loss(10)`: so the agent's link, the agent's requests to
+//! the target, the controller's link to PostgreSQL (a private cluster on the controller's
+//! host address, tests/src/pg_cluster.rs) and the test's own API calls all lose packets.
+//! The agent dials a delaying relay (tests/src/relay.rs, delays drawn from a seeded
+//! generator) on the host, which dials the controller. TCP resends what is lost, so both
+//! runs must end as on a good network: the load run `passed` with every request sent, the
+//! faults run `passed` with its fault undone before its deadline and nothing left in the
+//! agent's ledger; every frame once, in order; never two agents on an exclusive run.
+//!
+//! H = 1 s here (TTL 3 s): the delays and resends stay well under one TTL.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use iohr_tests::partition::{Cut, Netns, Watch, assert_gapless, ledger_all_closed};
+use iohr_tests::pg_cluster::PgCluster;
+use iohr_tests::process::AgentOptions;
+use iohr_tests::relay::DelayRelay;
+use iohr_tests::setup::Installation;
+use iohr_tests::{Agent, Api, Backend, Controller, Target, on_both_stores};
+use serde_json::{Value, json};
+
+const LIMIT: Duration = Duration::from_secs(90);
+const HEARTBEAT_MS: u64 = 1000;
+const LOSS: u8 = 10;
+/// The relay's delay each way: 200 ms ± 100 ms.
+const DELAY: std::ops::RangeInclusive<Duration> =
+    Duration::from_millis(100)..=Duration::from_millis(300);
+const ENDED: &[&str] = &["passed", "failed", "error", "cancelled"];
+
+fn policy_for(target: &Target, dir: &std::path::Path) -> String {
+    let path = dir.join("policy.json");
+    std::fs::write(
+        &path,
+        json!({"target_ports": [target.addr.port()]}).to_string(),
+    )
+    .expect("policy");
+    path.display().to_string()
+}
+
+/// 50 ms of latency through the agent's fault proxy for 3 s; the steady state (GET / is
+/// answered 200) holds before and after. The probe waits up to 30 s, not the default 5 s:
+/// with one packet in ten lost, a connection's SYN may be resent twice (1 s, then 2 s
+/// more) and its data more, and the probe's timeout is the experiment's to choose.
+fn short_fault() -> Value {
+    json!({
+        "title": "latency under loss", "description": "a short latency fault on a lossy network",
+        "steady-state-hypothesis": {"title": "home answers",
+            "probes": [{"type": "probe", "name": "home-ok", "tolerance": 200,
+                        "provider": {"type": "http", "path": "/", "timeout": 30}}]},
+        "method": [{"type": "action", "name": "slow", "pauses": {"after": 3},
+            "provider": {"type": "iohr", "fault": "network", "duration": "20s",
+                "toxic": {"type": "latency", "latency_ms": 50}}}],
+        "rollbacks": []
+    })
+}
+
+async fn loss_and_delay_change_no_outcome(backend: Backend) {
+    let agent_ns = Netns::create();
+    let controller_ns = Netns::create();
+    // PostgreSQL (a private cluster) on the controller's host address: its link is lossy too.
+    let cluster = (backend == Backend::Postgres)
+        .then(|| PgCluster::start(&[IpAddr::V4(controller_ns.host_ip)]));
+    // The agent dials the relay on its namespace's host address: the certificate names it.
+    let names = [
+        controller_ns.ns_ip.to_string(),
+        agent_ns.host_ip.to_string(),
+    ];
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let install = match &cluster {
+        Some(cluster) => cluster.installation(&names).await,
+        None => Installation::with_server_names(backend, &names).await,
+    };
+    let controller =
+        Controller::start_in(&install, "controller", HEARTBEAT_MS, &controller_ns, &[]).await;
+    let api = Api::new(&controller.api_url(), &install.full_token());
+    let relay = DelayRelay::start(
+        SocketAddr::new(IpAddr::V4(agent_ns.host_ip), 0),
+        controller.agent_link,
+        DELAY,
+        34,
+    )
+    .await;
+    let target = Target::start_at(&format!("{}:0", agent_ns.host_ip), &[]).await;
+    let policy = policy_for(&target, &install.root);
+    let allowed = ["10.232.0.0/14"];
+    let identity = install.agent_identity("default", "edge-1");
+    let _agent = Agent::start(
+        &install,
+        "edge-1",
+        &identity,
+        &relay.url(),
+        AgentOptions {
+            allow_targets: &allowed,
+            netns: Some(&agent_ns),
+            extra: &["--policy", &policy],
+            ..AgentOptions::default()
+        },
+    )
+    .await;
+    api.wait_online("edge-1", LIMIT).await;
+
+    let losses = [
+        agent_ns.cut(Cut::Loss(LOSS)),
+        controller_ns.cut(Cut::Loss(LOSS)),
+    ];
+    let watch = Watch::start(api.clone(), Duration::from_millis(250));
+    let began = std::time::Instant::now();
+
+    // A load run: 20 requests a second for 8 s.
+    let load = json!({"kind": "load", "environment": "staging", "target": target.url(),
+        "spec": {"operations": [{"path": "/"}], "model": "open", "rate": 20,
+                 "duration": "8s", "warmup": "0s"}});
+    let run = api.create_run(&load).await;
+    let load_id = run["id"].as_str().unwrap().to_string();
+    watch.run(&load_id);
+    let done = api.wait_status(&load_id, ENDED, LIMIT).await;
+    eprintln!(
+        "{backend:?}: load run {} after {:?}: {}",
+        done["status"],
+        began.elapsed(),
+        done["result"]
+    );
+    assert_eq!(done["status"], "passed", "{done}");
+    assert_eq!(
+        done["result"]["requests"], 160,
+        "every request sent: {done}"
+    );
+    assert_gapless(&api, &load_id, LIMIT).await;
+
+    // A faults run: its fault applied, held, undone before its deadline.
+    let faults = json!({"kind": "faults", "environment": "staging",
+        "target": target.url(), "spec": short_fault()});
+    let run = api.create_run(&faults).await;
+    let faults_id = run["id"].as_str().unwrap().to_string();
+    watch.run(&faults_id);
+    let done = api.wait_status(&faults_id, ENDED, LIMIT).await;
+    eprintln!(
+        "{backend:?}: faults run {} after {:?}",
+        done["status"],
+        began.elapsed()
+    );
+    assert_eq!(done["status"], "passed", "{done}");
+    let entry = &done["result"]["ledger"][0];
+    let (applied, undone) = (
+        entry["applied_at"].as_u64().expect("applied"),
+        entry["undone_at"].as_u64().expect("undone"),
+    );
+    assert!(
+        undone >= applied && undone - applied < 20_000,
+        "undone before its deadline: {done}"
+    );
+    assert_gapless(&api, &faults_id, LIMIT).await;
+    ledger_all_closed(&install.root, "edge-1", LIMIT).await;
+    watch.assert_promises(&[&load_id, &faults_id]);
+    eprintln!(
+        "{backend:?}: both runs under loss and delay in {:?}; relay connections {}",
+        began.elapsed(),
+        relay.connections()
+    );
+    drop((losses, watch));
+    controller.stop().await;
+}
+
+on_both_stores!(loss_and_delay_change_no_outcome);

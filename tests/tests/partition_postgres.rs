@@ -1,0 +1,273 @@
+//! The service's promises when PostgreSQL goes away (issue 34, scenario 3), on a private
+//! cluster of the test's own (tests/src/pg_cluster.rs; never the shared server):
+//!
+//! 1. A replica cut from PostgreSQL while its agents stay connected to it: replica A runs
+//!    in a network namespace (tests/src/partition.rs) and its path to the cluster's port is
+//!    dropped, while replica B, the agents and the test still reach A.
+//! 2. PostgreSQL stopped (`pg_ctl stop -m fast`, every session ended) and started again in
+//!    the middle of load runs on two replicas.
+//!
+//! What the product does (docs/guarantees.md): a controller on PostgreSQL checks its seat
+//! (its advisory lock's connection) every second and stops when it cannot (within 3 s),
+//! so that nothing is done twice once another replica may adopt its leases; its agents
+//! dial their next `--controller`, which takes their leases over. Until it stops, its API
+//! answers 503 `store_unavailable` within the store's bound
+//! (`POSTGRES_ACQUIRE_TIMEOUT`, 5 s) instead of hanging. A supervisor starts it again,
+//! which this test does as soon as it has stopped (and, for the restart, once PostgreSQL
+//! is back). Asserted: no request hangs; every run acknowledged (201) ends exactly once,
+//! its frames gapless on both replicas; no exclusive run on two agents; the restarted
+//! replicas serve again.
+//!
+//! H = 1 s here (TTL 3 s).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use iohr_tests::partition::{Cut, Netns, Watch, assert_gapless};
+use iohr_tests::pg_cluster::PgCluster;
+use iohr_tests::process::AgentOptions;
+use iohr_tests::setup::Installation;
+use iohr_tests::{Agent, Api, Controller, Target, wait_for};
+use serde_json::{Value, json};
+
+const LIMIT: Duration = Duration::from_secs(60);
+const HEARTBEAT_MS: u64 = 1000;
+const ENDED: &[&str] = &["passed", "failed", "error", "cancelled"];
+/// How long a replica that cannot reach its store may take to say so (503) or stop: the
+/// store's bound on waiting for a connection (5 s) plus slack for a loaded machine.
+const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+fn load(target: &Target, rate: u32, seconds: u32) -> Value {
+    json!({"kind": "load", "environment": "staging", "target": target.url(),
+           "spec": {"operations": [{"path": "/"}], "model": "open",
+                    "rate": rate, "duration": format!("{seconds}s"), "warmup": "0s"}})
+}
+
+/// Agent edge-1 linked to replica A and edge-2 to B (one job each: each exclusive run
+/// goes to an agent of its own), each given the other replica as its next `--controller`.
+async fn two_agents(
+    install: &Installation,
+    (a, api_a): (&Controller, &Api),
+    (b, api_b): (&Controller, &Api),
+) -> [Agent; 2] {
+    let (link_a, link_b) = (a.link_url(), b.link_url());
+    let options = || AgentOptions {
+        max_jobs: 1,
+        ..AgentOptions::default()
+    };
+    let both = format!("{link_a},{link_b}");
+    let edge_1 = Agent::enrol(install, api_a, "edge-1", &both, options()).await;
+    let both = format!("{link_b},{link_a}");
+    let edge_2 = Agent::enrol(install, api_b, "edge-2", &both, options()).await;
+    [edge_1, edge_2]
+}
+
+/// What a replica did with a request: answered, or was gone (refused or closed the
+/// connection: it stopped).
+#[derive(Debug)]
+enum Answer {
+    Status(u16, Value),
+    Gone,
+}
+
+/// `GET` (or `POST` `body` to) `path` on `api`, within [`ANSWER_WITHIN`]: a replica that
+/// neither answers nor goes away within it fails the test (it hangs).
+async fn ask(api: &Api, path: &str, body: Option<Value>) -> Answer {
+    let (api, path) = (api.clone(), path.to_string());
+    let asked = std::time::Instant::now();
+    // Api panics on a refused or broken connection: in its own task, that is `Gone`.
+    let call = tokio::spawn(async move {
+        match body {
+            Some(body) => api.post(&path, &body).await,
+            None => api.get(&path).await,
+        }
+    });
+    let answer = match tokio::time::timeout(ANSWER_WITHIN, call).await {
+        Err(_) => panic!("a replica without its store hung for {ANSWER_WITHIN:?}"),
+        Ok(Ok((status, body))) => Answer::Status(status, body),
+        Ok(Err(_)) => Answer::Gone,
+    };
+    eprintln!("without its store: {answer:?} in {:?}", asked.elapsed());
+    answer
+}
+
+/// A replica that cannot reach its store answers a read and a new run 503
+/// `store_unavailable`, or has stopped; a run it acknowledges anyway (201) is returned,
+/// to be held to its promise.
+async fn assert_unavailable_or_gone(api: &Api, run: &str, body: &Value) -> Option<String> {
+    for (path, body) in [
+        (format!("/v1/reliability/runs/{run}"), None),
+        ("/v1/reliability/runs".to_string(), Some(body.clone())),
+    ] {
+        match ask(api, &path, body).await {
+            Answer::Gone => {}
+            Answer::Status(201, record) => return Some(record["id"].as_str()?.to_string()),
+            Answer::Status(status, answer) => {
+                assert_eq!(status, 503, "{path} without the store: {answer}");
+                assert_eq!(answer["error"]["code"], "store_unavailable", "{answer}");
+            }
+        }
+    }
+    None
+}
+
+/// Waits until the replica behind `api` has stopped (its seat lost).
+async fn wait_gone(api: &Api, what: &str) {
+    wait_for(&format!("{what} to stop"), LIMIT, || async {
+        matches!(ask(api, "/v1/reliability/agents", None).await, Answer::Gone).then_some(())
+    })
+    .await;
+    eprintln!("{what} has stopped");
+}
+
+/// Each run ends exactly once (the watch's history): `passed`, or `error` when its agent
+/// gave it up at its TTL ("lost contact with the controller: the agent stopped the run",
+/// as the agent reports it on its return) or never came back ("agent lost"); its frames
+/// gapless on every replica.
+async fn assert_runs_end(watch: &Watch, runs: &[String], apis: &[&Api]) {
+    for id in runs {
+        let done = apis[0].wait_status(id, ENDED, LIMIT).await;
+        eprintln!(
+            "run {id} on {}: {} {}",
+            done["agent"], done["status"], done["reason"]
+        );
+        let reason = done["reason"].as_str().unwrap_or_default();
+        assert!(
+            done["status"] == "passed"
+                || (done["status"] == "error"
+                    && (reason == "agent lost"
+                        || reason.starts_with("lost contact with the controller"))),
+            "{done}"
+        );
+        for api in apis {
+            assert_gapless(api, id, LIMIT).await;
+        }
+    }
+    watch.assert_promises(&runs.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_cut_from_postgres_stops_and_loses_nothing() {
+    let netns = Netns::create();
+    // The cluster listens on the namespace's host address: replica A inside reaches it over
+    // the veth pair (which the cut drops); everything on the host reaches it directly.
+    let cluster = PgCluster::start(&[IpAddr::V4(netns.host_ip)]);
+    let install = cluster.installation(&[&netns.ns_ip.to_string()]).await;
+    let token = install.full_token();
+    let a = Controller::start_in(&install, "replica-a", HEARTBEAT_MS, &netns, &["--replica"]).await;
+    let b = Controller::replica(&install, "replica-b", HEARTBEAT_MS, None).await;
+    let (api_a, api_b) = (
+        Api::new(&a.api_url(), &token),
+        Api::new(&b.api_url(), &token),
+    );
+    let _agents = two_agents(&install, (&a, &api_a), (&b, &api_b)).await;
+    let target = Target::start().await;
+    let watch = Watch::start(api_b.clone(), Duration::from_millis(100));
+
+    // One 12 s load run on each agent (one job each: the second goes to the other agent).
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let run = api_b.create_run(&load(&target, 20, 12)).await;
+        let id = run["id"].as_str().unwrap().to_string();
+        watch.run(&id);
+        runs.push(id);
+    }
+    for id in &runs {
+        api_b.wait_status(id, &["running"], LIMIT).await;
+    }
+
+    // Cut A from PostgreSQL: its agent link and API stay reachable.
+    let cut = netns.cut(Cut::Port(cluster.port));
+    if let Some(id) = assert_unavailable_or_gone(&api_a, &runs[0], &load(&target, 20, 1)).await {
+        watch.run(&id);
+        runs.push(id);
+    }
+    wait_gone(&api_a, "replica A").await;
+    drop(a);
+    // B serves on: a run asked there is acknowledged and must end.
+    let during = api_b.create_run(&load(&target, 20, 2)).await;
+    let during = during["id"].as_str().unwrap().to_string();
+    watch.run(&during);
+    runs.push(during);
+    drop(cut);
+
+    // Healed: A started again (as its supervisor would) serves and takes runs.
+    let a = Controller::start_in(
+        &install,
+        "replica-a-again",
+        HEARTBEAT_MS,
+        &netns,
+        &["--replica"],
+    )
+    .await;
+    let api_a = Api::new(&a.api_url(), &token);
+    let after = api_a.create_run(&load(&target, 20, 2)).await;
+    let after = after["id"].as_str().unwrap().to_string();
+    watch.run(&after);
+    runs.push(after);
+    assert_runs_end(&watch, &runs, &[&api_b, &api_a]).await;
+    drop(watch);
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_restarted_mid_run_loses_nothing() {
+    let cluster = PgCluster::start(&[IpAddr::from([127, 0, 0, 1])]);
+    let install = cluster.installation(&[]).await;
+    let token = install.full_token();
+    let a = Controller::replica(&install, "replica-a", HEARTBEAT_MS, None).await;
+    let b = Controller::replica(&install, "replica-b", HEARTBEAT_MS, None).await;
+    let (api_a, api_b) = (
+        Api::new(&a.api_url(), &token),
+        Api::new(&b.api_url(), &token),
+    );
+    let _agents = two_agents(&install, (&a, &api_a), (&b, &api_b)).await;
+    let target = Target::start().await;
+
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let run = api_a.create_run(&load(&target, 20, 10)).await;
+        runs.push(run["id"].as_str().unwrap().to_string());
+    }
+    for id in &runs {
+        api_a.wait_status(id, &["running"], LIMIT).await;
+    }
+
+    cluster.stop();
+    for api in [&api_a, &api_b] {
+        assert!(
+            assert_unavailable_or_gone(api, &runs[0], &load(&target, 20, 1))
+                .await
+                .is_none(),
+            "no run is acknowledged while the store is down"
+        );
+    }
+    wait_gone(&api_a, "replica A").await;
+    wait_gone(&api_b, "replica B").await;
+    let (port_a, port_b) = (a.agent_link.port(), b.agent_link.port());
+    drop((a, b));
+    cluster.start_again();
+    // Started again on their agent ports, as their supervisor would.
+    let a = Controller::replica(&install, "replica-a-again", HEARTBEAT_MS, Some(port_a)).await;
+    let b = Controller::replica(&install, "replica-b-again", HEARTBEAT_MS, Some(port_b)).await;
+    let (api_a, api_b) = (
+        Api::new(&a.api_url(), &token),
+        Api::new(&b.api_url(), &token),
+    );
+    let watch = Watch::start(api_b.clone(), Duration::from_millis(100));
+    for id in &runs {
+        watch.run(id);
+    }
+    // A run asked now is acknowledged and must end.
+    let after = api_b.create_run(&load(&target, 20, 2)).await;
+    let after = after["id"].as_str().unwrap().to_string();
+    watch.run(&after);
+    runs.push(after);
+    assert_runs_end(&watch, &runs, &[&api_b, &api_a]).await;
+    drop(watch);
+    a.stop().await;
+    b.stop().await;
+}
