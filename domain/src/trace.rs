@@ -194,6 +194,41 @@ mod tests {
         }
     }
 
+    /// Each kind's spec refuses a trace_sample outside [0, 1] at its field, as every
+    /// spec error (the API's `400 invalid_spec`), and leaves the default out when
+    /// written back.
+    #[test]
+    fn specs_refuse_a_sample_outside_zero_to_one() {
+        use serde_json::json;
+        let load = json!({"operations": [{"path": "/"}], "model": "closed", "connections": 1,
+            "duration": "1s", "trace_sample": 1.5});
+        let e = crate::load::LoadSpec::from_json(&load)
+            .and_then(|s| s.plan())
+            .expect_err("refused");
+        assert_eq!(e.field, "spec.trace_sample");
+        let checks = json!({"checks": [{"path": "/"}], "trace_sample": -1});
+        let e = crate::checks::ChecksSpec::from_json(&checks).expect_err("refused");
+        assert_eq!(e.field, "spec.trace_sample");
+        let replay = json!({"requests": [{"offset_ms": 0, "method": "GET", "path": "/"}],
+            "trace_sample": 2});
+        let e = crate::replay::ReplaySpec::from_json(&replay)
+            .and_then(|s| s.plan())
+            .expect_err("refused");
+        assert_eq!(e.field, "spec.trace_sample");
+        let faults = json!({"title": "t", "description": "d", "method": [], "trace_sample": 3});
+        let e = crate::faults::Experiment::from_json(&faults).expect_err("refused");
+        assert_eq!(e.field, "trace_sample");
+        let ok = json!({"checks": [{"path": "/"}]});
+        let spec = crate::checks::ChecksSpec::from_json(&ok).expect("valid");
+        assert_eq!(spec.trace_sample, DEFAULT_SAMPLE);
+        assert!(
+            serde_json::to_value(&spec)
+                .expect("json")
+                .get("trace_sample")
+                .is_none()
+        );
+    }
+
     proptest! {
         #![proptest_config(crate::proptests::config(512))]
 
