@@ -158,6 +158,7 @@ pub fn start(
     // The executor's frames go straight into the table: every one is there before the
     // completion that counts them.
     let ctx = RunContext::new(target.clone(), leases.frame_sender(&lease_id))
+        .with_run_id(run_id.clone())
         .with_options(options.clone())
         .with_env(env)
         .with_cancel(cancel)

@@ -3,7 +3,12 @@
 //! through): `${env:NAME}` references read from the agent's environment (only the names
 //! its operator grants, [`crate::secrets`]) and `${secret:NAME}` from the account
 //! secrets the lease carried, credential values marked sensitive, and every value that
-//! must never be echoed collected so that messages can be scrubbed of it.
+//! must never be echoed collected so that messages can be scrubbed of it. [`build`] is
+//! the one builder of the requests themselves, trace context included.
+
+mod build;
+
+pub use build::{BAGGAGE, BuildError, Built, Parts, Stamper, TRACEPARENT, Trace, build};
 
 use std::collections::BTreeMap;
 

@@ -129,6 +129,8 @@ impl fmt::Debug for EnvVars {
 /// the agent's that this module (and the load engine) never reads; `None` where the agent
 /// has none.
 pub struct RunContext<F = ()> {
+    /// The run's id: its requests' trace context names it ([`iohr_domain::trace`]).
+    pub run_id: String,
     /// The run's target, as the spec's paths are sent to it.
     pub target: String,
     pub options: TargetOptions,
@@ -148,6 +150,7 @@ pub struct RunContext<F = ()> {
 impl<F> Clone for RunContext<F> {
     fn clone(&self) -> RunContext<F> {
         RunContext {
+            run_id: self.run_id.clone(),
             target: self.target.clone(),
             options: self.options.clone(),
             frames: self.frames.clone(),
@@ -163,6 +166,7 @@ impl<F> Clone for RunContext<F> {
 impl<F> fmt::Debug for RunContext<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RunContext")
+            .field("run_id", &self.run_id)
             .field("target", &self.target)
             .field("options", &self.options)
             .field("faults", &self.faults.is_some())
@@ -175,6 +179,7 @@ impl<F> RunContext<F> {
     /// process environment and no faults configuration.
     pub fn new(target: impl Into<String>, frames: FrameSender) -> RunContext<F> {
         RunContext {
+            run_id: String::new(),
             target: target.into(),
             options: TargetOptions::default(),
             frames,
@@ -184,6 +189,11 @@ impl<F> RunContext<F> {
             stress: None,
             verdicts: None,
         }
+    }
+
+    pub fn with_run_id(mut self, run_id: impl Into<String>) -> RunContext<F> {
+        self.run_id = run_id.into();
+        self
     }
 
     pub fn with_options(mut self, options: TargetOptions) -> RunContext<F> {
@@ -220,6 +230,7 @@ impl<F> RunContext<F> {
     /// its own frames and cancel token, no faults configuration and no stress meter.
     pub fn part<G>(&self, frames: FrameSender, cancel: CancellationToken) -> RunContext<G> {
         RunContext {
+            run_id: self.run_id.clone(),
             target: self.target.clone(),
             options: self.options.clone(),
             frames,

@@ -89,6 +89,13 @@ pub struct CapacitySpec {
     /// The capacity (requests per second) the scenario must reach: the run fails below.
     #[serde(default)]
     pub floor: Option<f64>,
+    /// The share of requests sent with the W3C traceparent's sampled flag set (0 to 1,
+    /// default 0.01); every request carries trace context ([`crate::trace`]).
+    #[serde(
+        default = "crate::trace::default_sample",
+        skip_serializing_if = "crate::trace::is_default_sample"
+    )]
+    pub trace_sample: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

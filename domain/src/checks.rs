@@ -25,6 +25,13 @@ pub struct ChecksSpec {
     /// other).
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// The share of requests sent with the W3C traceparent's sampled flag set (0 to 1,
+    /// default 0.01); every request carries trace context ([`crate::trace`]).
+    #[serde(
+        default = "crate::trace::default_sample",
+        skip_serializing_if = "crate::trace::is_default_sample"
+    )]
+    pub trace_sample: f64,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -142,6 +149,7 @@ impl ChecksSpec {
                 format!("must be between 1 and {MAX_TIMEOUT_MS}"),
             ));
         }
+        crate::trace::validate_sample("spec.trace_sample", self.trace_sample)?;
         for (i, check) in self.checks.iter().enumerate() {
             let field = format!("spec.checks[{i}]");
             validate_request(&field, &check.method, &check.path, &check.headers)?;

@@ -25,6 +25,7 @@ pub mod stress;
 pub mod summary;
 pub mod target;
 pub mod text;
+pub mod trace;
 pub mod version;
 
 pub use frame::{Frame, FrameKind};

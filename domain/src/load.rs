@@ -90,6 +90,13 @@ pub struct LoadSpec {
     /// In a run split over agents: what losing a share's agent does to the run.
     #[serde(default)]
     pub on_agent_lost: AgentLoss,
+    /// The share of requests sent with the W3C traceparent's sampled flag set (0 to 1,
+    /// default 0.01); every request carries trace context ([`crate::trace`]).
+    #[serde(
+        default = "crate::trace::default_sample",
+        skip_serializing_if = "crate::trace::is_default_sample"
+    )]
+    pub trace_sample: f64,
 }
 
 /// What a split run does when one of its shares' agents is lost (`on_agent_lost`).
@@ -205,6 +212,8 @@ pub struct LoadPlan {
     /// The part of the run this agent sends when it is split over several
     /// ([`LoadPlan::share`]); the whole run otherwise.
     pub share: Share,
+    /// The share of requests sent sampled ([`crate::trace`]).
+    pub trace_sample: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

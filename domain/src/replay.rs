@@ -60,6 +60,13 @@ pub struct ReplaySpec {
     /// In a run split over agents: what losing a share's agent does to the run.
     #[serde(default)]
     pub on_agent_lost: crate::load::AgentLoss,
+    /// The share of requests sent with the W3C traceparent's sampled flag set (0 to 1,
+    /// default 0.01); every request carries trace context ([`crate::trace`]).
+    #[serde(
+        default = "crate::trace::default_sample",
+        skip_serializing_if = "crate::trace::is_default_sample"
+    )]
+    pub trace_sample: f64,
 }
 
 fn default_speed() -> f64 {
@@ -251,6 +258,7 @@ impl ReplaySpec {
         }
         let timeout = read_timeout(self.timeout.as_deref())?;
         let thresholds = read_thresholds(&self.thresholds)?;
+        crate::trace::validate_sample("spec.trace_sample", self.trace_sample)?;
         // n requests span n gaps, so n / duration is the log's own mean rate.
         let n = arrivals.len() as f64;
         let last = arrivals.last().map_or(0.0, |(d, _)| d.as_secs_f64());
@@ -275,6 +283,7 @@ impl ReplaySpec {
             abort_on_fail: self.abort_on_fail,
             recorded: Some(arrivals),
             share: crate::load::Share::WHOLE,
+            trace_sample: self.trace_sample,
         })
     }
 }

@@ -110,6 +110,7 @@ async fn run(
     let (tx, mut rx) = FrameSender::channel();
     let cancel = CancellationToken::new();
     let ctx = RunContext::new(target, tx)
+        .with_run_id(run_id.clone())
         .with_options(options)
         .with_cancel(cancel.clone())
         .with_faults(faults);

@@ -26,6 +26,7 @@ use crate::frames::FrameSender;
 use crate::http_client::one_connection;
 use crate::load::client::Endpoint;
 use crate::load::request::PreparedOp;
+use crate::request::Trace;
 use crate::run_context::{EnvVars, RunContext};
 
 /// The most of a body a tolerance sees.
@@ -40,6 +41,10 @@ pub struct Prober {
     run_target: String,
     /// Requests sent so far, by every probe and burst: the run's units spent.
     sent: Arc<AtomicU64>,
+    /// The run's id and its `trace_sample`: every probe's request carries its trace
+    /// context ([`crate::request::Trace`]).
+    run_id: String,
+    trace_sample: f64,
 }
 
 impl Prober {
@@ -48,7 +53,16 @@ impl Prober {
             send_to: send_to.trim_end_matches('/').to_string(),
             run_target: run_target.trim_end_matches('/').to_string(),
             sent: Arc::default(),
+            run_id: String::new(),
+            trace_sample: iohr_domain::trace::DEFAULT_SAMPLE,
         }
+    }
+
+    /// The run whose trace context the probes send.
+    pub fn traced(mut self, run_id: &str, trace_sample: f64) -> Prober {
+        self.run_id = run_id.to_string();
+        self.trace_sample = trace_sample;
+        self
     }
 
     /// The requests every probe and burst of this prober has sent.
@@ -88,7 +102,8 @@ impl Prober {
         };
         let endpoint = Endpoint::new(&self.send_to, HttpVersion::Http1, None)
             .map_err(|e| fail(e.to_string()))?;
-        let request = PreparedOp::new(&operation, &endpoint, &|r| env.resolve(r))
+        let trace = Trace::new(&self.run_id, self.trace_sample);
+        let request = PreparedOp::traced(&operation, &endpoint, &|r| env.resolve(r), Some(&trace))
             .map_err(|e| fail(e.to_string()))?
             .request();
         let (host, port) = host_port(&self.send_to)?;
@@ -127,13 +142,15 @@ impl Prober {
     }
 
     async fn load(&self, probe: &LoadProbe, env: &EnvVars) -> Result<ProbeOutput, ProbeError> {
-        let plan = probe.plan().map_err(|e| ProbeError(e.to_string()))?;
+        let mut plan = probe.plan().map_err(|e| ProbeError(e.to_string()))?;
+        plan.trace_sample = self.trace_sample;
         // The burst's per-second frames are not the faults run's: they go nowhere.
         let (frames, _) = FrameSender::channel();
         // Dropping this future (a cancelled run) stops the burst's tasks too.
         let cancel = CancellationToken::new();
         let _stop = cancel.clone().drop_guard();
         let ctx = RunContext::<()>::new(&self.send_to, frames)
+            .with_run_id(self.run_id.clone())
             .with_cancel(cancel)
             .with_env(env.clone());
         let outcome = crate::load::run(plan, &ctx).await;

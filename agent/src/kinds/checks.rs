@@ -10,9 +10,9 @@ pub mod dry_run;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
+use hyper::Request;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, USER_AGENT};
-use hyper::{Method, Request};
 use iohr_domain::checks::{
     Check, CheckVerdict, ChecksResult, ChecksSpec, Observation, judge_check, judge_invariant,
     summarise,
@@ -30,7 +30,7 @@ use super::target::Target;
 use super::{Outcome, RunContext, emit, to_json};
 use crate::dry_run::Described;
 use crate::http_client::{self, HttpClient};
-use crate::request::{HeaderError, resolve_headers, scrub};
+use crate::request::{BuildError, Parts, Trace, build, scrub};
 use crate::secrets::EnvRefusal;
 
 const AGENT_USER_AGENT: &str = concat!("iohr-agent/", env!("CARGO_PKG_VERSION"));
@@ -85,6 +85,7 @@ pub async fn run(spec: ChecksSpec, ctx: &RunContext) -> Outcome {
 
     let client = http_client::pooled(ctx.options.egress.clone());
     let timeout = spec.timeout();
+    let trace = Trace::new(&ctx.run_id, spec.trace_sample);
 
     let mut verdicts: Vec<CheckVerdict> = Vec::with_capacity(spec.checks.len());
     let mut sent: u64 = 0;
@@ -95,7 +96,7 @@ pub async fn run(spec: ChecksSpec, ctx: &RunContext) -> Outcome {
         if cancel.is_cancelled() {
             return cancelled_outcome(verdicts, sent);
         }
-        let step = run_check(&client, &base, check, timeout, cancel, &env).await;
+        let step = run_check(&client, &base, check, timeout, cancel, &env, &trace).await;
         let seen = match step {
             Step::NotSent(seen) => seen,
             Step::Sent(seen) => {
@@ -171,8 +172,9 @@ async fn run_check(
     timeout: Duration,
     cancel: &CancellationToken,
     env: &impl Fn(iohr_domain::request::Reference<'_>) -> Result<String, EnvRefusal>,
+    trace: &Trace,
 ) -> Step {
-    let (request, secrets) = match build_request(base, check, env) {
+    let (request, secrets) = match build_request(base, check, env, trace) {
         Ok(built) => built,
         Err(e) => {
             return Step::NotSent(Observation {
@@ -237,41 +239,33 @@ fn no_response(latency_ms: f64, error: String) -> Observation {
     }
 }
 
-/// Why a check's request could not be built. Messages name headers and variables, never
-/// header values.
-#[derive(Debug, thiserror::Error)]
-enum BuildError {
-    #[error(transparent)]
-    Header(#[from] HeaderError),
-    #[error("method {0}: not a valid HTTP method")]
-    Method(String),
-    #[error("path {0}: does not make a valid URL with the target")]
-    Uri(String),
-}
-
-/// Builds the request and returns, alongside it, the values that must never be echoed.
+/// Builds the request through the one builder and returns, alongside it, the values that
+/// must never be echoed. Messages name headers and variables, never header values.
 fn build_request(
     base: &Target,
     check: &Check,
     env: &impl Fn(iohr_domain::request::Reference<'_>) -> Result<String, EnvRefusal>,
+    trace: &Trace,
 ) -> Result<(Request<Full<Bytes>>, Vec<String>), BuildError> {
-    let method = Method::from_bytes(check.method.as_bytes())
-        .map_err(|_| BuildError::Method(check.method.clone()))?;
-    let uri = base
-        .join(&check.path)
-        .map_err(|_| BuildError::Uri(check.path.clone()))?;
-    let body = check.body.clone().map(Bytes::from).unwrap_or_default();
-    let mut request = Request::new(Full::new(body));
-    *request.method_mut() = method;
-    *request.uri_mut() = uri;
-
-    let resolved = resolve_headers(&check.headers, env)?;
-    *request.headers_mut() = resolved.headers;
-    let headers = request.headers_mut();
-    if !headers.contains_key(USER_AGENT) {
-        headers.insert(USER_AGENT, HeaderValue::from_static(AGENT_USER_AGENT));
-    }
-    Ok((request, resolved.secrets))
+    let built = build(
+        Parts {
+            method: &check.method,
+            uri: &|| {
+                base.join(&check.path).map_err(|_| {
+                    format!(
+                        "path {}: does not make a valid URL with the target",
+                        check.path
+                    )
+                })
+            },
+            headers: &check.headers,
+            body: check.body.clone().map(Bytes::from).unwrap_or_default(),
+            defaults: &[(USER_AGENT, HeaderValue::from_static(AGENT_USER_AGENT))],
+        },
+        env,
+        Some(trace),
+    )?;
+    Ok((built.request(), built.secrets))
 }
 
 /// Drains the body (latency runs to its end) while looking for the expected text.

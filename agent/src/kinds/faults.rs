@@ -257,7 +257,7 @@ pub async fn run(plan: FaultsPlan, ctx: &RunContext) -> Outcome {
     };
     let send_to = format!("http://{}", proxy.local_addr());
     let policy = config.policy_for(upstream.port());
-    let prober = Prober::new(&send_to, target);
+    let prober = Prober::new(&send_to, target).traced(&plan.run_id, plan.experiment.trace_sample);
     let driver = AgentDriver {
         proxy: Some(&proxy),
         prober: Some(prober.clone()),

@@ -107,7 +107,13 @@ pub async fn run(spec: ScenarioSpec, ctx: &RunContext) -> Outcome {
         Ok(base) => base,
         Err(e) => return Outcome::error(e.to_string(), 0),
     };
-    let sender = match Sender::new(&spec, &base, &ctx.env_fn(), ctx.options.egress.clone()) {
+    let sender = match Sender::new(
+        &spec,
+        &base,
+        &ctx.env_fn(),
+        ctx.options.egress.clone(),
+        &ctx.run_id,
+    ) {
         Ok(sender) => Arc::new(sender),
         Err(e) => return Outcome::error(e.to_string(), 0),
     };

@@ -262,8 +262,11 @@ impl Connection {
     /// kept). Returns the status.
     pub async fn send(&mut self, op: &PreparedOp) -> Result<u16, Failure> {
         match self {
-            Connection::H1(conn) => conn.send(op.wire(), op.method()).await,
-            Connection::H2(conn) => conn.send(op.wire(), op.body()).await,
+            Connection::H1(conn) => conn.send_op(op).await,
+            Connection::H2(conn) => match op.h2_stamp() {
+                Some(fields) => conn.send_stamped(op.wire(), &fields, op.body()).await,
+                None => conn.send(op.wire(), op.body()).await,
+            },
         }
     }
 }

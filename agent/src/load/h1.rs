@@ -25,6 +25,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 use super::client::Failure;
+use super::request::PreparedOp;
 
 /// The read buffer's starting size: a typical head and body in one read.
 const INITIAL_BUFFER: usize = 16 * 1024;
@@ -115,6 +116,8 @@ pub struct H1Conn<S> {
     busy: bool,
     /// The last final answer's head and what it parsed to.
     last: Option<LastHead>,
+    /// The last request as written with its traceparent, kept for the next.
+    stamped: Vec<u8>,
 }
 
 /// A head as it came on the wire, byte for byte, and what [`parse_head`] made of it for
@@ -161,12 +164,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H1Conn<S> {
             keep_alive: true,
             busy: false,
             last: None,
+            stamped: Vec::new(),
         }
     }
 
     /// Whether another request may go on this connection.
     pub fn is_reusable(&self) -> bool {
         self.keep_alive && !self.busy
+    }
+
+    /// Sends `op` with its own traceparent ([`PreparedOp::stamped`]).
+    pub async fn send_op(&mut self, op: &PreparedOp) -> Result<u16, Failure> {
+        if !op.stamps() {
+            return self.send(op.wire(), op.method()).await;
+        }
+        let mut request = std::mem::take(&mut self.stamped);
+        op.stamped(&mut request);
+        let sent = self.send(&request, op.method()).await;
+        self.stamped = request;
+        sent
     }
 
     /// Sends `request` (head and body as they go on the wire, for `method`) and reads

@@ -24,6 +24,7 @@ pub mod schedule;
 
 use std::sync::Arc;
 
+use crate::request::Trace;
 use crate::run_context::{Outcome, RunContext};
 use crate::secrets::EnvRefusal;
 use client::Endpoint;
@@ -40,7 +41,8 @@ pub use crate::run_context::TargetOptions;
 /// Runs a load plan (or a replay's) against the context's target. `F`, the agent's
 /// faults configuration, is not the engine's business.
 pub async fn run<F>(plan: LoadPlan, ctx: &RunContext<F>) -> Outcome {
-    let (endpoint, operations) = match prepare(&plan, &ctx.target, &ctx.options, &ctx.env_fn()) {
+    let prepared = prepare(&plan, &ctx.run_id, &ctx.target, &ctx.options, &ctx.env_fn());
+    let (endpoint, operations) = match prepared {
         Ok((endpoint, operations)) => (Arc::new(endpoint), Arc::new(operations)),
         Err(e) => return Outcome::error(e, 0),
     };
@@ -79,10 +81,11 @@ pub async fn run<F>(plan: LoadPlan, ctx: &RunContext<F>) -> Outcome {
 }
 
 /// What a run builds before its first connection: the target's endpoint (its TLS roots
-/// read) and each operation's request (credential headers resolved from `env`). The dry
-/// run calls it too, so that it refuses what a run would.
+/// read) and each operation's request (credential headers resolved from `env`, the run's
+/// trace context). The dry run calls it too, so that it refuses what a run would.
 pub fn prepare(
     plan: &LoadPlan,
+    run_id: &str,
     target: &str,
     options: &TargetOptions,
     env: &impl Fn(iohr_domain::request::Reference<'_>) -> Result<String, EnvRefusal>,
@@ -90,10 +93,11 @@ pub fn prepare(
     let endpoint = Endpoint::new(target, plan.http, options.extra_ca.as_deref())
         .map_err(|e| e.to_string())?
         .with_egress(options.egress.clone());
+    let trace = Trace::new(run_id, plan.trace_sample);
     let operations = plan
         .operations
         .iter()
-        .map(|op| PreparedOp::new(op, &endpoint, env))
+        .map(|op| PreparedOp::traced(op, &endpoint, env, Some(&trace)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
     Ok((endpoint, operations))

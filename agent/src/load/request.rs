@@ -1,6 +1,8 @@
-//! Operations made ready to send: method, URI, headers (with `${env:NAME}` references
-//! read from the agent's environment) and body, built once, and encoded once as they go
-//! on the wire: the whole HTTP/1.1 request, or HTTP/2's header block.
+//! Operations made ready to send through the one builder ([`crate::request::build`]):
+//! method, URI, headers (with `${env:NAME}` references read from the agent's
+//! environment), body and the run's baggage, built once, and encoded once as they go on
+//! the wire: the whole HTTP/1.1 request, or HTTP/2's header block. Each request's
+//! traceparent is written in as it goes ([`PreparedOp::stamped`]).
 
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -11,28 +13,33 @@ use hyper::{Method, Request, Uri};
 use iohr_domain::load::{HttpVersion, Operation};
 
 use super::client::Endpoint;
-use crate::request::resolve_headers;
+use crate::request::{BuildError, Built, Parts, Trace, build};
 use crate::secrets::EnvRefusal;
+
+/// `traceparent` as [`super::h2::hpack::field`] encodes it, up to its value: a literal
+/// never indexed, the name's length and bytes, the value's length (55).
+const H2_STAMP_NAME: &[u8] = b"\x00\x0btraceparent\x37";
+const H2_STAMP_LEN: usize = H2_STAMP_NAME.len() + iohr_domain::trace::TRACEPARENT_LEN;
 
 pub const LOAD_USER_AGENT: &str = concat!("iohr-load/", env!("CARGO_PKG_VERSION"));
 
 #[derive(Clone)]
 pub struct PreparedOp {
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
+    built: Built,
     /// As it goes on the wire: HTTP/1.1's request head and body, or HTTP/2's header
-    /// block (HPACK; the body follows in DATA frames).
+    /// block (HPACK; the body follows in DATA frames), without the traceparent.
     wire: Bytes,
+    /// HTTP/1.1: where each request's traceparent goes in `wire`, before the head's
+    /// blank line (HTTP/2's follows the header block, [`PreparedOp::h2_stamp`]).
+    stamp_at: usize,
 }
 
 // By hand: header values (credentials among them) and bodies never reach a log.
 impl std::fmt::Debug for PreparedOp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PreparedOp")
-            .field("method", &self.method)
-            .field("uri", &self.uri)
+            .field("method", &self.built.method)
+            .field("uri", &self.built.uri)
             .finish_non_exhaustive()
     }
 }
@@ -46,83 +53,126 @@ pub struct PrepareError {
 }
 
 impl PreparedOp {
+    /// The operation without trace context (the encoding's own tests).
     pub fn new(
         op: &Operation,
         endpoint: &Endpoint,
         env: &impl Fn(iohr_domain::request::Reference<'_>) -> Result<String, EnvRefusal>,
     ) -> Result<PreparedOp, PrepareError> {
+        PreparedOp::traced(op, endpoint, env, None)
+    }
+
+    /// The operation through the one builder, with the run's trace context.
+    pub fn traced(
+        op: &Operation,
+        endpoint: &Endpoint,
+        env: &impl Fn(iohr_domain::request::Reference<'_>) -> Result<String, EnvRefusal>,
+        trace: Option<&Trace>,
+    ) -> Result<PreparedOp, PrepareError> {
         let fail = |message: String| PrepareError {
             operation: op.display_name(),
             message,
         };
-        let method = Method::from_bytes(op.method.as_bytes())
-            .map_err(|_| fail(format!("{:?} is not an HTTP method", op.method)))?;
-        let uri = endpoint
-            .uri_for(&op.path)
-            .map_err(|e| fail(e.to_string()))?;
-        let mut headers = HeaderMap::new();
+        let mut defaults = Vec::with_capacity(3);
         if endpoint.http() == HttpVersion::Http1 {
             let host = HeaderValue::from_str(endpoint.authority())
                 .map_err(|_| fail("the target's host is not a valid Host header".into()))?;
-            headers.insert(HOST, host);
+            defaults.push((HOST, host));
         }
-        headers.insert(USER_AGENT, HeaderValue::from_static(LOAD_USER_AGENT));
+        defaults.push((USER_AGENT, HeaderValue::from_static(LOAD_USER_AGENT)));
         let body = match &op.body {
             None => Bytes::new(),
             Some(serde_json::Value::String(text)) => Bytes::from(text.clone()),
             Some(json) => {
-                headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                defaults.push((CONTENT_TYPE, HeaderValue::from_static("application/json")));
                 Bytes::from(json.to_string())
             }
         };
         // `${env:NAME}` read as every kind reads it; the spec's headers replace the
         // defaults above of the same name (a spec's own User-Agent).
-        let resolved = resolve_headers(&op.headers, env).map_err(|e| fail(e.to_string()))?;
-        headers.extend(resolved.headers);
-        let wire = match endpoint.http() {
-            HttpVersion::Http1 => encode_h1(&method, &uri, &headers, &body),
+        let mut built = build(
+            Parts {
+                method: &op.method,
+                uri: &|| endpoint.uri_for(&op.path).map_err(|e| e.to_string()),
+                headers: &op.headers,
+                body,
+                defaults: &defaults,
+            },
+            env,
+            trace,
+        )
+        .map_err(|e| match e {
+            BuildError::Method(method) => fail(format!("{method:?} is not an HTTP method")),
+            other => fail(other.to_string()),
+        })?;
+        let (wire, stamp_at) = match endpoint.http() {
+            HttpVersion::Http1 => encode_h1(&built.method, &built.uri, &built.headers, &built.body),
             HttpVersion::Http2 => {
                 // What hyper's client did for us: no connection headers, a known length.
-                super::h2::strip_connection_headers(&mut headers);
-                if !body.is_empty() {
-                    headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+                super::h2::strip_connection_headers(&mut built.headers);
+                if !built.body.is_empty() {
+                    built
+                        .headers
+                        .insert(CONTENT_LENGTH, HeaderValue::from(built.body.len()));
                 }
-                encode_h2(&method, &uri, &headers)
+                (encode_h2(&built.method, &built.uri, &built.headers), 0)
             }
         };
         Ok(PreparedOp {
-            method,
-            uri,
-            headers,
-            body,
+            built,
             wire,
+            stamp_at,
         })
     }
 
     pub fn method(&self) -> &Method {
-        &self.method
+        &self.built.method
     }
 
-    /// The HTTP/1.1 request, or the HTTP/2 header block, as bytes.
+    /// The HTTP/1.1 request, or the HTTP/2 header block, as bytes, without a
+    /// traceparent.
     pub fn wire(&self) -> &[u8] {
         &self.wire
     }
 
-    /// The request for hyper's client (the fault probes' single requests).
-    pub fn request(&self) -> Request<Full<Bytes>> {
-        self.with_body(Full::new(self.body.clone()))
+    /// Whether each request gets a traceparent of its own ([`PreparedOp::stamped`]).
+    pub fn stamps(&self) -> bool {
+        self.built.stamper.is_some()
     }
 
-    fn with_body<B>(&self, body: B) -> Request<B> {
-        let mut request = Request::new(body);
-        *request.method_mut() = self.method.clone();
-        *request.uri_mut() = self.uri.clone();
-        *request.headers_mut() = self.headers.clone();
-        request
+    /// HTTP/1.1: [`PreparedOp::wire`] with a new traceparent, written into `out` (a
+    /// buffer the connection keeps, so that a request allocates nothing).
+    pub fn stamped(&self, out: &mut Vec<u8>) {
+        out.clear();
+        let Some(stamper) = self.built.stamper else {
+            out.extend_from_slice(&self.wire);
+            return;
+        };
+        let (head, tail) = self.wire.split_at(self.stamp_at);
+        out.extend_from_slice(head);
+        out.extend_from_slice(b"traceparent: ");
+        out.extend_from_slice(&stamper.next());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(tail);
+    }
+
+    /// HTTP/2: this request's traceparent as an HPACK field to follow the header block
+    /// (on the stack: a shared connection's handle is made per request).
+    pub fn h2_stamp(&self) -> Option<[u8; H2_STAMP_LEN]> {
+        let stamper = self.built.stamper?;
+        let mut field = [0u8; H2_STAMP_LEN];
+        field[..H2_STAMP_NAME.len()].copy_from_slice(H2_STAMP_NAME);
+        field[H2_STAMP_NAME.len()..].copy_from_slice(&stamper.next());
+        Some(field)
+    }
+
+    /// The request for hyper's client (the fault probes' single requests).
+    pub fn request(&self) -> Request<Full<Bytes>> {
+        self.built.request()
     }
 
     pub fn body(&self) -> &Bytes {
-        &self.body
+        &self.built.body
     }
 }
 
@@ -130,7 +180,7 @@ impl PreparedOp {
 /// in the map's order with lower-case names, `content-length` for a non-empty body (none
 /// for an empty one), then the body. The engine frames the body itself: a
 /// `Content-Length` or `Transfer-Encoding` among the operation's headers is replaced.
-fn encode_h1(method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> Bytes {
+fn encode_h1(method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> (Bytes, usize) {
     let target = uri.path_and_query().map_or("/", |p| p.as_str());
     let mut wire = Vec::with_capacity(256 + body.len());
     wire.extend_from_slice(method.as_str().as_bytes());
@@ -149,9 +199,10 @@ fn encode_h1(method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> B
     if !body.is_empty() {
         wire.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
     }
+    let stamp_at = wire.len();
     wire.extend_from_slice(b"\r\n");
     wire.extend_from_slice(body);
-    Bytes::from(wire)
+    (Bytes::from(wire), stamp_at)
 }
 
 /// The HTTP/2 header block: the pseudo-header fields from the absolute URI, then the
@@ -285,5 +336,78 @@ mod tests {
             .collect();
         assert_eq!(text, expect);
         assert_eq!(&op.body()[..], b"{\"a\":1}");
+    }
+
+    fn traced(op: serde_json::Value, http: HttpVersion) -> PreparedOp {
+        let op: Operation = serde_json::from_value(op).expect("operation");
+        let endpoint = Endpoint::new("http://127.0.0.1:8080", http, None).expect("endpoint");
+        let trace = Trace::new("run-7", 1.0);
+        PreparedOp::traced(
+            &op,
+            &endpoint,
+            &|r| Err(EnvRefusal::NotSet(r.written())),
+            Some(&trace),
+        )
+        .expect("prepared")
+    }
+
+    /// Each HTTP/1.1 request gets its own traceparent as the head's last field, the rest
+    /// byte for byte the operation's; the baggage is part of the operation.
+    #[test]
+    fn an_http1_request_is_stamped_with_its_own_traceparent() {
+        let op = traced(
+            serde_json::json!({"method": "POST", "path": "/o", "body": "xy"}),
+            HttpVersion::Http1,
+        );
+        let prefix = iohr_domain::trace::run_prefix_hex("run-7");
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        op.stamped(&mut a);
+        op.stamped(&mut b);
+        let text = String::from_utf8(a.clone()).expect("utf-8");
+        let (head, body) = text.split_once("\r\n\r\n").expect("head");
+        assert_eq!(body, "xy");
+        let last = head.lines().last().expect("a field");
+        assert!(
+            last.starts_with(&format!("traceparent: 00-{prefix}")),
+            "{head}"
+        );
+        assert!(last.ends_with("-01"), "{last}");
+        assert!(
+            head.contains("baggage: iohr.run_id=run-7,synthetic=true\r\n"),
+            "{head}"
+        );
+        assert_ne!(a, b, "a trace per request");
+        let without = text.replace(&format!("{last}\r\n"), "");
+        assert_eq!(without.as_bytes(), op.wire());
+    }
+
+    /// HTTP/2's stamp is the field [`super::super::h2::hpack::field`] would write, after
+    /// the operation's block: the whole decodes with its traceparent last.
+    #[test]
+    fn an_http2_request_is_stamped_after_its_header_block() {
+        let op = traced(serde_json::json!({"path": "/"}), HttpVersion::Http2);
+        let stamp = op.h2_stamp().expect("stamped");
+        let mut field = Vec::new();
+        super::super::h2::hpack::field(&mut field, "traceparent", &stamp[H2_STAMP_NAME.len()..]);
+        assert_eq!(field, stamp);
+        let mut block = op.wire().to_vec();
+        block.extend_from_slice(&stamp);
+        let mut fields = Vec::new();
+        httlib_hpack::Decoder::default()
+            .decode(&mut block, &mut fields)
+            .expect("HPACK");
+        let (name, value, _) = fields.last().expect("fields");
+        assert_eq!(name, b"traceparent");
+        let value = String::from_utf8(value.clone()).expect("ascii");
+        let parsed = iohr_domain::trace::parse_traceparent(&value).expect("valid");
+        assert_eq!(
+            (parsed.0 >> 64) as u64,
+            iohr_domain::trace::run_prefix("run-7")
+        );
+        assert!(
+            fields
+                .iter()
+                .any(|(n, v, _)| n == b"baggage" && v == b"iohr.run_id=run-7,synthetic=true")
+        );
     }
 }

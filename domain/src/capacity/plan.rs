@@ -87,6 +87,7 @@ impl CapacitySpec {
             thresholds: Vec::new(),
             abort_on_fail: false,
             on_agent_lost: crate::load::AgentLoss::Error,
+            trace_sample: self.trace_sample,
         };
         let template = load.plan()?;
         Ok(CapacityPlan {

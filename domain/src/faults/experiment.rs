@@ -70,6 +70,9 @@ pub struct Experiment {
     /// The `configuration` and `secrets` blocks, as declared (never a value from the
     /// environment).
     pub vars: Vars,
+    /// The share of its probes' requests sent sampled ([`crate::trace`]); not a Chaos
+    /// Toolkit field.
+    pub trace_sample: f64,
 }
 
 #[derive(Debug, Clone, PartialEq)]

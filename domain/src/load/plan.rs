@@ -159,6 +159,7 @@ impl LoadSpec {
             ));
         }
         let thresholds = read_thresholds(&self.thresholds)?;
+        crate::trace::validate_sample("spec.trace_sample", self.trace_sample)?;
         Ok(LoadPlan {
             operations: self.operations.clone(),
             model: self.model,
@@ -175,6 +176,7 @@ impl LoadSpec {
             abort_on_fail: self.abort_on_fail,
             recorded: None,
             share: Share::WHOLE,
+            trace_sample: self.trace_sample,
         })
     }
 

@@ -100,7 +100,7 @@ impl PlanLines for CapacityDry {
 /// prepares it (see [`crate::kinds::load::dry_run::describe`]).
 pub fn dry_run(plan: &CapacityPlan, ctx: &RunContext) -> Result<Option<Described>, String> {
     let step = plan.step_plan(plan.grid.first().copied().unwrap_or(0.0));
-    load::prepare(&step, &ctx.target, &ctx.options, &ctx.env_fn())?;
+    load::prepare(&step, &ctx.run_id, &ctx.target, &ctx.options, &ctx.env_fn())?;
     DryRun::new(
         RunKind::Capacity,
         &ctx.target,

@@ -137,7 +137,7 @@ impl PlanLines for LoadDry {
 /// `--target-ca` roots, credential headers from the environment): a dry run passes only
 /// what a run takes.
 pub fn describe(plan: &LoadPlan, ctx: &RunContext) -> Result<DryRun<LoadDry>, String> {
-    load::prepare(plan, &ctx.target, &ctx.options, &ctx.env_fn())?;
+    load::prepare(plan, &ctx.run_id, &ctx.target, &ctx.options, &ctx.env_fn())?;
     Ok(DryRun::new(RunKind::Load, &ctx.target, LoadDry::new(plan)))
 }
 

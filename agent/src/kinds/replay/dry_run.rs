@@ -84,7 +84,7 @@ impl PlanLines for ReplayDry {
 
 /// Prepared as a run prepares it (see [`crate::kinds::load::dry_run::describe`]).
 pub fn dry_run(plan: &LoadPlan, speed: f64, ctx: &RunContext) -> Result<Option<Described>, String> {
-    load::prepare(plan, &ctx.target, &ctx.options, &ctx.env_fn())?;
+    load::prepare(plan, &ctx.run_id, &ctx.target, &ctx.options, &ctx.env_fn())?;
     DryRun::new(RunKind::Replay, &ctx.target, ReplayDry::new(plan, speed))
         .described()
         .map(Some)

@@ -1,15 +1,17 @@
-//! One request of a scenario: built from its op with the run's identity (User-Agent and
-//! traceparent), sent under the per-request deadline, its body drained and never kept,
-//! and, when it gets no complete response, the reason classified. Never retried.
+//! One request of a scenario: built from its op through the one builder
+//! ([`crate::request::build`], which adds the run's baggage) with the scenario's identity
+//! (User-Agent and its documented traceparent), sent under the per-request deadline, its
+//! body drained and never kept, and, when it gets no complete response, the reason
+//! classified. Never retried.
 
 use std::error::Error as StdError;
 use std::io;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
+use hyper::Request;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
-use hyper::{Method, Request, Uri};
+use hyper::header::{CONTENT_TYPE, HeaderValue};
 use iohr_domain::scenario_kind::{Identity, PlannedRequest, ScenarioSpec};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -19,10 +21,8 @@ use crate::kinds::bounded::{Bounded, bounded};
 use crate::kinds::describe::describe;
 use crate::kinds::target::Target;
 use crate::load::client::Failure;
-use crate::request::{HeaderError, resolve_headers, scrub};
+use crate::request::{BuildError, Built, HeaderError, Parts, Trace, build, resolve_headers, scrub};
 use crate::secrets::EnvRefusal;
-
-const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
 /// Why the scenario cannot start; messages never hold a header's value.
 #[derive(Debug, thiserror::Error)]
@@ -68,17 +68,12 @@ pub struct Sent {
     pub detail: Option<String>,
 }
 
-struct PreparedOp {
-    method: Method,
-    uri: Uri,
-    body: Option<Bytes>,
-}
-
 /// Everything a worker needs to send any request of the plan.
 pub struct Sender {
     client: HttpClient,
-    ops: Vec<PreparedOp>,
-    headers: HeaderMap,
+    /// One per op, through the one builder; the identity's User-Agent and traceparent
+    /// are stamped per request.
+    ops: Vec<Built>,
     secrets: Vec<String>,
     identity: Identity,
     user_agents: [HeaderValue; 2],
@@ -91,25 +86,36 @@ impl Sender {
         base: &Target,
         env: &impl Fn(iohr_domain::request::Reference<'_>) -> Result<String, EnvRefusal>,
         egress: std::sync::Arc<crate::egress::Egress>,
+        run_id: &str,
     ) -> Result<Sender, PrepareError> {
+        // Resolved once up front, so that a header's refusal comes before an op's.
         let resolved = resolve_headers(&spec.headers, env)?;
+        let trace = Trace::baggage_only(run_id);
         let ops = spec
             .ops
             .iter()
             .enumerate()
             .map(|(i, op)| {
-                Ok(PreparedOp {
-                    method: Method::from_bytes(op.method.as_bytes()).map_err(|_| {
-                        PrepareError::Method {
-                            op: i,
-                            method: op.method.clone(),
-                        }
-                    })?,
-                    uri: base.join(&op.path).map_err(|_| PrepareError::Uri {
+                let json = [(CONTENT_TYPE, HeaderValue::from_static("application/json"))];
+                let defaults: &[_] = if op.body.is_some() { &json } else { &[] };
+                build(
+                    Parts {
+                        method: &op.method,
+                        uri: &|| base.join(&op.path).map_err(|e| e.to_string()),
+                        headers: &spec.headers,
+                        body: op.body.clone().map(Bytes::from).unwrap_or_default(),
+                        defaults,
+                    },
+                    env,
+                    Some(&trace),
+                )
+                .map_err(|e| match e {
+                    BuildError::Method(method) => PrepareError::Method { op: i, method },
+                    BuildError::Uri(_) => PrepareError::Uri {
                         op: i,
                         path: op.path.clone(),
-                    })?,
-                    body: op.body.clone().map(Bytes::from),
+                    },
+                    BuildError::Header(e) => PrepareError::Header(e),
                 })
             })
             .collect::<Result<Vec<_>, PrepareError>>()?;
@@ -122,7 +128,6 @@ impl Sender {
         Ok(Sender {
             client: http_client::pooled(egress),
             ops,
-            headers: resolved.headers,
             secrets: resolved.secrets,
             identity,
             user_agents,
@@ -200,20 +205,10 @@ impl Sender {
             .ops
             .get(planned.op)
             .ok_or_else(|| format!("no op {} in the plan", planned.op))?;
-        let mut request = Request::new(Full::new(op.body.clone().unwrap_or_default()));
-        *request.method_mut() = op.method.clone();
-        *request.uri_mut() = op.uri.clone();
-        let headers = request.headers_mut();
-        headers.clone_from(&self.headers);
-        if op.body.is_some() && !headers.contains_key(CONTENT_TYPE) {
-            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        }
         let user_agent = &self.user_agents[usize::from(planned.warmup)];
-        headers.insert(USER_AGENT, user_agent.clone());
         let traceparent = HeaderValue::try_from(self.identity.traceparent(planned.seq))
             .map_err(|_| "the traceparent is not a valid header value".to_string())?;
-        headers.insert(TRACEPARENT, traceparent);
-        Ok(request)
+        Ok(op.request_with(Some(traceparent), Some(user_agent.clone())))
     }
 }
 

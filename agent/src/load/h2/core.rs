@@ -109,6 +109,9 @@ pub struct Core {
     continuing: Option<(u32, bool)>,
     /// CONTINUATION frames of the block being gathered.
     continuations: usize,
+    /// A request's header block with its traceparent ([`Core::open_stamped`]), kept for
+    /// the next request.
+    stamped: Vec<u8>,
     /// Bytes of PING and SETTINGS answers queued since the driver last took `out`.
     control_queued: usize,
     settings_seen: bool,
@@ -135,6 +138,7 @@ impl Default for Core {
             block: Vec::new(),
             continuing: None,
             continuations: 0,
+            stamped: Vec::new(),
             control_queued: 0,
             settings_seen: false,
             going_away: false,
@@ -204,13 +208,27 @@ impl Core {
         woken.append(&mut self.room);
     }
 
-    /// Starts a stream for a request: its header `block` and `body`. Pending (with
-    /// `waker` kept) while the peer's limit of concurrent streams is reached, unless a
-    /// stream was kept for it (`reserved`: it goes at once, even should the peer have
-    /// lowered its limit since, which a REFUSED_STREAM then answers).
+    /// [`Core::open_stamped`] with nothing after the block (the core's own tests).
+    #[cfg(test)]
     pub fn open(
         &mut self,
         block: &[u8],
+        body: &Bytes,
+        waker: &Waker,
+        reserved: bool,
+    ) -> Poll<Result<u32, Failure>> {
+        self.open_stamped(block, &[], body, waker, reserved)
+    }
+
+    /// Starts a stream for a request: its header `block`, then `extra` (the request's own
+    /// encoded fields: its traceparent), and `body`. Pending (with `waker` kept) while the
+    /// peer's limit of concurrent streams is reached, unless a stream was kept for it
+    /// (`reserved`: it goes at once, even should the peer have lowered its limit since,
+    /// which a REFUSED_STREAM then answers).
+    pub fn open_stamped(
+        &mut self,
+        block: &[u8],
+        extra: &[u8],
         body: &Bytes,
         waker: &Waker,
         reserved: bool,
@@ -232,6 +250,14 @@ impl Core {
         }
         let id = self.next_id;
         self.next_id += 2;
+        let block = if extra.is_empty() {
+            block
+        } else {
+            self.stamped.clear();
+            self.stamped.extend_from_slice(block);
+            self.stamped.extend_from_slice(extra);
+            &self.stamped
+        };
         frame::headers(
             &mut self.out,
             id,

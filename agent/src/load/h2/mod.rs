@@ -267,11 +267,24 @@ impl H2Conn {
     /// its answer's end; the body is counted against the windows, never kept. Returns
     /// the status.
     pub async fn send(&mut self, block: &[u8], body: &Bytes) -> Result<u16, Failure> {
+        self.send_stamped(block, &[], body).await
+    }
+
+    /// [`H2Conn::send`] with `extra` fields after the header block (the request's
+    /// traceparent).
+    pub async fn send_stamped(
+        &mut self,
+        block: &[u8],
+        extra: &[u8],
+        body: &Bytes,
+    ) -> Result<u16, Failure> {
         let shared = &*self.shared;
         self.unprocessed = false;
         let reserved = std::mem::take(&mut self.reserved);
-        let opened =
-            poll_fn(|cx| shared.with(|core, _| core.open(block, body, cx.waker(), reserved))).await;
+        let opened = poll_fn(|cx| {
+            shared.with(|core, _| core.open_stamped(block, extra, body, cx.waker(), reserved))
+        })
+        .await;
         // `open` fails only before it makes a stream: nothing of the request was sent.
         self.unprocessed = opened.is_err();
         let id = opened?;

@@ -20,7 +20,8 @@ impl Experiment {
                 | "tags"
                 | "steady-state-hypothesis"
                 | "method"
-                | "rollbacks" => {}
+                | "rollbacks"
+                | "trace_sample" => {}
                 // Descriptive Chaos Toolkit fields: read and dropped.
                 "version" | "contributions" | "extensions" => {}
                 "configuration" | "secrets" => {}
@@ -72,7 +73,18 @@ impl Experiment {
             None | Some(Value::Null) => Vec::new(),
             Some(r) => activities("rollbacks", r, &names)?,
         };
+        let trace_sample = match map.get("trace_sample") {
+            None => crate::trace::DEFAULT_SAMPLE,
+            Some(v) => {
+                let sample = v.as_f64().ok_or_else(|| {
+                    spec_error("trace_sample", "must be a number between 0 and 1")
+                })?;
+                crate::trace::validate_sample("trace_sample", sample)?;
+                sample
+            }
+        };
         let experiment = Experiment {
+            trace_sample,
             title,
             description,
             tags,
@@ -140,6 +152,9 @@ impl Experiment {
             "rollbacks".into(),
             Value::Array(self.rollbacks.iter().map(Activity::to_json).collect()),
         );
+        if self.trace_sample != crate::trace::DEFAULT_SAMPLE {
+            map.insert("trace_sample".into(), json!(self.trace_sample));
+        }
         Value::Object(map)
     }
 

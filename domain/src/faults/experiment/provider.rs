@@ -277,6 +277,8 @@ impl LoadProbe {
             thresholds: Vec::new(),
             abort_on_fail: false,
             on_agent_lost: crate::load::AgentLoss::Error,
+            // The experiment's `trace_sample` replaces it where the probe runs.
+            trace_sample: crate::trace::DEFAULT_SAMPLE,
         }
     }
 
