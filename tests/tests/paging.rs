@@ -78,6 +78,9 @@ async fn scenarios_and_webhooks_page_like_runs(backend: Backend) {
     .await;
     // A name itself is no cursor: a cursor is opaque (the name in base64url).
     refused(&api, "/v1/reliability/scenarios?cursor=p-a%20b").await;
+    // Any cursor of the shape is a position, even one whose bytes no name holds (NUL).
+    let (status, page) = api.get("/v1/reliability/scenarios?cursor=AGE").await;
+    assert_eq!(status, 200, "{page}");
 
     let mut hooks = Vec::new();
     for _ in 0..3 {
