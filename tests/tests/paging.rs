@@ -1,7 +1,8 @@
 //! Every list pages one way (issue 32): scenario names and webhooks walked a page at a
 //! time through the real controller, an exactly full last page with no next cursor, a
-//! cursor no page gave refused with 400 `invalid_query`, and the CLI's `next:` line for
-//! webhooks.
+//! cursor no page gave refused with 400 `invalid_cursor` (as runs, findings and audit
+//! lines refuse theirs; these three answered `invalid_query` before their cursors took
+//! one shape), and the CLI's `next:` line for webhooks.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
@@ -44,7 +45,7 @@ async fn refused(api: &Api, url: &str) {
     let (status, body) = api.get(url).await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
-        (400, Some("invalid_query")),
+        (400, Some("invalid_cursor")),
         "{url}: {body}"
     );
 }
@@ -75,6 +76,11 @@ async fn scenarios_and_webhooks_page_like_runs(backend: Backend) {
         &format!("/v1/reliability/scenarios?cursor={}", "x".repeat(1000)),
     )
     .await;
+    // A name itself is no cursor: a cursor is opaque (the name in base64url).
+    refused(&api, "/v1/reliability/scenarios?cursor=p-a%20b").await;
+    // Any cursor of the shape is a position, even one whose bytes no name holds (NUL).
+    let (status, page) = api.get("/v1/reliability/scenarios?cursor=AGE").await;
+    assert_eq!(status, 200, "{page}");
 
     let mut hooks = Vec::new();
     for _ in 0..3 {
@@ -93,6 +99,7 @@ async fn scenarios_and_webhooks_page_like_runs(backend: Backend) {
         );
     }
     refused(&api, "/v1/reliability/webhooks?cursor=").await;
+    refused(&api, "/v1/reliability/webhooks?cursor=wh_1").await;
     let deliveries = format!("/v1/reliability/webhooks/{}/deliveries", hooks[0]);
     refused(&api, &format!("{deliveries}?cursor=abc")).await;
     refused(&api, &format!("{deliveries}?cursor=-1")).await;

@@ -1,7 +1,7 @@
 //! `iohr-bench-retention [FRAMES] [--database-url URL]`: the longest pause a concurrent
 //! run start sees while retention deletes FRAMES expired frames (default 1,000,000),
 //! batched as the controller does (1,000 rows a statement) and, for comparison, in one
-//! statement per table. A run start is `Store::insert_run` (the write a `POST /runs`
+//! statement per table. A run start is `runs::start::insert_run` (the write a `POST /runs`
 //! makes: the run row, its audit line and its outbox work, in one transaction).
 //!
 //! SQLite by default, in a temp dir; `--database-url postgres://...` names an empty
@@ -74,7 +74,7 @@ async fn seed(url: &str, frames: i64) -> anyhow::Result<(Store, NewRun)> {
         json!({"second": 1, "requests": 100, "histogram": "HISTFAAAAB54nJNpmSzMwMDAxAABzFAaxmey"})
             .to_string();
     for _ in 0..RUNS {
-        let run = store.insert_run(&new, "token:bench").await?;
+        let run = iohr_controller::runs::start::insert_run(&store, &new, "token:bench").await?;
         sqlx::query("UPDATE runs SET status = 'passed', ended_at = $1 WHERE id = $2")
             .bind(now_ms() - 60 * DAY_MS)
             .bind(&run.id)
@@ -108,7 +108,7 @@ async fn measure(url: &str, frames: i64, batch: i64) -> anyhow::Result<Measured>
     // Run starts back to back while the sweep runs (bounded: at most 100,000 of them).
     while !sweep.is_finished() && pauses.len() < 100_000 {
         let at = Instant::now();
-        store.insert_run(&new, "token:bench").await?;
+        iohr_controller::runs::start::insert_run(&store, &new, "token:bench").await?;
         pauses.push(at.elapsed());
     }
     let swept = sweep.await??;

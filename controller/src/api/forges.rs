@@ -142,13 +142,7 @@ pub async fn put(
             ),
         ));
     }
-    if !shared.store.seals_secrets() {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "secrets_unavailable",
-            "the controller has no secrets key to seal the token with, and never stores one in clear; its operator runs `iohr-controller init` (docs/security.md)",
-        ));
-    }
+    super::secrets::can_seal(&shared, "token")?;
     let (replaced, row) = shared
         .store
         .put_forge_credentials(
@@ -160,12 +154,7 @@ pub async fn put(
         )
         .await?;
     tracing::info!(forge = forge.as_str(), %api_url, actor = %caller.actor(), "forge credentials stored");
-    let status = if replaced {
-        StatusCode::OK
-    } else {
-        StatusCode::CREATED
-    };
-    Ok((status, Json(row.to_api())))
+    Ok(super::secrets::put_answer(replaced, row.to_api()))
 }
 
 /// The forges the account has credentials for, with their API URLs: never a token.
@@ -214,18 +203,14 @@ pub async fn delete(
     Path(forge): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let forge = checked_forge(&forge)?;
-    if !shared
+    let deleted = shared
         .store
         .delete_forge_credentials(caller.account_id(), forge, &caller.actor())
-        .await?
-    {
-        return Err(ApiError::not_found(&format!(
-            "{} credentials",
-            forge.as_str()
-        )));
-    }
+        .await?;
+    let answer =
+        super::secrets::delete_answer(deleted, &format!("{} credentials", forge.as_str()))?;
     tracing::info!(forge = forge.as_str(), actor = %caller.actor(), "forge credentials deleted");
-    Ok(StatusCode::NO_CONTENT)
+    Ok(answer)
 }
 
 /// The forge reporter's log of this account: each attempt to write a change's comment

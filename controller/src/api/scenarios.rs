@@ -11,10 +11,9 @@ use utoipa::ToSchema;
 
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
-use super::page::{page_limit, text_cursor};
+use super::page::{Cursor, page_limit};
 use crate::Shared;
 pub use crate::resources::scenarios::{NameEntry, NamePage, NameVersions, VersionEntry};
-use crate::runs::start::MAX_NAME;
 use crate::store::{Scenario, Stored, format_ms};
 
 /// A scenario to store: its name, kind and spec (checked as a run's inline spec is).
@@ -109,8 +108,12 @@ pub struct ListQuery {
     /// The page size (default 50).
     #[param(minimum = 1, maximum = 500)]
     pub(crate) limit: Option<u32>,
-    /// The `next_cursor` of the page before (a name: never empty).
-    #[param(min_length = 1, max_length = 200)]
+    /// The `next_cursor` of the page before (opaque: its last name, in base64url).
+    #[param(
+        min_length = 2,
+        max_length = 267,
+        pattern = "^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"
+    )]
     pub(crate) cursor: Option<String>,
 }
 
@@ -126,7 +129,7 @@ pub struct ListQuery {
     params(ListQuery),
     responses(
         (status = 200, description = "A page of names", body = NamePage),
-        (status = 400, description = "`invalid_query`", body = super::openapi::ApiErrorBody),
+        (status = 400, description = "`invalid_query`, `invalid_cursor`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
     )
 )]
@@ -137,9 +140,15 @@ pub async fn list(
 ) -> Result<Json<NamePage>, ApiError> {
     let Query(query) = query?;
     let limit = page_limit(query.limit)?;
-    let cursor = text_cursor(query.cursor.as_deref(), MAX_NAME)?;
-    let page = crate::resources::scenarios::list(&shared.store, caller.account_id(), cursor, limit)
-        .await?;
+    let cursor = Cursor::Name.read(query.cursor)?;
+    let mut page = crate::resources::scenarios::list(
+        &shared.store,
+        caller.account_id(),
+        cursor.as_deref(),
+        limit,
+    )
+    .await?;
+    page.next_cursor = page.next_cursor.map(|name| Cursor::Name.write(&name));
     Ok(Json(page))
 }
 

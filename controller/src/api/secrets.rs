@@ -43,6 +43,43 @@ pub struct SecretList {
     secrets: Vec<Secret>,
 }
 
+/// 503 `secrets_unavailable` when the controller has no secrets key to seal `what` (a
+/// secret's value, a forge's token) with: nothing is ever stored in clear.
+pub(super) fn can_seal(shared: &Shared, what: &str) -> Result<(), ApiError> {
+    if shared.store.seals_secrets() {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "secrets_unavailable",
+        format!(
+            "the controller has no secrets key to seal the {what} with, and never stores one in clear; its operator runs `iohr-controller init` (docs/security.md)"
+        ),
+    ))
+}
+
+/// A sealed value's put as its answer: 201 when it was created, 200 when it replaced one.
+pub(super) fn put_answer(
+    replaced: bool,
+    row: serde_json::Value,
+) -> (StatusCode, Json<serde_json::Value>) {
+    let status = if replaced {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    (status, Json(row))
+}
+
+/// A sealed value's delete as its answer: 204, or 404 naming `what` when there was none.
+pub(super) fn delete_answer(deleted: bool, what: &str) -> Result<StatusCode, ApiError> {
+    if deleted {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(what))
+    }
+}
+
 fn checked_name(name: &str) -> Result<(), ApiError> {
     if is_secret_name(name) {
         return Ok(());
@@ -98,20 +135,14 @@ pub async fn put(
     checked_name(&name)?;
     let JsonBody(body) = body?;
     checked_value(&body.value)?;
-    if !shared.store.seals_secrets() {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "secrets_unavailable",
-            "the controller has no secrets key to seal the value with, and never stores one in clear; its operator runs `iohr-controller init` (docs/security.md)",
-        ));
-    }
+    can_seal(&shared, "value")?;
     let put = shared
         .store
         .put_account_secret(caller.account_id(), &name, &body.value, &caller.actor())
         .await?;
-    let (status, row) = match put {
-        SecretPut::Created(row) => (StatusCode::CREATED, row),
-        SecretPut::Updated(row) => (StatusCode::OK, row),
+    let (replaced, row) = match put {
+        SecretPut::Created(row) => (false, row),
+        SecretPut::Updated(row) => (true, row),
         SecretPut::TooMany => {
             return Err(ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -123,7 +154,7 @@ pub async fn put(
         }
     };
     tracing::info!(secret = %name, actor = %caller.actor(), "account secret stored");
-    Ok((status, Json(row.to_api())))
+    Ok(put_answer(replaced, row.to_api()))
 }
 
 /// The account's secrets: names and times, never a value.
@@ -172,13 +203,11 @@ pub async fn delete(
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     checked_name(&name)?;
-    if !shared
+    let deleted = shared
         .store
         .delete_account_secret(caller.account_id(), &name, &caller.actor())
-        .await?
-    {
-        return Err(ApiError::not_found(&format!("secret {name}")));
-    }
+        .await?;
+    let answer = delete_answer(deleted, &format!("secret {name}"))?;
     tracing::info!(secret = %name, actor = %caller.actor(), "account secret deleted");
-    Ok(StatusCode::NO_CONTENT)
+    Ok(answer)
 }

@@ -10,15 +10,13 @@ use serde::Deserialize;
 
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
-use super::page::{PageQuery, number_cursor, page_answer, page_limit, text_cursor};
+use super::page::{Cursor, page_answer, page_limit, seq_cursor};
 use crate::Shared;
 use crate::outbox::signing;
 use crate::store::{EVENT_TYPES, MAX_WEBHOOKS_PER_ACCOUNT, NewWebhook, StoreError, WebhookRow};
 
 /// The longest subscription URL accepted.
 const MAX_URL_LEN: usize = 2048;
-/// Longer than any subscription id (`wh_` and 32 hex digits): a longer cursor is no id.
-const MAX_WEBHOOK_ID: usize = 64;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -227,24 +225,24 @@ pub async fn create(
     tag = "webhooks",
     operation_id = "list_webhooks",
     security(("bearer" = [])),
-    params(PageQuery),
+    params(ListQuery),
     responses(
         (status = 200, description = "The subscriptions", body = WebhookList),
-        (status = 400, description = "`invalid_query`", body = super::openapi::ApiErrorBody),
+        (status = 400, description = "`invalid_query`, `invalid_cursor`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
     )
 )]
 pub async fn list(
     State(shared): State<Shared>,
     caller: Caller<ReadScope>,
-    query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(query) = query?;
     let limit = page_limit(query.limit)?;
-    let cursor = text_cursor(query.cursor.as_deref(), MAX_WEBHOOK_ID)?;
+    let cursor = Cursor::Webhook.read(query.cursor)?;
     let (hooks, next) = shared
         .store
-        .webhooks_page(caller.account_id(), cursor, limit)
+        .webhooks_page(caller.account_id(), cursor.as_deref(), limit)
         .await?;
     let hooks: Vec<_> = hooks.iter().map(WebhookRow::to_api).collect();
     Ok(page_answer("webhooks", &hooks, next))
@@ -316,6 +314,19 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// A page of subscriptions: `?limit=` and `?cursor=`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// The page size (default 50).
+    #[param(minimum = 1, maximum = 500)]
+    limit: Option<u32>,
+    /// The `next_cursor` of the page before (the id of its last subscription).
+    #[param(min_length = 35, max_length = 35, pattern = "^wh_[0-9a-f]{32}$")]
+    cursor: Option<String>,
+}
+
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
@@ -325,7 +336,7 @@ pub struct DeliveriesQuery {
     limit: Option<u32>,
     /// The `next_cursor` of the page before: deliveries of older events (an event's
     /// number).
-    #[param(pattern = "^[0-9]+$")]
+    #[param(min_length = 1, max_length = 20, pattern = "^[0-9]{1,20}$")]
     cursor: Option<String>,
 }
 
@@ -341,7 +352,7 @@ pub struct DeliveriesQuery {
     params(("id" = String, Path, description = "The subscription's id"), DeliveriesQuery),
     responses(
         (status = 200, description = "A page of deliveries", body = DeliveryPage),
-        (status = 400, description = "`invalid_query`", body = super::openapi::ApiErrorBody),
+        (status = 400, description = "`invalid_query`, `invalid_cursor`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:read`", body = super::openapi::ApiErrorBody),
         (status = 404, description = "`not_found`: no such subscription in this account", body = super::openapi::ApiErrorBody),
     )
@@ -354,7 +365,7 @@ pub async fn deliveries(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(query) = query?;
     let limit = page_limit(query.limit)?;
-    let cursor = number_cursor(query.cursor.as_deref())?;
+    let cursor = seq_cursor(query.cursor)?;
     let hook = owned(&shared, caller.account_id(), &id).await?;
     let (rows, next) = shared
         .store

@@ -207,7 +207,7 @@ impl Session {
         }
     }
 
-    /// A share of a split sweep asks the verdict on a step (`store/steps.rs`): answered
+    /// A share of a split sweep asks the verdict on a step (`runs/judge/steps.rs`): answered
     /// once every share has ended it; until then, and for a stale lease, not at all (the
     /// agent asks again).
     async fn step_ask(&self, ask: StepAsk) {
@@ -215,12 +215,7 @@ impl Session {
             lease_id: ask.lease_id,
             epoch: ask.epoch,
         };
-        match self
-            .shared
-            .store
-            .step_verdict(&ask.run_id, &guard, ask.step)
-            .await
-        {
+        match crate::runs::step_verdict(&self.shared.store, &ask.run_id, &guard, ask.step).await {
             Ok(Some(verdict)) => {
                 // A full outbound queue drops it: the agent asks again.
                 self.send(controller_message::Body::StepVerdict(StepVerdict {

@@ -8,8 +8,8 @@ use iohr_domain::RunStatus;
 use iohr_domain::finding::{RunFacts, RunFinding, Sighting, derive};
 
 use crate::store::{
-    Ending, LeaseGuard, Result, RunRow, Store, StoreError, StoredFrame, Tx, finding_created,
-    now_ms, run_finished,
+    Ending, FINDING_CREATED, LeaseGuard, RUN_FINISHED, Result, RunRow, Store, StoreError,
+    StoredFrame, Tx, now_ms,
 };
 
 /// Ends a run and writes its `finished` frame, numbered after every stored frame.
@@ -188,6 +188,27 @@ pub(super) fn ending_events(
         .map(|finding| finding_created(run, finding))
         .chain([run_finished(run, status)])
         .collect()
+}
+
+/// The `finding.created` event of a finding `run` created: ids only, never a body.
+fn finding_created(run: &RunRow, finding: &RunFinding) -> (&'static str, serde_json::Value) {
+    let data = serde_json::json!({
+        "finding_id": finding.id,
+        "run_id": run.id,
+        "signature": finding.signature,
+    });
+    (FINDING_CREATED, data)
+}
+
+/// The `run.finished` event of `run` ending `status`.
+fn run_finished(run: &RunRow, status: RunStatus) -> (&'static str, serde_json::Value) {
+    let data = serde_json::json!({
+        "run_id": run.id,
+        "kind": run.kind.as_str(),
+        "status": status.as_str(),
+        "environment": run.environment,
+    });
+    (RUN_FINISHED, data)
 }
 
 /// An ending's last frames, numbered after `last`: a `finding` frame per finding, then

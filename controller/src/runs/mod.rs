@@ -4,14 +4,16 @@
 //!
 //! - [`start`]: a request checked against the account, its spec read once into a
 //!   [`plan::PlannedRun`] through the kind contract (`iohr_domain::kind`), then stored
-//!   and queued. Refusals are a typed [`error::StartError`] with the code each surface
-//!   says in its own terms.
+//!   and queued ([`start::store_run`]: a run the plan refuses at the door is stored
+//!   ended, its `finished` frame and event with it). Refusals are a typed
+//!   [`error::StartError`] with the code each surface says in its own terms.
 //! - [`read`]: the account's runs a page at a time and one run as its record, typed
 //!   ([`crate::query::Page`], `RunRecord`), for the REST API and the console alike.
 //! - [`frames`]: a run's frames for one viewer, stored then live, in order.
 //! - [`relay`]: an agent's frames stored, a share's relayed onto its split run, which is
 //!   judged on the whole as they come ([`judge`]: merged seconds against `abort_on_fail`,
-//!   a sweep's steps against its SLO).
+//!   a sweep's steps against its SLO); [`step_verdict`] answers a share's agent asking
+//!   for a step's verdict, or for the start once every share holds its lease.
 //! - [`ending`]: what a run's ending means (its findings, events, last frames) and, for
 //!   a split run's last share, its split run's settlement ([`settle`]).
 //! - [`cancel`] and [`confirm`]: a run cancelled (or every experiment halted) and a
@@ -42,5 +44,6 @@ pub mod settle;
 pub mod start;
 
 pub use error::{Refusal, StartError};
+pub use judge::steps::step_verdict;
 pub use plan::PlannedRun;
 pub use start::{CheckedRun, RunRequest};

@@ -11,9 +11,9 @@ use iohr_domain::{Executor, RunKind, RunStatus, StartedBy};
 
 use super::error::{Refusal, StartError};
 use super::plan::{PlannedRun, reads_earlier_run};
-use super::{from_run, guards};
+use super::{ending, from_run, guards};
 use crate::Shared;
-use crate::store::{Account, Fire, NewRun, RunRow, Scenario, format_ms};
+use crate::store::{Account, Fire, NewRun, RunRow, Scenario, Store, StoreError, format_ms, now_ms};
 
 /// The longest name, change reference or cancel reason accepted.
 pub const MAX_NAME: usize = 200;
@@ -285,7 +285,7 @@ pub async fn submit(
             .collect::<Result<Vec<_>, _>>()?,
         Some(_) => Vec::new(),
     };
-    let (run, shares) = shared.store.insert_new_run(new, actor, fire).await?;
+    let (run, shares) = store_run(&shared.store, new, actor, fire).await?;
     if run.status == RunStatus::Refused {
         // Over the month's unit budget: stored ended, with its reason.
         tracing::info!(run = %run.id, account = %account.name, reason = ?run.reason, "run refused by the plan");
@@ -307,6 +307,34 @@ pub async fn submit(
         tracing::info!(run = %run.id, kind = %new.kind, agents = new.agents, account = %account.name, "run queued");
     }
     Ok(run)
+}
+
+/// Stores a run in one transaction (admission, units, its audit line; a fire's row; a
+/// split run's shares): a run the plan refuses at the door is stored ended, so its
+/// ending is written with it, as any ending's (`ending.rs`): its `finished` frame and
+/// its `run.finished` event. Returns the run and its shares.
+pub async fn store_run(
+    store: &Store,
+    new: &NewRun,
+    actor: &str,
+    fire: Option<&Fire>,
+) -> Result<(RunRow, Vec<RunRow>), StoreError> {
+    let mut tx = store.begin().await?;
+    let (run, shares) = tx.insert_new_run(new, actor, fire).await?;
+    if run.status.is_finished() {
+        let now = run.ended_at.unwrap_or_else(now_ms);
+        let frames = ending::last_frames(&run.id, 0, &[], run.status, run.reason.as_deref(), now);
+        tx.append_frames(&run.id, 0, &frames, false).await?;
+        let events = ending::ending_events(&run, run.status, &[]);
+        tx.insert_events(&run.account_id, &events, now).await?;
+    }
+    tx.commit().await?;
+    Ok((run, shares))
+}
+
+/// [`store_run`] for a run of no schedule: the run.
+pub async fn insert_run(store: &Store, new: &NewRun, actor: &str) -> Result<RunRow, StoreError> {
+    Ok(store_run(store, new, actor, None).await?.0)
 }
 
 /// A run started in one step: checked (with the queue's room), prepared at `now` and

@@ -322,10 +322,7 @@ async fn a_fire_starts_exactly_once_across_schedulers_and_restarts() {
         assert_eq!(s.outcomes(&id).await.len(), 1);
         // The store refuses the same fire's run outright.
         let again = crate::store::tests::run_like(&runs[0]);
-        match s
-            .shared
-            .store
-            .insert_fired_run(&again, "schedule:x", &fire)
+        match crate::runs::start::store_run(&s.shared.store, &again, "schedule:x", Some(&fire))
             .await
         {
             Err(StoreError::Conflict(_)) => {}

@@ -179,26 +179,20 @@ impl Store {
         name: &str,
         actor: &str,
     ) -> Result<bool> {
-        let mut tx = self.write_tx().await?;
-        let deleted =
-            sqlx::query("DELETE FROM account_secrets WHERE account_id = $1 AND name = $2")
-                .bind(account_id)
-                .bind(name)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-        if deleted == 0 {
-            return Ok(false);
-        }
         let line = AuditLine {
             actor: actor.to_string(),
             action: "secret.delete".to_string(),
             outcome: format!("account secret {name} deleted"),
             ..Default::default()
         };
-        insert_audit(&mut tx, account_id, &line).await?;
-        tx.commit().await?;
-        Ok(true)
+        super::audit::delete_audited(
+            self,
+            "DELETE FROM account_secrets WHERE account_id = $1 AND name = $2",
+            account_id,
+            name,
+            line,
+        )
+        .await
     }
 
     /// The names of `names` the account has no secret of, in order.

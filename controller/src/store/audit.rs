@@ -50,6 +50,32 @@ pub(super) async fn insert_audit(
     Ok(())
 }
 
+/// Deletes an account's row with `delete` (a constant statement binding the account to
+/// `$1` and the row's key to `$2`) and writes `line` with it, in one transaction;
+/// `false`, and nothing written, when there was no such row. A sealed value's delete
+/// (account secrets, forge credentials).
+pub(super) async fn delete_audited(
+    store: &Store,
+    delete: &'static str,
+    account_id: &str,
+    key: &str,
+    line: AuditLine,
+) -> Result<bool> {
+    let mut tx = store.write_tx().await?;
+    let deleted = sqlx::query(delete)
+        .bind(account_id)
+        .bind(key)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    if deleted == 0 {
+        return Ok(false);
+    }
+    insert_audit(&mut tx, account_id, &line).await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
 impl Store {
     pub async fn audit(&self, account_id: &str, line: &AuditLine) -> Result<()> {
         let mut conn = self.pool.acquire().await?;

@@ -182,32 +182,5 @@ impl Store {
     }
 }
 
-/// The `finding.created` event of a finding `run` created.
-pub fn finding_created(
-    run: &super::RunRow,
-    finding: &iohr_domain::finding::RunFinding,
-) -> (&'static str, serde_json::Value) {
-    let data = serde_json::json!({
-        "finding_id": finding.id,
-        "run_id": run.id,
-        "signature": finding.signature,
-    });
-    (FINDING_CREATED, data)
-}
-
-/// The `run.finished` event of `run` ending `status`.
-pub fn run_finished(
-    run: &super::RunRow,
-    status: iohr_domain::RunStatus,
-) -> (&'static str, serde_json::Value) {
-    let data = serde_json::json!({
-        "run_id": run.id,
-        "kind": run.kind.as_str(),
-        "status": status.as_str(),
-        "environment": run.environment,
-    });
-    (RUN_FINISHED, data)
-}
-
 #[cfg(test)]
 mod tests;

@@ -173,26 +173,20 @@ impl Store {
         forge: Forge,
         actor: &str,
     ) -> Result<bool> {
-        let mut tx = self.write_tx().await?;
-        let deleted =
-            sqlx::query("DELETE FROM forge_credentials WHERE account_id = $1 AND forge = $2")
-                .bind(account_id)
-                .bind(forge.as_str())
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-        if deleted == 0 {
-            return Ok(false);
-        }
         let line = AuditLine {
             actor: actor.to_string(),
             action: "forge.delete".to_string(),
             outcome: format!("{} credentials deleted", forge.as_str()),
             ..Default::default()
         };
-        insert_audit(&mut tx, account_id, &line).await?;
-        tx.commit().await?;
-        Ok(true)
+        super::audit::delete_audited(
+            self,
+            "DELETE FROM forge_credentials WHERE account_id = $1 AND forge = $2",
+            account_id,
+            forge.as_str(),
+            line,
+        )
+        .await
     }
 
     /// The account's credentials for `forge`, the token opened, for the reporter only.

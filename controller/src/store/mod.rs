@@ -66,9 +66,7 @@ pub use confirmations::ConfirmRefusal;
 pub use console::{ConsoleSession, MAX_SESSIONS_PER_TOKEN, SESSION_TTL_MS};
 pub use egress_allow::{AllowAdd, MAX_EGRESS_ALLOW_PER_ACCOUNT};
 pub use enrollment::{Consumed, EnrollmentGrant, EnrollmentTokenRow, TokenRefusal};
-pub use events::{
-    Backlog, EVENT_TYPES, EventRow, FINDING_CREATED, RUN_FINISHED, finding_created, run_finished,
-};
+pub use events::{Backlog, EVENT_TYPES, EventRow, FINDING_CREATED, RUN_FINISHED};
 pub use files::{secure_data_dir, tighten};
 pub use findings::{FindingFilter, FindingRow};
 pub use forge_credentials::{ForgeCredentialRow, ForgeCredentials, MAX_FORGE_TOKEN_BYTES};

@@ -1,56 +1,41 @@
 //! Runs and their leases. A lease is the (lease_id, epoch) pair on the run's row: every
 //! change an agent asks for names it, and a change naming an old pair does nothing.
 
-use iohr_domain::RunStatus;
 // Dynamic SQL here is assembled from constants only; every value is bound.
 use sqlx::{AssertSqlSafe, Row};
 
 use super::admission::Verdict;
 use super::audit::AuditLine;
-use super::frame_row::StoredFrame;
 use super::page::Keyset;
 pub(super) use super::run_row::{
     LEASABLE, LeaseGuard, NewRun, RUN_COLUMNS, RunFilter, RunRow, run_from_row,
 };
+use super::tx::Tx;
 use super::{Result, Store, new_id, now_ms};
 
-impl Store {
-    /// Stores a new run and the audit line of its start, in one transaction, after
-    /// checking it against its account's plan (see `admission`): past the queue's bound
-    /// nothing is stored ([`StoreError::TooManyQueued`]); past the month's unit budget it
-    /// is stored ended `refused`, with its reason and `finished` frame.
-    pub async fn insert_run(&self, run: &NewRun, actor: &str) -> Result<RunRow> {
-        Ok(self.insert_new_run(run, actor, None).await?.0)
-    }
-
-    /// [`Store::insert_run`] for a schedule's fire: the fire's row is claimed in the same
-    /// transaction, so a fire that happened already stores nothing (`Conflict`).
-    pub async fn insert_fired_run(
-        &self,
-        run: &NewRun,
-        actor: &str,
-        fire: &super::schedules::Fire,
-    ) -> Result<RunRow> {
-        Ok(self.insert_new_run(run, actor, Some(fire)).await?.0)
-    }
-
-    /// [`Store::insert_run`] (with a schedule's fire, [`Store::insert_fired_run`]), with
-    /// the shares a split run (`agents` > 1) is stored with: what the dispatcher queues
-    /// in its place (see `shares.rs`).
+impl Tx {
+    /// Stores a new run and the audit line of its start, after checking it against its
+    /// account's plan (see `admission`): past the queue's bound nothing is stored
+    /// ([`super::StoreError::TooManyQueued`]); past the month's unit budget it is stored ended
+    /// `refused`, with its reason (what else that ending writes, its `finished` frame and
+    /// event, the run-lifecycle layer decides: `runs/start.rs`). With a schedule's fire,
+    /// the fire's row is claimed too, so a fire that happened already stores nothing
+    /// (`Conflict`). Returns the run and the shares a split run (`agents` > 1) is stored
+    /// with: what the dispatcher queues in its place (see `shares.rs`).
     pub async fn insert_new_run(
-        &self,
+        &mut self,
         run: &NewRun,
         actor: &str,
         fire: Option<&super::schedules::Fire>,
     ) -> Result<(RunRow, Vec<RunRow>)> {
         let id = new_id();
         let now = now_ms();
-        let mut tx = self.write_tx().await?;
+        let tx = &mut self.tx;
         if let Some(fire) = fire {
-            super::schedules::claim_fire(&mut tx, fire, "started", Some(&id)).await?;
+            super::schedules::claim_fire(tx, fire, "started", Some(&id)).await?;
         }
         let verdict =
-            super::admission::admit(self, &mut tx, &run.account_id, run.units_reserved, now)
+            super::admission::admit(&self.store, tx, &run.account_id, run.units_reserved, now)
                 .await?;
         let (status, reason, ended_at) = match &verdict {
             Verdict::Queue => ("queued", run.reason.clone(), None),
@@ -88,29 +73,14 @@ impl Store {
         .bind(ended_at)
         .bind((run.agents > 1).then_some(i64::from(run.agents)))
         .bind(&run.baseline_run)
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await?;
         let share_ids = if matches!(verdict, Verdict::Queue) && run.agents > 1 {
-            super::split_seconds::watch(&mut tx, &id, &run.abort_on).await?;
-            super::shares::insert_shares(&mut tx, &id, run, now).await?
+            super::split_seconds::watch(tx, &id, &run.abort_on).await?;
+            super::shares::insert_shares(tx, &id, run, now).await?
         } else {
             Vec::new()
         };
-        if let Verdict::Refuse(why) = &verdict {
-            // Ended at once: its stream is one `finished` frame, as any ended run's.
-            let frame = StoredFrame {
-                run_id: id.clone(),
-                number: 1,
-                kind: "finished".to_string(),
-                payload: serde_json::json!({"status": RunStatus::Refused, "reason": why}),
-                at: now,
-            };
-            super::frame_row::insert_frame(&mut tx, &frame).await?;
-            sqlx::query("UPDATE runs SET frames_through = 1 WHERE id = $1")
-                .bind(&id)
-                .execute(&mut *tx)
-                .await?;
-        }
         let line = AuditLine {
             at: now,
             actor: actor.to_string(),
@@ -121,22 +91,22 @@ impl Store {
             schedule_id: fire.map(|f| f.schedule_id.clone()),
             faults: run.faults.clone(),
         };
-        super::audit::insert_audit(&mut tx, &run.account_id, &line).await?;
+        super::audit::insert_audit(tx, &run.account_id, &line).await?;
         if let Some(fire) = fire {
-            super::schedules::record_started(&mut tx, fire, &id).await?;
+            super::schedules::record_started(tx, fire, &id).await?;
             let line = AuditLine {
                 at: fire.at,
                 action: "schedule.fire".to_string(),
                 outcome: format!("started: run {id} {status}"),
                 ..line
             };
-            super::audit::insert_audit(&mut tx, &run.account_id, &line).await?;
+            super::audit::insert_audit(tx, &run.account_id, &line).await?;
         }
         let row = sqlx::query(AssertSqlSafe(format!(
             "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.id = $1"
         )))
         .bind(&id)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await?;
         let stored = run_from_row(&row)?;
         let mut shares = Vec::with_capacity(share_ids.len());
@@ -145,7 +115,7 @@ impl Store {
                 "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.id = $1"
             )))
             .bind(share)
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut **tx)
             .await?;
             shares.push(run_from_row(&row)?);
         }
@@ -157,18 +127,16 @@ impl Store {
         };
         if status == "queued" && run.confirmation.is_none() {
             for queued in queued {
-                self.notify(&mut *tx, super::QUEUE_CHANNEL, queued).await?;
+                self.store
+                    .notify(&mut *self.tx, super::QUEUE_CHANNEL, queued)
+                    .await?;
             }
         }
-        if stored.status.is_finished() {
-            // Refused at the door: ended, so announced like any ending.
-            let (event_type, data) = super::events::run_finished(&stored, stored.status);
-            super::events::insert_event(&mut tx, &stored.account_id, event_type, data, now).await?;
-        }
-        tx.commit().await?;
         Ok((stored, shares))
     }
+}
 
+impl Store {
     pub async fn run(&self, id: &str) -> Result<Option<RunRow>> {
         let row = sqlx::query(AssertSqlSafe(format!(
             "SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN agents a ON a.id = r.agent_id WHERE r.id = $1"

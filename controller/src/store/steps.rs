@@ -9,9 +9,8 @@
 //! two shares ending a step at once on two replicas judge it once.
 //!
 //! Step 0 is the start, for a split run of any kind: every share asks for it before its
-//! clock starts, and it is answered once every share holds its lease, with one instant
-//! for all. A share whose offer lapsed and went to another agent thus starts with the
-//! others, who wait for it, rather than after them.
+//! clock starts, and its verdict is stored once every share holds its lease (the layer
+//! decides when: `runs/judge/steps.rs`).
 
 use iohr_domain::capacity::SweepPoint;
 use sqlx::Row;
@@ -19,13 +18,6 @@ use sqlx::Row;
 use super::run_row::LeaseGuard;
 use super::tx::Tx;
 use super::{Result, Store, StoreError, now_ms};
-
-/// How long after its verdict the shares start a sweep's next step: time for every
-/// share's next ask (each 100 ms) to reach the verdict.
-const NEXT_STEP_AFTER_MS: i64 = 300;
-
-/// The step a split run's shares ask for before they start ([`Store::step_verdict`]).
-pub use iohr_proto::START_STEP;
 
 /// The verdict on one step of a split sweep, as the agents are told it.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,13 +65,14 @@ impl Tx {
     }
 
     /// The verdict on a step (the first one stored stays), the shares to start the next
-    /// one [`NEXT_STEP_AFTER_MS`] from now; the step's points go.
+    /// one at `starts_at` (Unix ms); the step's points go.
     pub async fn put_step_verdict(
         &mut self,
         parent: &str,
         step: u32,
         meets_slo: bool,
         reason: &str,
+        starts_at: i64,
     ) -> Result<()> {
         sqlx::query(
             "INSERT INTO split_steps (run_id, step, meets_slo, reason, starts_at)
@@ -89,7 +82,7 @@ impl Tx {
         .bind(i64::from(step))
         .bind(i64::from(meets_slo))
         .bind(reason)
-        .bind(now_ms() + NEXT_STEP_AFTER_MS)
+        .bind(starts_at)
         .execute(&mut *self.tx)
         .await?;
         sqlx::query("DELETE FROM split_step_points WHERE run_id = $1 AND step = $2")
@@ -103,17 +96,14 @@ impl Tx {
 
 impl Store {
     /// The verdict on `step` for the share `run_id`, asked by its agent under `guard`:
-    /// `None` while some share has not ended the step yet, and for a lease that is not
-    /// the run's current one (a stale agent learns nothing of the sweep).
+    /// `None` while no verdict is stored, and for a lease that is not the run's current
+    /// one (a stale agent learns nothing of the sweep).
     pub async fn step_verdict(
         &self,
         run_id: &str,
         guard: &LeaseGuard,
         step: u32,
     ) -> Result<Option<StepVerdict>> {
-        if step == START_STEP {
-            self.start_when_all_hold(run_id, guard).await?;
-        }
         let row = sqlx::query(
             "SELECT v.meets_slo, v.reason, v.starts_at FROM runs r
              JOIN split_steps v ON v.run_id = r.parent_id
@@ -135,44 +125,5 @@ impl Store {
             reason: row.try_get("reason")?,
             start_after_ms: u32::try_from((starts_at - now_ms()).max(0)).unwrap_or(0),
         }))
-    }
-}
-
-impl Store {
-    /// The start (step 0) of the split run whose share `run_id` is, once every share holds
-    /// its lease: stored once (whichever replica's ask finds them all first), to start
-    /// [`NEXT_STEP_AFTER_MS`] later.
-    async fn start_when_all_hold(&self, run_id: &str, guard: &LeaseGuard) -> Result<()> {
-        let parent: Option<Option<String>> = sqlx::query_scalar(
-            "SELECT parent_id FROM runs WHERE id = $1 AND lease_id = $2 AND lease_epoch = $3",
-        )
-        .bind(run_id)
-        .bind(&guard.lease_id)
-        .bind(guard.epoch as i64)
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some(parent) = parent.flatten() else {
-            return Ok(());
-        };
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM runs WHERE parent_id = $1
-                 AND NOT (status = 'running' AND lease_state = 'accepted')",
-        )
-        .bind(&parent)
-        .fetch_one(&self.pool)
-        .await?;
-        if waiting > 0 {
-            return Ok(());
-        }
-        sqlx::query(
-            "INSERT INTO split_steps (run_id, step, meets_slo, reason, starts_at)
-             VALUES ($1, $2, 1, '', $3) ON CONFLICT (run_id, step) DO NOTHING",
-        )
-        .bind(&parent)
-        .bind(i64::from(START_STEP))
-        .bind(now_ms() + NEXT_STEP_AFTER_MS)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
     }
 }

@@ -61,7 +61,9 @@ pub(crate) async fn seed(store: &Store) -> (Account, RunRow) {
         .expect("scenario");
     let mut new = checks_run(&account.id, &scenario);
     new.started_by.change = Some("core#212".into());
-    let run = store.insert_run(&new, "token:t1").await.expect("run");
+    let run = crate::runs::start::insert_run(store, &new, "token:t1")
+        .await
+        .expect("run");
     (account, run)
 }
 
@@ -310,8 +312,7 @@ async fn runs_list_newest_first_with_filters_and_cursor() {
         let mut ids = vec![first.id.clone()];
         for _ in 0..4 {
             let run = store.run(&first.id).await.expect("q").expect("run");
-            let again = store
-                .insert_run(&run_like(&run), "token:t1")
+            let again = crate::runs::start::insert_run(&store, &run_like(&run), "token:t1")
                 .await
                 .expect("run");
             ids.push(again.id);
@@ -585,7 +586,9 @@ pub(crate) async fn take_run(store: &Store, template: &RunRow) -> (RunRow, Lease
         executor: Executor::Any,
         ..run_like(template)
     };
-    let run = store.insert_run(&new, "token:t1").await.expect("run");
+    let run = crate::runs::start::insert_run(store, &new, "token:t1")
+        .await
+        .expect("run");
     let agent_id = store
         .register_agent_cert(&template.account_id, "edge-1", &format!("fp-{}", run.id))
         .await

@@ -288,26 +288,31 @@ fn every_error_code_the_source_can_answer_is_listed_and_documented() {
     );
 }
 
-/// The listings keyed by a row's id document their `cursor` as the server takes it
-/// (`query::id_cursor`): the same pattern and length.
+/// Every listing documents its `cursor` as the server takes it (`query::Cursor`): the
+/// same pattern and lengths.
 #[test]
-fn id_cursors_are_documented_as_the_server_takes_them() {
+fn cursors_are_documented_as_the_server_takes_them() {
+    use crate::query::Cursor;
     let document = served();
-    for path in ["runs", "findings", "audit"] {
+    for (path, shape) in [
+        ("runs", Cursor::Id),
+        ("findings", Cursor::Id),
+        ("audit", Cursor::Id),
+        ("webhooks", Cursor::Webhook),
+        ("webhooks/{id}/deliveries", Cursor::Seq),
+        ("scenarios", Cursor::Name),
+    ] {
         let parameters = &document["paths"][format!("/v1/reliability/{path}")]["get"]["parameters"];
         let cursor = parameters
             .as_array()
             .and_then(|ps| ps.iter().find(|p| p["name"] == "cursor"))
             .unwrap_or_else(|| panic!("{path}: no cursor parameter"));
         let schema = &cursor["schema"];
-        assert_eq!(
-            schema["pattern"],
-            crate::query::ID_CURSOR_PATTERN,
-            "{path}: {schema}"
-        );
+        assert_eq!(schema["pattern"], shape.pattern(), "{path}: {schema}");
+        let (shortest, longest) = shape.lengths();
         assert_eq!(
             (&schema["minLength"], &schema["maxLength"]),
-            (&36.into(), &36.into()),
+            (&shortest.into(), &longest.into()),
             "{path}"
         );
     }

@@ -155,18 +155,17 @@ impl Bench {
     /// A run stored and announced as the API does it; its id.
     async fn queue(&mut self, kind: RunKind, executor: Executor) -> String {
         let slot = self.handle.reserve().expect("a place");
-        let row = self
-            .store
-            .insert_run(
-                &NewRun {
-                    kind,
-                    executor,
-                    ..crate::store::tests::run_like(&self.template)
-                },
-                "token:t1",
-            )
-            .await
-            .expect("run");
+        let row = crate::runs::start::insert_run(
+            &self.store,
+            &NewRun {
+                kind,
+                executor,
+                ..crate::store::tests::run_like(&self.template)
+            },
+            "token:t1",
+        )
+        .await
+        .expect("run");
         slot.run_queued(&row, self.account.max_running);
         row.id
     }
@@ -477,19 +476,18 @@ async fn the_shares_of_a_split_run_are_offered_one_start_instant() {
     let slots: Vec<_> = (0..3)
         .map(|_| bench.handle.reserve().expect("a place"))
         .collect();
-    let (_, shares) = bench
-        .store
-        .insert_new_run(
-            &NewRun {
-                kind: RunKind::Load,
-                agents: 3,
-                ..crate::store::tests::run_like(&bench.template)
-            },
-            "token:t1",
-            None,
-        )
-        .await
-        .expect("run");
+    let (_, shares) = crate::runs::start::store_run(
+        &bench.store,
+        &NewRun {
+            kind: RunKind::Load,
+            agents: 3,
+            ..crate::store::tests::run_like(&bench.template)
+        },
+        "token:t1",
+        None,
+    )
+    .await
+    .expect("run");
     assert_eq!(shares.len(), 3);
     for (slot, share) in slots.into_iter().zip(&shares) {
         slot.run_queued(share, bench.account.max_running);

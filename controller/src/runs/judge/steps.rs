@@ -4,13 +4,65 @@
 //! split run, its point is kept (`store/steps.rs`), and once every share has sent the
 //! step, the points are merged (counts summed, histograms added) and the step judged
 //! against the SLO. The verdict is stored with the instant the shares start their next
-//! step, which each share's agent asks for.
+//! step, which each share's agent asks for ([`step_verdict`]).
+//!
+//! Step 0 is the start, for a split run of any kind: every share asks for it before its
+//! clock starts, and it is answered once every share holds its lease, with one instant
+//! for all. A share whose offer lapsed and went to another agent thus starts with the
+//! others, who wait for it, rather than after them.
 
 use iohr_domain::capacity::{CapacitySpec, Slo, SweepPoint};
 use iohr_domain::load::Share;
 use serde::Deserialize;
 
-use crate::store::{Result, RunRow, StoreError, Tx};
+use iohr_domain::RunStatus;
+pub use iohr_proto::START_STEP;
+
+use crate::store::{LeaseGuard, Result, RunRow, StepVerdict, Store, StoreError, Tx, now_ms};
+
+/// How long after its verdict the shares start a sweep's next step: time for every
+/// share's next ask (each 100 ms) to reach the verdict.
+const NEXT_STEP_AFTER_MS: i64 = 300;
+
+/// The verdict on `step` for the share `run_id`, asked by its agent under `guard`:
+/// `None` while some share has not ended the step yet (for [`START_STEP`]: while some
+/// share does not hold its lease), and for a lease that is not the run's current one (a
+/// stale agent learns nothing of the sweep).
+pub async fn step_verdict(
+    store: &Store,
+    run_id: &str,
+    guard: &LeaseGuard,
+    step: u32,
+) -> Result<Option<StepVerdict>> {
+    if step == START_STEP {
+        start_when_all_hold(store, run_id, guard).await?;
+    }
+    store.step_verdict(run_id, guard, step).await
+}
+
+/// The start (step 0) of the split run whose share `run_id` is, once every share holds
+/// its lease: stored once (whichever replica's ask finds them all first), to start
+/// [`NEXT_STEP_AFTER_MS`] later.
+async fn start_when_all_hold(store: &Store, run_id: &str, guard: &LeaseGuard) -> Result<()> {
+    let Some(share) = store.run(run_id).await? else {
+        return Ok(());
+    };
+    let Some((parent, _)) = share
+        .share_of
+        .filter(|_| share.lease.as_ref() == Some(guard))
+    else {
+        return Ok(());
+    };
+    let held =
+        |s: &RunRow| s.status == RunStatus::Running && s.lease_state.as_deref() == Some("accepted");
+    if !store.shares_of(&parent).await?.iter().all(held) {
+        return Ok(());
+    }
+    let mut tx = store.begin().await?;
+    tx.put_step_verdict(&parent, START_STEP, true, "", now_ms() + NEXT_STEP_AFTER_MS)
+        .await?;
+    tx.commit().await
+}
 
 /// The step-end points among a relayed batch of `share`'s frames (kind, payload, at),
 /// kept until every share has sent its own; the step is then judged on their merge.
@@ -33,6 +85,7 @@ pub(in crate::runs) async fn judge(
             point.step,
             whole.meets_slo,
             &whole.broke.join("; "),
+            now_ms() + NEXT_STEP_AFTER_MS,
         )
         .await?;
         tracing::info!(run = %parent.id, step = point.step, meets_slo = whole.meets_slo,

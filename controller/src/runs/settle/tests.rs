@@ -25,8 +25,7 @@ async fn a_split_run_starts_relays_and_ends_with_its_shares() {
             agents: 2,
             ..crate::store::tests::run_like(&template)
         };
-        let (run, shares) = store
-            .insert_new_run(&new, "token:t1", None)
+        let (run, shares) = crate::runs::start::store_run(&store, &new, "token:t1", None)
             .await
             .expect("run");
         assert_eq!((run.agents, shares.len()), (Some(2), 2));

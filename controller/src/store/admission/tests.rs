@@ -79,10 +79,14 @@ async fn a_run_past_the_queue_bound_is_not_stored_and_one_ending_makes_room() {
         };
         let (account, run) = account(&store, change).await;
         assert_eq!(account.max_queued, 2);
-        let first = store.insert_run(&run, "token:t1").await.expect("first");
-        store.insert_run(&run, "token:t1").await.expect("second");
+        let first = crate::runs::start::insert_run(&store, &run, "token:t1")
+            .await
+            .expect("first");
+        crate::runs::start::insert_run(&store, &run, "token:t1")
+            .await
+            .expect("second");
         assert_eq!(store.queued_runs(&account.id).await.expect("count"), 2);
-        let past = store.insert_run(&run, "token:t1").await;
+        let past = crate::runs::start::insert_run(&store, &run, "token:t1").await;
         assert!(
             matches!(past, Err(StoreError::TooManyQueued { limit: 2 })),
             "{past:?}"
@@ -92,8 +96,7 @@ async fn a_run_past_the_queue_bound_is_not_stored_and_one_ending_makes_room() {
         assert_eq!(audit.len(), 2, "no audit line either: {audit:?}");
 
         end(&store, &first.id, 1).await;
-        let third = store
-            .insert_run(&run, "token:t1")
+        let third = crate::runs::start::insert_run(&store, &run, "token:t1")
             .await
             .expect("room again");
         assert_eq!(third.status, RunStatus::Queued);
@@ -108,7 +111,9 @@ async fn concurrent_inserts_never_pass_the_queue_bound() {
             ..PlanChange::default()
         };
         let (account, run) = account(&store, change).await;
-        let tries = join_all((0..20).map(|_| store.insert_run(&run, "token:t1"))).await;
+        let tries =
+            join_all((0..20).map(|_| crate::runs::start::insert_run(&store, &run, "token:t1")))
+                .await;
         let stored = tries.iter().filter(|t| t.is_ok()).count();
         let refused = tries
             .iter()
@@ -127,14 +132,12 @@ async fn the_month_budget_refuses_what_is_not_left_and_gets_back_what_runs_did_n
             ..PlanChange::default()
         };
         let (account, run) = account(&store, change).await;
-        let big = store
-            .insert_run(&reserving(&run, 6), "token:t1")
+        let big = crate::runs::start::insert_run(&store, &reserving(&run, 6), "token:t1")
             .await
             .expect("six of ten");
         assert_eq!(big.status, RunStatus::Queued);
 
-        let over = store
-            .insert_run(&reserving(&run, 5), "token:t1")
+        let over = crate::runs::start::insert_run(&store, &reserving(&run, 5), "token:t1")
             .await
             .expect("stored refused");
         assert_eq!(over.status, RunStatus::Refused);
@@ -172,15 +175,13 @@ async fn the_month_budget_refuses_what_is_not_left_and_gets_back_what_runs_did_n
         end(&store, &big.id, 2).await;
         let used = store.month_use(&account.id, now_ms()).await.expect("use");
         assert_eq!((used.used, used.budget), (2, 10));
-        let eight = store
-            .insert_run(&reserving(&run, 8), "token:t1")
+        let eight = crate::runs::start::insert_run(&store, &reserving(&run, 8), "token:t1")
             .await
             .expect("eight");
         assert_eq!(eight.status, RunStatus::Queued);
 
         // Nothing left: even a run reserving nothing (a closed-model load) is refused.
-        let free = store
-            .insert_run(&reserving(&run, 0), "token:t1")
+        let free = crate::runs::start::insert_run(&store, &reserving(&run, 0), "token:t1")
             .await
             .expect("stored refused");
         assert_eq!(free.status, RunStatus::Refused, "{:?}", free.reason);
@@ -195,8 +196,7 @@ async fn the_month_budget_refuses_what_is_not_left_and_gets_back_what_runs_did_n
             .expect("back-date");
         let used = store.month_use(&account.id, now_ms()).await.expect("use");
         assert_eq!(used.used, 8, "only the live run's reservation");
-        let two = store
-            .insert_run(&reserving(&run, 2), "token:t1")
+        let two = crate::runs::start::insert_run(&store, &reserving(&run, 2), "token:t1")
             .await
             .expect("two");
         assert_eq!(two.status, RunStatus::Queued, "{:?}", two.reason);
@@ -207,8 +207,7 @@ async fn the_month_budget_refuses_what_is_not_left_and_gets_back_what_runs_did_n
 async fn without_a_budget_nothing_is_refused() {
     for store in both().await {
         let (_, run) = account(&store, PlanChange::default()).await;
-        let huge = store
-            .insert_run(&reserving(&run, 3_600_000), "token:t1")
+        let huge = crate::runs::start::insert_run(&store, &reserving(&run, 3_600_000), "token:t1")
             .await
             .expect("stored");
         assert_eq!(huge.status, RunStatus::Queued);

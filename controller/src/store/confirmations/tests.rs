@@ -20,20 +20,20 @@ async fn production_faults_run(store: &Store, deadline: i64) -> (String, String)
         .put_scenario(&account.id, "latency", "faults", &json!({"method": []}))
         .await
         .expect("scenario");
-    let run = store
-        .insert_run(
-            &NewRun {
-                kind: RunKind::Faults,
-                environment: "production".into(),
-                units_reserved: 0,
-                reason: Some("waiting".into()),
-                confirmation: Some(("sha256:abc".into(), deadline)),
-                ..checks_run(&account.id, &scenario)
-            },
-            "token:t1",
-        )
-        .await
-        .expect("run");
+    let run = crate::runs::start::insert_run(
+        store,
+        &NewRun {
+            kind: RunKind::Faults,
+            environment: "production".into(),
+            units_reserved: 0,
+            reason: Some("waiting".into()),
+            confirmation: Some(("sha256:abc".into(), deadline)),
+            ..checks_run(&account.id, &scenario)
+        },
+        "token:t1",
+    )
+    .await
+    .expect("run");
     (account.id, run.id)
 }
 

@@ -130,7 +130,9 @@ async fn reports_are_marked_due_retried_and_done() {
         new.started_by.change = Some("o/r#7".into());
         new.started_by.commit = Some("a".repeat(40));
         new.started_by.forge = Some(Forge::Github);
-        let after = store.insert_run(&new, "token:t1").await.expect("run");
+        let after = crate::runs::start::insert_run(&store, &new, "token:t1")
+            .await
+            .expect("run");
         let key = ReportKey {
             account_id: account.id.clone(),
             forge: "github".into(),
@@ -191,10 +193,14 @@ async fn reports_are_marked_due_retried_and_done() {
             store.current_forge_run(&key).await.expect("current"),
             Some(after.id.clone())
         );
-        let before = store.insert_run(&new, "token:t1").await.expect("before");
+        let before = crate::runs::start::insert_run(&store, &new, "token:t1")
+            .await
+            .expect("before");
         let mut beside = new.clone();
         beside.baseline_run = Some(before.id.clone());
-        let later = store.insert_run(&beside, "token:t1").await.expect("later");
+        let later = crate::runs::start::insert_run(&store, &beside, "token:t1")
+            .await
+            .expect("later");
         assert_eq!(
             store.current_forge_run(&key).await.expect("current"),
             Some(later.id.clone())

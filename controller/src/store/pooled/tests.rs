@@ -76,7 +76,9 @@ async fn split_on_two_replicas(max_running: i64, agents: u32, executor: Executor
         executor,
         ..checks_run(&account.id, &scenario)
     };
-    let (_, shares) = a.insert_new_run(&new, "token:t1", None).await.expect("run");
+    let (_, shares) = crate::runs::start::store_run(&a, &new, "token:t1", None)
+        .await
+        .expect("run");
     Split {
         share_ids: shares.iter().map(|s| s.id.clone()).collect(),
         a,
@@ -132,7 +134,9 @@ async fn a_split_runs_shares_are_leased_across_replicas_all_or_none() {
         kind: RunKind::Load,
         ..checks_run(&account.id, &scenario)
     };
-    let other = a.insert_run(&exclusive, "token:t1").await.expect("run");
+    let other = crate::runs::start::insert_run(&a, &exclusive, "token:t1")
+        .await
+        .expect("run");
     b.offer_lease(&other.id, &busy)
         .await
         .expect("offer")
@@ -155,10 +159,10 @@ async fn a_split_runs_shares_are_leased_across_replicas_all_or_none() {
         &serving(&["checks", "load"], 1),
     )
     .await;
-    let checks = a
-        .insert_run(&checks_run(&account.id, &scenario), "token:t1")
-        .await
-        .expect("run");
+    let checks =
+        crate::runs::start::insert_run(&a, &checks_run(&account.id, &scenario), "token:t1")
+            .await
+            .expect("run");
     b.offer_lease(&checks.id, &full)
         .await
         .expect("offer")

@@ -22,7 +22,11 @@ async fn queued_runs(store: &Store, count: usize) -> Vec<RunRow> {
     let mut runs = Vec::new();
     for _ in 0..count {
         let new = checks_run(&account.id, &scenario);
-        runs.push(store.insert_run(&new, "token:t1").await.expect("run"));
+        runs.push(
+            crate::runs::start::insert_run(store, &new, "token:t1")
+                .await
+                .expect("run"),
+        );
     }
     runs
 }

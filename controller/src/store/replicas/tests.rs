@@ -51,7 +51,11 @@ async fn two_replicas(
     let mut runs = Vec::new();
     for _ in 0..count {
         let new = checks_run(&account.id, &scenario);
-        runs.push(a.insert_run(&new, "token:t1").await.expect("run"));
+        runs.push(
+            crate::runs::start::insert_run(&a, &new, "token:t1")
+                .await
+                .expect("run"),
+        );
     }
     ((a, b), agent, runs, vec![claim_a, claim_b])
 }
@@ -318,8 +322,7 @@ async fn a_listener_hears_runs_queued_frames_stored_and_cancels_asked() {
         )
         .await
         .expect("scenario");
-    let run = a
-        .insert_run(&checks_run(&account.id, &scenario), "token:t1")
+    let run = crate::runs::start::insert_run(&a, &checks_run(&account.id, &scenario), "token:t1")
         .await
         .expect("run");
     let heard = tokio::time::timeout(std::time::Duration::from_secs(10), listener.recv())

@@ -15,8 +15,7 @@ const NOW: i64 = 1000 * DAY;
 
 /// A run ended `days_ago` before [`NOW`], with three frames.
 async fn ended_run(store: &Store, template: &crate::store::RunRow, days_ago: i64) -> String {
-    let run = store
-        .insert_run(&run_like(template), "token:t1")
+    let run = crate::runs::start::insert_run(store, &run_like(template), "token:t1")
         .await
         .expect("run");
     sqlx::query("UPDATE runs SET status = 'passed', ended_at = $1, result = '{}' WHERE id = $2")

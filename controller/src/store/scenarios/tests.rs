@@ -58,8 +58,7 @@ async fn a_name_given_is_kept_and_labels_the_version() {
         // A second version of smoke, and a run of it.
         let (newer, stored) = put("smoke", json!({"checks": [{"path": "/health"}]})).await;
         assert_eq!(stored, Stored::Created);
-        let run = store
-            .insert_run(&checks_run(&account, &newer), "token:t1")
+        let run = crate::runs::start::insert_run(&store, &checks_run(&account, &newer), "token:t1")
             .await
             .expect("run");
         let (names, next) = store

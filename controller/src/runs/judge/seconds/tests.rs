@@ -74,8 +74,7 @@ async fn a_split_run_stops_when_its_merged_seconds_cross_a_threshold() {
             abort_on: rules,
             ..crate::store::tests::run_like(&template)
         };
-        let (run, shares) = store
-            .insert_new_run(&new, "token:t1", None)
+        let (run, shares) = crate::runs::start::store_run(&store, &new, "token:t1", None)
             .await
             .expect("run");
         let guards =
@@ -148,8 +147,7 @@ async fn a_split_run_without_abort_on_fail_is_not_judged_live() {
             kind: RunKind::Load,
             ..crate::store::tests::run_like(&template)
         };
-        let (_, shares) = store
-            .insert_new_run(&new, "token:t1", None)
+        let (_, shares) = crate::runs::start::store_run(&store, &new, "token:t1", None)
             .await
             .expect("run");
         let agent = store
@@ -194,8 +192,7 @@ async fn a_split_runs_stream_has_one_second_of_the_whole_per_second() {
             kind: RunKind::Load,
             ..crate::store::tests::run_like(&template)
         };
-        let (run, shares) = store
-            .insert_new_run(&new, "token:t1", None)
+        let (run, shares) = crate::runs::start::store_run(&store, &new, "token:t1", None)
             .await
             .expect("run");
         let guards =

@@ -76,8 +76,7 @@ async fn a_split_sweeps_steps_are_judged_on_every_shares_part_merged() {
             agents: 2,
             ..checks_run(&account.id, &scenario)
         };
-        let (run, shares) = store
-            .insert_new_run(&new, "token:t1", None)
+        let (run, shares) = crate::runs::start::store_run(&store, &new, "token:t1", None)
             .await
             .expect("run");
         let guards =
@@ -86,8 +85,7 @@ async fn a_split_sweeps_steps_are_judged_on_every_shares_part_merged() {
         let verdict = |share: &str, guard: &LeaseGuard, step: u32| {
             let (store, share, guard) = (store.clone(), share.to_string(), guard.clone());
             async move {
-                store
-                    .step_verdict(&share, &guard, step)
+                crate::runs::step_verdict(&store, &share, &guard, step)
                     .await
                     .expect("verdict")
             }
@@ -163,8 +161,7 @@ async fn a_split_runs_shares_start_once_every_share_holds_its_lease() {
             kind: iohr_domain::RunKind::Load,
             ..crate::store::tests::run_like(&template)
         };
-        let (_, shares) = store
-            .insert_new_run(&new, "token:t1", None)
+        let (_, shares) = crate::runs::start::store_run(&store, &new, "token:t1", None)
             .await
             .expect("run");
         let agent = store
@@ -189,8 +186,7 @@ async fn a_split_runs_shares_start_once_every_share_holds_its_lease() {
                 .expect("accept")
         );
         assert_eq!(
-            store
-                .step_verdict(&shares[0].id, &guards[0], start)
+            crate::runs::step_verdict(&store, &shares[0].id, &guards[0], start)
                 .await
                 .expect("ask"),
             None,
@@ -203,8 +199,7 @@ async fn a_split_runs_shares_start_once_every_share_holds_its_lease() {
                 .expect("accept")
         );
         for (share, guard) in shares.iter().zip(&guards) {
-            let go = store
-                .step_verdict(&share.id, guard, start)
+            let go = crate::runs::step_verdict(&store, &share.id, guard, start)
                 .await
                 .expect("ask")
                 .expect("every share holds its lease");
@@ -216,8 +211,7 @@ async fn a_split_runs_shares_start_once_every_share_holds_its_lease() {
             epoch: guards[0].epoch,
         };
         assert_eq!(
-            store
-                .step_verdict(&shares[0].id, &stale, start)
+            crate::runs::step_verdict(&store, &shares[0].id, &stale, start)
                 .await
                 .expect("ask"),
             None
