@@ -80,7 +80,9 @@ async fn random_partitions_keep_every_promise() {
         // 20 requests a second for 12 s: the run outlasts any cut below by its start.
         let tag = format!("c{cycle}");
         let body = load(&c.target, &tag, 20, 12);
-        let id = rec.create_run(&c.api, "controller", &tag, true, &body).await;
+        let id = rec
+            .create_run(&c.api, "controller", &tag, true, &body)
+            .await;
         c.api.wait_status(&id, &["running"], LIMIT).await;
 
         let fault = FAULTS[rng.random_range(0..FAULTS.len())];
