@@ -33,11 +33,11 @@ const RESERVED_HEADERS: [&str; 7] = [
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PutBody {
+pub struct OtlpExportBody {
     /// The collector's OTLP/HTTP base URL (as `OTEL_EXPORTER_OTLP_ENDPOINT`): metrics are
     /// POSTed to `ENDPOINT/v1/metrics` as protobuf. http:// or https://, no credentials or
     /// fragment; the webhook target policy applies.
-    #[schema(max_length = 2048)]
+    #[schema(min_length = 1, max_length = 2048)]
     endpoint: String,
     /// Headers sent with every export (an API key, a tenant id): at most 16, each value
     /// at most 4096 bytes. Sealed at rest and never shown again; a PUT replaces them all.
@@ -116,7 +116,7 @@ fn checked_headers(
     tag = "otlp",
     operation_id = "put_otlp_export",
     security(("bearer" = [])),
-    request_body = PutBody,
+    request_body = OtlpExportBody,
     responses(
         (status = 200, description = "Replaced: the export, never a header's value", body = OtlpExport),
         (status = 201, description = "Set: the export, never a header's value", body = OtlpExport),
@@ -131,7 +131,7 @@ fn checked_headers(
 pub async fn put(
     State(shared): State<Shared>,
     caller: Caller<RunScope>,
-    body: Result<JsonBody<PutBody>, ApiError>,
+    body: Result<JsonBody<OtlpExportBody>, ApiError>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     let JsonBody(body) = body?;
     if let Some(why) = url_refusal(&body.endpoint) {
