@@ -16,6 +16,7 @@ mod follow;
 mod forges;
 mod gate;
 mod mcp;
+mod otlp;
 mod output;
 mod page;
 mod report;
@@ -151,6 +152,11 @@ enum Reliability {
     /// an environment variable, never from the command line), delete one.
     #[command(subcommand)]
     Secrets(secrets::SecretsCommand),
+    /// The account's OpenTelemetry export (OTLP/HTTP): show it with its counts of
+    /// exported and dropped frames, set it (headers' values read from environment
+    /// variables, never from the command line), delete it.
+    #[command(subcommand)]
+    Otlp(otlp::OtlpCommand),
     /// Forge credentials (GitHub, GitLab) the controller writes pull request comments and
     /// commit statuses with: set one (an admin's token; read from an environment
     /// variable), list them (never a token), delete one, read the reporter's log.
@@ -221,6 +227,7 @@ async fn execute(cli: Cli) -> Result<u8> {
         Reliability::Schedules(command) => schedules::execute(&ctx, command).await,
         Reliability::Triggers(command) => triggers::execute(&ctx, command).await,
         Reliability::Secrets(command) => secrets::execute(&ctx, command).await,
+        Reliability::Otlp(command) => otlp::execute(&ctx, command).await,
         Reliability::Forges(command) => forges::execute(&ctx, command).await,
     }
 }

@@ -20,6 +20,7 @@ pub mod limits;
 pub mod link;
 pub mod mcp;
 pub mod metrics;
+pub mod otlp;
 pub mod outbox;
 pub mod query;
 pub mod queue;

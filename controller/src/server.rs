@@ -200,6 +200,12 @@ pub async fn start(
         egress,
         requests: config.limits.requests(),
     };
+    // Every replica exports the frames its own agents send (otlp/mod.rs).
+    tokio::spawn(crate::otlp::export::run(
+        shared.store.clone(),
+        shared.egress.clone(),
+        shutdown.clone(),
+    ));
     let enrollment =
         crate::link::enroll::EnrollmentService::new(shared.store.clone(), signer.clone());
 

@@ -1,6 +1,8 @@
 """Scrapes each URL and parses it with the Prometheus project's own OpenMetrics parser
 (PyPI prometheus_client), which refuses text that breaks the format. Prints, per URL, its
-status and content type and, when it answered 200, each family's type and samples."""
+status and content type and, when it answered 200, each family's type and samples (a
+sample with an exemplar has it fourth: its labels, value and timestamp). With "accept" in
+the config, the scrape sends it as its Accept header (as Prometheus asks for OpenMetrics)."""
 import json
 import sys
 import urllib.error
@@ -9,15 +11,26 @@ import urllib.request
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 
-def scrape(url):
+def sample(s):
+    out = [s.name, s.labels, s.value]
+    if s.exemplar is not None:
+        out.append({"labels": s.exemplar.labels, "value": s.exemplar.value,
+                    "timestamp": None if s.exemplar.timestamp is None else float(s.exemplar.timestamp)})
+    return out
+
+
+def scrape(url, accept):
+    request = urllib.request.Request(url)
+    if accept:
+        request.add_header("Accept", accept)
     try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
+        with urllib.request.urlopen(request, timeout=10) as answer:
             body = answer.read().decode()
             families = {}
             for family in text_string_to_metric_families(body):
                 families[family.name] = {
                     "type": family.type,
-                    "samples": [[s.name, s.labels, s.value] for s in family.samples],
+                    "samples": [sample(s) for s in family.samples],
                 }
             return {"status": answer.status,
                     "content_type": answer.headers.get("Content-Type"),
@@ -27,4 +40,4 @@ def scrape(url):
 
 
 config = json.loads(sys.argv[1])
-print(json.dumps({url: scrape(url) for url in config["urls"]}))
+print(json.dumps({url: scrape(url, config.get("accept")) for url in config["urls"]}))

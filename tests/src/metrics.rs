@@ -19,6 +19,18 @@ pub async fn scrape(urls: &[String]) -> Value {
     .await
 }
 
+/// [`scrape`] sending `accept` as the Accept header (`application/openmetrics-text` asks
+/// for OpenMetrics, with exemplars); a sample with an exemplar has it as its fourth item
+/// (`labels`, `value`, `timestamp`).
+pub async fn scrape_accepting(urls: &[String], accept: &str) -> Value {
+    run_script(
+        "metrics/scrape.py",
+        &json!({ "urls": urls, "accept": accept }),
+        Duration::from_secs(60),
+    )
+    .await
+}
+
 /// The value of the sample `name` of `family` whose labels include `labels`.
 pub fn sample(family: &Value, name: &str, labels: &Value) -> Option<f64> {
     family["samples"].as_array()?.iter().find_map(|s| {

@@ -3,7 +3,7 @@
 //!
 //! One file per resource: [`runs`], [`events`] (the live stream), [`agents`],
 //! [`scenarios`], [`compare`], [`faults`] (confirmation, halt), [`findings`], [`audit`],
-//! [`webhooks`] (subscriptions, deliveries), [`secrets`] (the account's, write-only), [`forges`] (forge credentials, the reporter's log), [`feed`] (the product events, SSE), [`stream`]
+//! [`webhooks`] (subscriptions, deliveries), [`secrets`] (the account's, write-only), [`otlp`] (the account's OpenTelemetry export), [`forges`] (forge credentials, the reporter's log), [`feed`] (the product events, SSE), [`stream`]
 //! (the WebSocket stream); [`auth`] checks
 //! tokens and scopes, [`error`] shapes every error.
 
@@ -22,6 +22,7 @@ pub mod findings;
 pub mod forges;
 pub mod limits;
 pub mod openapi;
+pub mod otlp;
 pub mod page;
 pub mod run_guards;
 pub mod run_start;
@@ -90,6 +91,7 @@ pub fn router(shared: Shared) -> Router {
         )
         .route("/triggers/{id}/log", get(triggers::deliveries))
         .route("/runs/{id}/baseline", get(baseline::get))
+        .route("/otlp", get(otlp::get).put(otlp::put).delete(otlp::delete))
         .route("/secrets", get(secrets::list))
         .route("/secrets/{name}", put(secrets::put).delete(secrets::delete))
         .route("/forges", get(forges::list))

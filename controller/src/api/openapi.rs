@@ -20,8 +20,8 @@ use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder
 use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
 use super::{
-    agents, audit, baseline, compare, events, faults, feed, findings, forges, runs, scenarios,
-    schedules, secrets, stream, triggers, webhooks,
+    agents, audit, baseline, compare, events, faults, feed, findings, forges, otlp, runs,
+    scenarios, schedules, secrets, stream, triggers, webhooks,
 };
 use crate::store::EVENT_TYPES;
 use iohr_domain::RunRecord;
@@ -112,6 +112,8 @@ pub const ERROR_CODES: &[&str] = &[
     "invalid_secret",
     "too_many_secrets",
     "secrets_unavailable",
+    // OpenTelemetry export
+    "invalid_header",
     // Forge credentials
     "invalid_forge",
     "invalid_token",
@@ -289,6 +291,9 @@ pages for people at `/` (docs/console.md)."
         secrets::put,
         secrets::list,
         secrets::delete,
+        otlp::put,
+        otlp::get,
+        otlp::delete,
         forges::put,
         forges::list,
         forges::delete,
@@ -311,6 +316,7 @@ pages for people at `/` (docs/console.md)."
         (name = "audit", description = "Who did what (scope reliability:audit)"),
         (name = "webhooks", description = "Webhook subscriptions to the account's events, their delivery logs"),
         (name = "secrets", description = "The account's secrets, which runs name as `${secret:NAME}` in headers: write-only"),
+        (name = "otlp", description = "The account's OpenTelemetry export: its runs' per-second figures as OTLP metrics, what was exported and dropped"),
         (name = "forges", description = "Forge credentials the comparison goes back to pull requests with (write-only tokens), and the reporter's log"),
         (name = "meta", description = "Health and this document"),
     )

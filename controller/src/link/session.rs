@@ -287,7 +287,8 @@ impl Session {
                 relayed,
                 split_aborted,
             }) => {
-                crate::metrics::frames_stored(new.len(), started.elapsed());
+                crate::metrics::frames_stored(&batch.run_id, new.len(), started.elapsed());
+                crate::otlp::offer(&self.identity.name, &new);
                 for frame in new.into_iter().chain(relayed) {
                     self.shared.hub.publish(frame);
                 }

@@ -60,6 +60,7 @@ pub const ACCOUNT_TABLES: &[(&str, &str)] = &[
     ("forge_reports", "account_id = $1"),
     ("forge_report_log", "account_id = $1"),
     ("account_egress_allow", "account_id = $1"),
+    ("otlp_exports", "account_id = $1"),
     ("event_cursors", "account_id = $1"),
     ("event_counters", "account_id = $1"),
     ("events", "account_id = $1"),

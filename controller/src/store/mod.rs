@@ -24,6 +24,7 @@ mod forge_credentials;
 mod forge_reports;
 mod frame_row;
 mod frames;
+mod otlp_exports;
 mod page;
 mod pooled;
 mod reasons;
@@ -72,6 +73,7 @@ pub use findings::{FindingFilter, FindingRow};
 pub use forge_credentials::{ForgeCredentialRow, ForgeCredentials, MAX_FORGE_TOKEN_BYTES};
 pub use forge_reports::{DueReport, MAX_REPORT_LOG_PER_ACCOUNT, ReportKey, ReportLogLine};
 pub use frames::{AgentAppend, StoredFrame};
+pub use otlp_exports::{OtlpExportRow, OtlpTarget};
 pub use pooled::{OFFERS_CHANNEL, PoolAsk, Pooled, PooledShare};
 pub use replicas::{
     CANCELS_CHANNEL, ENDED_CHANNEL, FRAMES_CHANNEL, FramesNotice, QUEUE_CHANNEL, ReplicaOffer,

@@ -1,0 +1,519 @@
+//! OpenTelemetry export (issue 35) through a real controller and agent: an OTLP/HTTP
+//! receiver on loopback (tests/otlp/receiver.py) decodes what the controller sends with
+//! the OpenTelemetry project's own protobuf definitions (PyPI `opentelemetry-proto`), and
+//! the figures are checked against the run's own frames: the resource names the run, and
+//! the latency histograms hold exactly the frames' HdrHistogram counts. With the receiver
+//! answering 503 for the whole run, or absent, the run is unaffected (same status, every
+//! frame) and what was dropped is counted on the account's export and on `/metrics`.
+//! `/metrics` with exemplars is read by the Prometheus project's OpenMetrics parser.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use hyper::Method;
+use hyper::body::Bytes;
+use iohr_domain::histogram::{decode, latency_histogram};
+use iohr_tests::metrics::{sample, scrape, scrape_accepting};
+use iohr_tests::process::AgentOptions;
+use iohr_tests::python::run_script_asking;
+use iohr_tests::setup::iohr_with_env;
+use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target, on_both_stores};
+use serde_json::{Value, json};
+
+const LIMIT: Duration = Duration::from_secs(90);
+/// The exporter's bounds, as `controller/src/otlp/encode.rs` has them.
+const BOUNDS_MS: [f64; 18] = [
+    0.5, 1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 75.0, 100.0, 250.0, 500.0, 750.0, 1000.0, 2500.0, 5000.0,
+    10000.0, 30000.0, 60000.0,
+];
+const KEY: &str = "k3y-never-shown";
+
+struct Stack {
+    install: Installation,
+    controller: Controller,
+    api: Api,
+    _agent: Agent,
+    metrics: String,
+}
+
+async fn stack(backend: Backend) -> Stack {
+    let install = Installation::new(backend).await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let controller = Controller::start_with(&install, 200, None, &["--metrics-addr", &addr]).await;
+    let api = Api::new(&controller.api_url(), &install.full_token());
+    let agent = Agent::enrol(
+        &install,
+        &api,
+        "edge-1",
+        &controller.link_url(),
+        AgentOptions::default(),
+    )
+    .await;
+    Stack {
+        install,
+        controller,
+        api,
+        _agent: agent,
+        metrics: format!("http://{addr}/metrics"),
+    }
+}
+
+fn load_body(target: &Target) -> Value {
+    json!({
+        "kind": "load", "environment": "staging", "target": target.url(),
+        "spec": {"operations": [{"path": "/"}, {"path": "/health"}], "model": "open",
+                 "rate": 100, "duration": "3s", "warmup": "1s"}
+    })
+}
+
+/// The export, polled until `done` says it has what it should (bounded).
+async fn export_until(api: &Api, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, export) = api.get("/v1/reliability/otlp").await;
+        assert_eq!(status, 200, "{export}");
+        if done(&export) {
+            return export;
+        }
+        assert!(Instant::now() < deadline, "{what} within 60 s: {export}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A run to its end with its `load` frames; the run is asserted passed.
+async fn load_run(api: &Api, target: &Target) -> (String, Value, Vec<Value>) {
+    let run = api.create_run(&load_body(target)).await;
+    let id = run["id"].as_str().unwrap().to_string();
+    let done = api.wait_status(&id, &["passed"], LIMIT).await;
+    let seconds = api
+        .events(&id, None)
+        .await
+        .collect(LIMIT)
+        .await
+        .into_iter()
+        .filter(|e| e.event == "load")
+        .map(|e| e.data["data"].clone())
+        .collect();
+    (id, done, seconds)
+}
+
+fn metric<'a>(resource: &'a Value, name: &str) -> Option<&'a Value> {
+    resource["scopes"][0]["metrics"]
+        .as_array()?
+        .iter()
+        .find(|m| m["name"] == name)
+}
+
+/// The points of `name` in every request, for the whole run (no `iohr.operation`) or one
+/// operation.
+fn points(seen: &Value, name: &str, operation: Option<&str>) -> Vec<Value> {
+    let mut out = Vec::new();
+    for request in seen["requests"].as_array().unwrap() {
+        for resource in request["resources"].as_array().unwrap() {
+            let Some(metric) = metric(resource, name) else {
+                continue;
+            };
+            for point in metric["points"].as_array().unwrap() {
+                if point["attributes"]
+                    .get("iohr.operation")
+                    .and_then(Value::as_str)
+                    == operation
+                {
+                    out.push(point.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+async fn a_runs_seconds_reach_the_collector_as_otlp_metrics(backend: Backend) {
+    let stack = stack(backend).await;
+    let target = Target::start().await;
+    let mut ran = None;
+    let config = json!({"status": 200, "headers": ["x-api-key"]});
+    let seen = run_script_asking(
+        "otlp/receiver.py",
+        &config,
+        LIMIT * 2,
+        async |ask: &Value| {
+            let endpoint = format!("http://127.0.0.1:{}", ask["port"]);
+            // Set through the CLI: the header's value comes from an environment variable.
+            let out = iohr_with_env(
+                &stack.controller,
+                &stack.install.full_token(),
+                &[
+                    "reliability",
+                    "otlp",
+                    "set",
+                    "--endpoint",
+                    &endpoint,
+                    "--header-from-env",
+                    "X-Api-Key=OTLP_KEY",
+                ],
+                &[("OTLP_KEY", KEY)],
+            );
+            assert_eq!(out.code, 0, "{out:?}");
+            let (id, done, seconds) = load_run(&stack.api, &target).await;
+            let frames = seconds.len() as i64;
+            let export = export_until(&stack.api, "every load frame exported", |e| {
+                e["exported_frames"].as_i64() == Some(frames)
+            })
+            .await;
+            ran = Some((id, done, seconds, export));
+            json!({"stop": true})
+        },
+    )
+    .await;
+    let (id, done, seconds, export) = ran.expect("the receiver asked");
+
+    // The account's export: counts, the header's name and never its value.
+    assert_eq!(export["dropped_frames"], 0, "{export}");
+    assert_eq!(export["headers"], json!(["x-api-key"]), "{export}");
+    assert!(!export.to_string().contains(KEY));
+    let out = iohr_with_env(
+        &stack.controller,
+        &stack.install.full_token(),
+        &["reliability", "otlp", "show"],
+        &[],
+    );
+    assert!(
+        out.stdout.contains("x-api-key") && !out.stdout.contains(KEY),
+        "{out:?}"
+    );
+
+    let requests = seen["requests"].as_array().unwrap();
+    assert!(!requests.is_empty(), "{seen}");
+    for request in requests {
+        assert_eq!(request["path"], "/v1/metrics");
+        assert_eq!(request["content_type"], "application/x-protobuf");
+        assert_eq!(
+            request["headers"]["x-api-key"], KEY,
+            "the sealed header is sent"
+        );
+        for resource in request["resources"].as_array().unwrap() {
+            let attributes = &resource["attributes"];
+            assert_eq!(attributes["iohr.run.id"], id.as_str(), "{attributes}");
+            assert_eq!(attributes["iohr.run.kind"], "load");
+            assert_eq!(attributes["iohr.environment"], "staging");
+            assert_eq!(attributes["iohr.agent"], "edge-1");
+            assert_eq!(attributes["service.name"], "iohr");
+            assert_eq!(
+                attributes["iohr.scenario.version"], done["scenario"]["version"],
+                "{attributes} {done}"
+            );
+        }
+    }
+
+    // Requests and errors: delta sums, per second, as the frames say.
+    let requests = points(&seen, "iohr.run.requests", None);
+    assert_eq!(requests.len(), seconds.len(), "one point per frame: {seen}");
+    let sent: i64 = requests.iter().map(|p| p["value"].as_i64().unwrap()).sum();
+    let framed: u64 = seconds
+        .iter()
+        .map(|s| s["requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sent as u64, framed);
+    let measured: i64 = requests
+        .iter()
+        .filter(|p| p["attributes"]["iohr.phase"] == "measure")
+        .map(|p| p["value"].as_i64().unwrap())
+        .sum();
+    assert_eq!(measured, 300, "3 s at 100/s: {seen}");
+    assert_eq!(done["result"]["requests"], 300);
+    let errors: i64 = points(&seen, "iohr.run.errors", None)
+        .iter()
+        .map(|p| p["value"].as_i64().unwrap())
+        .sum();
+    assert_eq!(errors, 0);
+    assert_eq!(points(&seen, "iohr.run.rate", None).len(), seconds.len());
+
+    // Latency: delta histograms whose buckets are exactly the frames' HdrHistograms'.
+    for (operation, key) in [(None, None), (Some("GET /health"), Some("GET /health"))] {
+        let mut framed = latency_histogram().unwrap();
+        for second in seconds.iter().filter(|s| s["phase"] == "measure") {
+            let encoded = match key {
+                None => &second["histogram"],
+                Some(name) => &second["operations"][name]["histogram"],
+            };
+            framed
+                .add(decode(encoded.as_str().unwrap()).unwrap())
+                .unwrap();
+        }
+        let latency = points(&seen, "iohr.run.latency", operation);
+        assert!(!latency.is_empty(), "{operation:?}: {seen}");
+        let mut exported = vec![0u64; BOUNDS_MS.len() + 1];
+        let mut count = 0;
+        for point in &latency {
+            assert_eq!(point["bounds"], json!(BOUNDS_MS));
+            for (i, n) in point["bucket_counts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .enumerate()
+            {
+                exported[i] += n.as_u64().unwrap();
+            }
+            count += point["count"].as_u64().unwrap();
+            let (start, time) = (
+                point["start"].as_u64().unwrap(),
+                point["time"].as_u64().unwrap(),
+            );
+            assert_eq!(time - start, 1_000_000_000, "one second: {point}");
+        }
+        assert_eq!(count, framed.len(), "{operation:?}");
+        // What the frames' latencies (microseconds) come to in the exporter's buckets.
+        let mut expected = vec![0u64; BOUNDS_MS.len() + 1];
+        for value in framed.iter_recorded() {
+            let ms = value.value_iterated_to() as f64 / 1000.0;
+            expected[BOUNDS_MS.partition_point(|b| *b < ms)] += value.count_at_value();
+        }
+        assert_eq!(exported, expected, "{operation:?}: exact buckets");
+    }
+    let resource = seen["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["resources"].as_array().unwrap())
+        .find(|r| metric(r, "iohr.run.latency").is_some())
+        .expect("a resource with a latency metric");
+    let latency = metric(resource, "iohr.run.latency").unwrap();
+    assert_eq!(latency["type"], "histogram");
+    assert_eq!(latency["temporality"], 1, "delta: {latency}");
+    assert_eq!(latency["unit"], "ms");
+    let requests = metric(resource, "iohr.run.requests").unwrap();
+    assert_eq!(
+        (&requests["temporality"], &requests["monotonic"]),
+        (&json!(1), &json!(true))
+    );
+    assert_eq!(metric(resource, "iohr.run.rate").unwrap()["type"], "gauge");
+
+    // /metrics: the exported frames counted; with OpenMetrics asked for, exemplars naming
+    // the run; without, none.
+    let scraped = scrape_accepting(
+        std::slice::from_ref(&stack.metrics),
+        "application/openmetrics-text; version=1.0.0",
+    )
+    .await;
+    let families = &scraped[&stack.metrics]["families"];
+    assert!(
+        sample(
+            &families["iohr_otlp_exported_frames"],
+            "iohr_otlp_exported_frames_total",
+            &json!({})
+        )
+        .is_some_and(|n| n >= seconds.len() as f64),
+        "{families}"
+    );
+    let exemplars: Vec<&Value> = families["iohr_dispatch_latency_seconds"]["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s.get(3))
+        .collect();
+    assert!(
+        exemplars
+            .iter()
+            .any(|e| e["labels"]["run_id"] == id.as_str()),
+        "an exemplar names the run: {families}"
+    );
+    assert!(
+        families["iohr_store_frame_append_seconds"]["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s.get(3).is_some()),
+        "{families}"
+    );
+    let plain = scrape(std::slice::from_ref(&stack.metrics)).await;
+    assert!(
+        !plain.to_string().contains(&id),
+        "no exemplar unless OpenMetrics is asked for: {plain}"
+    );
+    let api = format!("{}/metrics", stack.controller.api_url());
+    assert_eq!(
+        scrape(std::slice::from_ref(&api)).await[&api]["status"],
+        404
+    );
+
+    // Deleted: nothing more is exported, the route answers 404.
+    let out = iohr_with_env(
+        &stack.controller,
+        &stack.install.full_token(),
+        &["reliability", "otlp", "delete"],
+        &[],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(stack.api.get("/v1/reliability/otlp").await.0, 404);
+}
+
+/// A collector that answers 503 for a whole run, or none at all: the run passes with
+/// every frame, and the export counts each frame dropped, with the failure's class.
+async fn a_failing_collector_never_touches_the_run(stack: &Stack, endpoint: &str, class: &str) {
+    let target = Target::start().await;
+    let (status, export) = stack
+        .api
+        .call(
+            Method::PUT,
+            "/v1/reliability/otlp",
+            Some((
+                Bytes::from(json!({"endpoint": endpoint}).to_string()),
+                "application/json",
+            )),
+        )
+        .await;
+    assert!(status == 201 || status == 200, "{status} {export}");
+    let before = export["dropped_frames"].as_i64().unwrap();
+    let (_, done, seconds) = load_run(&stack.api, &target).await;
+    assert_eq!(done["result"]["requests"], 300, "{done}");
+    assert!(
+        seconds.len() >= 3,
+        "every second's frame: {}",
+        seconds.len()
+    );
+    let frames = seconds.len() as i64;
+    let export = export_until(&stack.api, "every load frame counted dropped", |e| {
+        e["dropped_frames"].as_i64() == Some(before + frames)
+    })
+    .await;
+    assert_eq!(export["exported_frames"], 0, "{export}");
+    assert_eq!(export["last_error"], class, "{export}");
+    let scraped = scrape(std::slice::from_ref(&stack.metrics)).await;
+    let dropped = sample(
+        &scraped[&stack.metrics]["families"]["iohr_otlp_dropped_frames"],
+        "iohr_otlp_dropped_frames_total",
+        &json!({"reason": class}),
+    );
+    assert!(
+        dropped.is_some_and(|n| n >= frames as f64),
+        "{class}: {scraped}"
+    );
+}
+
+async fn a_refusing_or_absent_collector_drops_points_and_counts_them(backend: Backend) {
+    let stack = stack(backend).await;
+    let mut refused = 0;
+    let seen = run_script_asking(
+        "otlp/receiver.py",
+        &json!({"status": 503}),
+        LIMIT * 2,
+        async |ask: &Value| {
+            let endpoint = format!("http://127.0.0.1:{}/", ask["port"]);
+            a_failing_collector_never_touches_the_run(&stack, &endpoint, "http_status").await;
+            refused += 1;
+            json!({"stop": true})
+        },
+    )
+    .await;
+    assert_eq!(refused, 1);
+    assert!(
+        !seen["requests"].as_array().unwrap().is_empty(),
+        "the collector was asked, and refused: {seen}"
+    );
+
+    // No collector at all: a port nothing listens on.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    a_failing_collector_never_touches_the_run(&stack, &closed, "connect_failed").await;
+}
+
+/// What a PUT refuses, by code; a header's value is never answered back.
+async fn bad_exports_are_refused_precisely(backend: Backend) {
+    let stack = stack(backend).await;
+    let put = |body: Value| {
+        let api = &stack.api;
+        async move {
+            api.call(
+                Method::PUT,
+                "/v1/reliability/otlp",
+                Some((Bytes::from(body.to_string()), "application/json")),
+            )
+            .await
+        }
+    };
+    let cases = [
+        (json!({"endpoint": "ftp://collector"}), 400, "invalid_url"),
+        (
+            json!({"endpoint": "http://u:p@collector"}),
+            400,
+            "invalid_url",
+        ),
+        (
+            json!({"endpoint": "http://collector", "headers": {"bad name": "v"}}),
+            400,
+            "invalid_header",
+        ),
+        (
+            json!({"endpoint": "http://collector", "headers": {"host": "v"}}),
+            400,
+            "invalid_header",
+        ),
+        (
+            json!({"endpoint": "http://collector", "headers": {"x-a": "a\nb"}}),
+            400,
+            "invalid_header",
+        ),
+        (
+            json!({"endpoint": "http://collector", "extra": 1}),
+            400,
+            "invalid_body",
+        ),
+        (
+            json!({"endpoint": "http://169.254.169.254"}),
+            422,
+            "target_not_allowed",
+        ),
+    ];
+    for (body, status, code) in cases {
+        let (got, answer) = put(body.clone()).await;
+        assert_eq!(
+            (got, answer["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{body}: {answer}"
+        );
+    }
+    assert_eq!(
+        stack.api.get("/v1/reliability/otlp").await.0,
+        404,
+        "nothing stored"
+    );
+    let (status, answer) = put(
+        json!({"endpoint": "http://127.0.0.1:9", "headers": {"Authorization": "Bearer s3cret"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{answer}");
+    assert_eq!(answer["headers"], json!(["authorization"]));
+    assert!(!answer.to_string().contains("s3cret"));
+    let mut read = BTreeMap::new();
+    for scope in ["reliability:read", "reliability:run"] {
+        let token = stack.install.token("default", &[scope], None);
+        let (status, _) = stack
+            .api
+            .with_token(Some(&token))
+            .get("/v1/reliability/otlp")
+            .await;
+        read.insert(scope, status);
+    }
+    assert_eq!(read["reliability:read"], 200);
+}
+
+on_both_stores!(a_runs_seconds_reach_the_collector_as_otlp_metrics);
+
+mod sqlite_only {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_refusing_or_absent_collector_drops_points_and_counts_them() {
+        super::a_refusing_or_absent_collector_drops_points_and_counts_them(Backend::Sqlite).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bad_exports_are_refused_precisely() {
+        super::bad_exports_are_refused_precisely(Backend::Sqlite).await
+    }
+}
