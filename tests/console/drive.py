@@ -7,7 +7,8 @@ Driven by tests/tests/console.rs: one argument, a JSON object. With "mode": "tls
 "screenshots" (a directory), "alice" (an admin person's token), "bob" (a non-admin
 person's token), "api_token" (no person), "good" and "bad" (two finished checks runs of
 scenario smoke, the second failed with findings), "finding" (one of them, open),
-"capacity" (a finished capacity run), "faults" (a finished faults run), "schedule" (an
+"capacity" (a finished capacity run), "faults" and "faults_after" (two finished runs of
+one faults experiment), "schedule" (an
 enabled schedule), "agent" (the agent's name)}.
 
 Plots drawn on the server are checked without a screenshot: `plot_marks` counts an SVG
@@ -385,6 +386,20 @@ def scenario_runs(c, page):
     return seen
 
 
+def faults_runs(c, page):
+    """Two finished faults runs of one experiment and target, compared: a verdict."""
+    before, after = c.cfg["faults"], c.cfg["faults_after"]
+    c.goto(page, f"/compare?after={after}")
+    seen = {"before_options": options(page, "before")}
+    c.goto(page, f"/compare?before={before}&after={after}")
+    verdict = page.locator("#verdict")
+    expect(verdict).to_have_attribute("data-verdict", re.compile(r"\w+"))
+    seen["verdict"] = verdict.get_attribute("data-verdict")
+    seen["differences"] = page.locator("ul#differences > li").all_inner_texts()
+    c.shot(page, "compare-faults")
+    return seen
+
+
 def close_finding(c, page):
     finding = c.cfg["finding"]
     row_css = f'table#findings tr[data-finding-id="{finding}"]'
@@ -506,6 +521,7 @@ def drive(c):
     seen["timeline"] = timeline(c, page)
     seen["compare"] = compare(c, page, load, again)
     seen["scenario"] = scenario_runs(c, page)
+    seen["faults_compare"] = faults_runs(c, page)
     seen["finding"] = close_finding(c, page)
     seen["filters"] = filters(c, page, load)
     seen["scenarios"] = scenarios(c, page)

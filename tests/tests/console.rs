@@ -6,7 +6,7 @@
 //! (seconds with the warm-up and threshold, latency distribution) and starts it again from
 //! its page, opens finished runs (checks with findings, a capacity sweep's plot with its
 //! SLO and knee, a faults run's timeline), compares two checks runs (the pickers narrowed
-//! to the comparable runs) and the two load runs on one plot, checks every page at a
+//! to the comparable runs), the two load runs on one plot and two faults runs, checks every page at a
 //! phone's 420 px, closes a finding (a form without its CSRF token refused), filters the runs, visits the
 //! scenarios, findings, schedules and agents pages and signs out; an API token cannot
 //! sign in; a non-admin person is refused until `iohr-controller account open-console`,
@@ -179,13 +179,11 @@ async fn people_use_the_console_in_a_real_browser() {
         .expect("examples/faults.json"),
     )
     .expect("the example is JSON");
-    let faults = finished(
-        &as_alice,
-        &json!({"kind": "faults", "environment": "staging", "target": faults_target.url(),
-            "spec": experiment}),
-        "failed",
-    )
-    .await;
+    let faults_run = json!({"kind": "faults", "environment": "staging",
+        "target": faults_target.url(), "spec": experiment});
+    let faults = finished(&as_alice, &faults_run, "failed").await;
+    // A second run of the same experiment and target, to compare with the first.
+    let faults_after = finished(&as_alice, &faults_run, "failed").await;
 
     // Two finished scenario runs of one version, of two operations that take a few seconds
     // each, for each operation's plot of its seconds, alone and compared.
@@ -227,6 +225,7 @@ async fn people_use_the_console_in_a_real_browser() {
         "bad": bad,
         "capacity": capacity,
         "faults": faults,
+        "faults_after": faults_after,
         "scenario_before": scenario_before,
         "scenario_after": scenario_after,
         "finding": findings.iter().next().expect("a finding"),
@@ -267,6 +266,7 @@ async fn people_use_the_console_in_a_real_browser() {
         &bad,
         &capacity,
         &faults,
+        &faults_after,
         &load,
         &again,
         &scenario_before,
@@ -587,6 +587,19 @@ async fn people_use_the_console_in_a_real_browser() {
         "{seen}"
     );
     assert_operation_plots(&scenario["compare"], &ops, &["before", "after"], &json!([]));
+    // Two faults runs of one experiment and target: the picker offers the first for the
+    // second, and the compare page gives a verdict with its lines.
+    let faults_compare = &seen["faults_compare"];
+    assert_eq!(
+        strings(&faults_compare["before_options"]),
+        set(&[&faults]),
+        "{seen}"
+    );
+    assert!(
+        ["regressed", "improved", "unchanged"]
+            .contains(&faults_compare["verdict"].as_str().unwrap()),
+        "{seen}"
+    );
 
     // Findings: a close without the CSRF token (or with a wrong one) is refused and
     // changes nothing; with it, the finding is closed.
@@ -622,7 +635,11 @@ async fn people_use_the_console_in_a_real_browser() {
     // The runs filter.
     let filters = &seen["filters"];
     assert_eq!(strings(&filters["all"]), every_run, "{seen}");
-    assert_eq!(strings(&filters["failed"]), set(&[&bad, &faults]), "{seen}");
+    assert_eq!(
+        strings(&filters["failed"]),
+        set(&[&bad, &faults, &faults_after]),
+        "{seen}"
+    );
     assert_eq!(strings(&filters["load"]), set(&[&load, &again]), "{seen}");
     assert_eq!(strings(&filters["smoke"]), set(&[&good, &bad]), "{seen}");
     assert_eq!(strings(&filters["staging"]), every_run, "{seen}");
