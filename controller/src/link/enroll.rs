@@ -18,20 +18,37 @@ use crate::store::{Consumed, Store, TokenRefusal, now_ms};
 /// The largest enroll request taken: a token and a request of at most 16 KiB.
 pub const MAX_ENROLL_MESSAGE: usize = 20 * 1024;
 
-/// How long the certificates it signs live (`serve --enrolled-cert-days`).
+/// How long the certificates it signs live (`serve --enrolled-cert-validity`).
 #[derive(Debug, Clone, Copy, clap::Args)]
 pub struct EnrollmentConfig {
-    /// Days an enrolled agent's certificate is valid (1 to 90). The agent enrolls again
-    /// with a new token once it has expired.
-    #[arg(long, default_value_t = iohr_certs::ENROLLED_VALID_DAYS,
+    /// How long an enrolled agent's certificate is valid: 1d to 90d, default 7d. The
+    /// agent renews it before then, or enrolls again with a new token once it has expired.
+    #[arg(long, value_name = "DURATION", default_value = "7d",
+          value_parser = iohr_domain::duration::between(DAY, 90 * DAY))]
+    pub enrolled_cert_validity: Duration,
+    /// The older form of --enrolled-cert-validity, in days.
+    #[arg(long, hide = true, conflicts_with = "enrolled_cert_validity",
           value_parser = clap::value_parser!(i64).range(1..=90))]
-    pub enrolled_cert_days: i64,
+    pub enrolled_cert_days: Option<i64>,
+}
+
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+impl EnrollmentConfig {
+    /// The certificates' lifetime, from whichever flag was given.
+    pub fn lifetime(&self) -> Duration {
+        match self.enrolled_cert_days.and_then(|d| u32::try_from(d).ok()) {
+            Some(days) => DAY * days,
+            None => self.enrolled_cert_validity,
+        }
+    }
 }
 
 impl Default for EnrollmentConfig {
     fn default() -> Self {
         EnrollmentConfig {
-            enrolled_cert_days: iohr_certs::ENROLLED_VALID_DAYS,
+            enrolled_cert_validity: DAY * iohr_certs::ENROLLED_VALID_DAYS.unsigned_abs() as u32,
+            enrolled_cert_days: None,
         }
     }
 }
@@ -47,11 +64,10 @@ pub struct Signer {
 
 impl Signer {
     pub fn new(pki: ControllerPki, ca_pem: String, config: EnrollmentConfig) -> Signer {
-        let days = u64::try_from(config.enrolled_cert_days).unwrap_or(1);
         Signer {
             pki,
             ca_pem,
-            lifetime: Duration::from_secs(days * 24 * 3600),
+            lifetime: config.lifetime(),
         }
     }
 
@@ -167,5 +183,49 @@ impl Enrollment for EnrollmentService {
             grant.agent_name,
             grant.account,
         )))
+    }
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Serve {
+        #[command(flatten)]
+        enrollment: EnrollmentConfig,
+    }
+
+    fn lifetime(args: &[&str]) -> Result<Duration, clap::Error> {
+        Serve::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+            .map(|s| s.enrollment.lifetime())
+    }
+
+    #[test]
+    fn the_validity_is_a_duration_and_the_days_flag_still_works() {
+        assert_eq!(
+            lifetime(&[]).unwrap(),
+            EnrollmentConfig::default().lifetime()
+        );
+        assert_eq!(lifetime(&[]).unwrap(), DAY * 7);
+        assert_eq!(
+            lifetime(&["--enrolled-cert-validity", "36h"]).unwrap(),
+            Duration::from_secs(36 * 3600)
+        );
+        assert_eq!(lifetime(&["--enrolled-cert-days", "3"]).unwrap(), DAY * 3);
+        for refused in [
+            &["--enrolled-cert-validity", "1h"][..],
+            &["--enrolled-cert-validity", "91d"],
+            &["--enrolled-cert-days", "0"],
+            &[
+                "--enrolled-cert-days",
+                "2",
+                "--enrolled-cert-validity",
+                "2d",
+            ],
+        ] {
+            assert!(lifetime(refused).is_err(), "{refused:?}");
+        }
     }
 }
