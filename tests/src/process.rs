@@ -458,9 +458,17 @@ impl Target {
     }
 
     /// On a given address, e.g. the one a stopped target had (the same target URL).
+    /// It stops by itself after 10 minutes unless `flags` give `--max-seconds` (a soak
+    /// that outlasts that gives its own).
     pub async fn start_at(listen: &str, flags: &[&str]) -> Target {
+        let life: &[&str] = if flags.contains(&"--max-seconds") {
+            &[]
+        } else {
+            &["--max-seconds", "600"]
+        };
         let mut child = Command::new(bin("iohr-sample-target"))
-            .args(["--listen", listen, "--max-seconds", "600"])
+            .args(["--listen", listen])
+            .args(life)
             .args(flags)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use iohr_tests::Backend;
 use iohr_tests::partition::Cut;
-use partition_support::{LIMIT, STOP, TTL, cluster, load};
+use partition_support::{LIMIT, STOP, TTL, cluster_lasting, load};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -68,7 +68,8 @@ async fn random_partitions_keep_every_promise() {
     eprintln!("partition soak: seed {seed} (IOHR_PARTITION_SOAK_SEED replays it)");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
 
-    let c = cluster(Backend::Sqlite, &[]).await;
+    // Its target serves the whole soak and a few minutes more, then stops by itself.
+    let c = cluster_lasting(Backend::Sqlite, &[], total + Duration::from_secs(300)).await;
     let mut rec = c.recorder("partition-soak");
     let started = tokio::time::Instant::now();
     let mut cycle = 0u32;

@@ -51,6 +51,11 @@ pub struct Cluster {
 
 /// The cluster, the agent started with `agent_extra` (such as `--policy FILE`).
 pub async fn cluster(backend: Backend, agent_extra: &[&str]) -> Cluster {
+    cluster_lasting(backend, agent_extra, Duration::from_secs(600)).await
+}
+
+/// The same, its target serving for `life` (the sample target stops by itself then).
+pub async fn cluster_lasting(backend: Backend, agent_extra: &[&str], life: Duration) -> Cluster {
     let netns = Netns::create();
     let host = netns.host_ip.to_string();
     let install = Installation::with_server_names(backend, &[&host]).await;
@@ -81,7 +86,12 @@ pub async fn cluster(backend: Backend, agent_extra: &[&str]) -> Cluster {
     let target_log = install.root.join("target-requests.jsonl");
     let target = Target::start_at(
         &format!("{host}:0"),
-        &["--request-log", &target_log.display().to_string()],
+        &[
+            "--request-log",
+            &target_log.display().to_string(),
+            "--max-seconds",
+            &life.as_secs().to_string(),
+        ],
     )
     .await;
     let agent_port = controller.agent_link.port();
