@@ -12,6 +12,10 @@ use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
 use super::page::{Cursor, page_answer, page_limit, seq_cursor};
 use crate::Shared;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
 use crate::outbox::signing;
 use crate::store::{EVENT_TYPES, MAX_WEBHOOKS_PER_ACCOUNT, NewWebhook, StoreError, WebhookRow};
 
@@ -21,10 +25,11 @@ const MAX_URL_LEN: usize = 2048;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateBody {
-    /// Where deliveries are POSTed: http:// or https://, no credentials or fragment.
+    /// Where deliveries are POSTed: http:// or https://, a host name or IPv4 address, an
+    /// optional port and path and query, no credentials or fragment ([`URL_PATTERN`]).
     #[schema(
         max_length = 2048,
-        pattern = r"^https?://[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]{1,4})?(/[A-Za-z0-9._~/-]*)?$"
+        pattern = r"^https?://[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(/[A-Za-z0-9._~/-]*)?(\?[A-Za-z0-9._~/=&-]*)?$"
     )]
     url: String,
     /// `reliability.run.finished` and/or `reliability.finding.created`.
@@ -62,9 +67,27 @@ pub fn url_refusal(url: &str) -> Option<String> {
     None
 }
 
+/// A subscription URL's shape, as the schema's `url` pattern documents it (a test holds the
+/// two equal): the server refuses what a client generated from the document would, and
+/// takes what it would send.
+pub const URL_PATTERN: &str = r"^https?://[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(/[A-Za-z0-9._~/-]*)?(\?[A-Za-z0-9._~/=&-]*)?$";
+
+/// [`URL_PATTERN`] compiled once; `None` only if it did not compile, which a test rules out.
+static URL_SHAPE: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(URL_PATTERN).ok());
+
 fn validate(body: CreateBody) -> Result<NewWebhook, ApiError> {
     if let Some(why) = url_refusal(&body.url) {
         return Err(ApiError::bad_request("invalid_url", why));
+    }
+    if !URL_SHAPE
+        .as_ref()
+        .is_some_and(|shape| shape.is_match(&body.url))
+    {
+        return Err(ApiError::bad_request(
+            "invalid_url",
+            "the url must be http(s)://HOST[:PORT][/PATH][?QUERY], the host a name or an IPv4 \
+             address, the path and query of letters, digits and -._~/ (and =& in the query)",
+        ));
     }
     let mut events = body.events;
     events.sort();
@@ -448,6 +471,33 @@ mod tests {
             assert!(url_refusal(bad).is_some(), "{bad}");
         }
         assert!(url_refusal(&format!("http://x/{}", "a".repeat(MAX_URL_LEN))).is_some());
+    }
+
+    /// The schema documents the very shape the server holds.
+    #[test]
+    fn the_schema_pattern_is_the_servers() {
+        use utoipa::PartialSchema;
+        let schema = serde_json::to_value(CreateBody::schema()).unwrap();
+        assert_eq!(schema["properties"]["url"]["pattern"], URL_PATTERN);
+        assert!(URL_SHAPE.is_some(), "URL_PATTERN compiles");
+        let shape = URL_SHAPE.as_ref().unwrap();
+        for good in [
+            "http://127.0.0.1:65535/hook",
+            "https://hooks.slack.com/services/T0/B0/x",
+            "https://example.com/a?b=c&d=e",
+            "http://x:0",
+        ] {
+            assert!(shape.is_match(good), "{good}");
+        }
+        for bad in [
+            "http://x/*",
+            "http://x:65536/",
+            "http://x:05*",
+            "http://[::1]/",
+            "http://x/a%20b",
+        ] {
+            assert!(!shape.is_match(bad), "{bad}");
+        }
     }
 
     proptest! {
