@@ -28,6 +28,7 @@ pub mod records;
 pub mod relay;
 pub mod setup;
 pub mod tls;
+pub mod victim;
 
 pub use api::{Api, Sse};
 pub use process::{Agent, Controller, Target};

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use iohr_tests::process::{AgentOptions, agent_exec};
 use iohr_tests::setup::OneAgent;
+use iohr_tests::victim::process_state;
 use iohr_tests::{Api, Backend, Target, wait_for};
 use serde_json::{Value, json};
 
@@ -332,13 +333,6 @@ async fn a_fault_is_undone_when_the_controller_is_gone_for_a_lease_ttl() {
         gone.elapsed()
     );
     target.stop().await;
-}
-
-/// The state letter of a process (`R`, `S`, `T`, ...), or `None` once it is gone.
-fn process_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = stat.rsplit_once(')')?.1;
-    after_name.trim_start().chars().next()
 }
 
 /// The hog children the agent's ledger names (`stop_child` undos with a real pid).

@@ -21,38 +21,10 @@ use std::time::Duration;
 
 use iohr_tests::history::{Fault, now_ms};
 use iohr_tests::partition::Cut;
+use iohr_tests::victim::{named_sleeper, process_state};
 use iohr_tests::{Backend, on_both_stores, wait_for};
 use partition_support::{FAULT, LIMIT, STOP, cluster};
 use serde_json::json;
-
-/// The state letter of a process (`R`, `S`, `T`, ...), or `None` once it is gone.
-fn process_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = stat.rsplit_once(')')?.1;
-    after_name.trim_start().chars().next()
-}
-
-/// A copy of `sleep` under a name of its own (for the policy to name), running.
-async fn victim(dir: &Path, name: &str) -> tokio::process::Child {
-    let sleep = ["/bin/sleep", "/usr/bin/sleep"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("a sleep binary");
-    let copy = dir.join(name);
-    std::fs::copy(sleep, &copy).expect("copy sleep");
-    let child = tokio::process::Command::new(&copy)
-        .arg("1000")
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the victim");
-    let pid = child.id().expect("victim pid");
-    wait_for("the victim runs under its name", LIMIT, || async {
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-        (comm.trim() == name).then_some(())
-    })
-    .await;
-    child
-}
 
 /// The ledger's open entry: (applied_at, deadline), ms since the epoch.
 fn ledger_entry(ledger: &Path) -> Option<(u64, u64)> {
@@ -74,7 +46,7 @@ async fn fault_across_a_cut(backend: Backend, name: &str, cut_of: fn(u16) -> Cut
     let victim_name = format!("victim{name}");
     let dir = std::env::temp_dir().join(format!("iohr-pfaults-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let mut victim = victim(&dir, &victim_name).await;
+    let mut victim = named_sleeper(&dir, &victim_name).await;
     let victim_pid = victim.id().expect("victim pid");
     let policy = dir.join("policy.json");
     // The target's port is not known yet: the policy allows every port of it that a

@@ -126,10 +126,12 @@ async fn two_agents_sweep_one_capacity_run_judged_on_their_sum(backend: Backend)
             sum.value_at_quantile(0.99),
             "step {i}"
         );
-        // Each share offered half of the step.
+        // Each share offered half of the step, not the whole (which would be twice
+        // this). The slack is a request's granularity in a 750 ms window and the open
+        // model catching up after a stall on a loaded machine (5% failed once in CI).
         for part in &parts {
             let half = rate(&part[i]["achieved"]);
-            assert!(half <= rate(&point["offered"]) / 2.0 * 1.05, "{}", part[i]);
+            assert!(half <= rate(&point["offered"]) / 2.0 * 1.25, "{}", part[i]);
         }
     }
 

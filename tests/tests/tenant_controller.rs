@@ -153,7 +153,8 @@ async fn webhooks_refuse_the_controllers_network_by_default() {
         "http://[::]/".to_string(),
         "http://127.0.0.1:9000/hook".to_string(),
         "http://[::1]/".to_string(),
-        "http://[::ffff:127.0.0.1]/".to_string(),
+        // 127.0.0.1 mapped into IPv6 (the pattern takes the hex form of IPv6 only).
+        "http://[::ffff:7f00:1]/".to_string(),
         "http://100.100.100.200/".to_string(),
         "http://metadata.google.internal/computeMetadata/v1/".to_string(),
         "http://localhost:8080/".to_string(),

@@ -4,46 +4,24 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use iohr_tests::process::AgentOptions;
 use iohr_tests::setup::OneAgent;
+use iohr_tests::victim::{named_sleeper, process_state};
 use iohr_tests::{Backend, Target, wait_for};
 use serde_json::json;
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// The state letter of a process (`R`, `S`, `T`, ...), or `None` once it is gone.
-fn process_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = stat.rsplit_once(')')?.1;
-    after_name.trim_start().chars().next()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_daemon_killed_for_good_leaves_no_paused_process() {
     let target = Target::start().await;
     let dir = std::env::temp_dir().join(format!("iohr-warden-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("dir");
-    // A copy of sleep under a name of its own, for the policy to name.
-    let sleep = ["/bin/sleep", "/usr/bin/sleep"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("a sleep binary");
-    let copy = dir.join("victimrun");
-    std::fs::copy(sleep, &copy).expect("copy sleep");
-    let mut victim = tokio::process::Command::new(&copy)
-        .arg("1000")
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the victim");
+    // sleep under a name of its own, for the policy to name.
+    let mut victim = named_sleeper(&dir, "victimrun").await;
     let victim_pid = victim.id().expect("victim pid");
-    wait_for("the victim runs under its name", LIMIT, || async {
-        let comm = std::fs::read_to_string(format!("/proc/{victim_pid}/comm")).ok()?;
-        (comm.trim() == "victimrun").then_some(())
-    })
-    .await;
     let policy = dir.join("policy.json");
     std::fs::write(
         &policy,

@@ -25,11 +25,12 @@ const MAX_URL_LEN: usize = 2048;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateBody {
-    /// Where deliveries are POSTed: http:// or https://, a host name or IPv4 address, an
-    /// optional port and path and query, no credentials or fragment ([`URL_PATTERN`]).
+    /// Where deliveries are POSTed: http:// or https://, a host name, an IPv4 address or a
+    /// bracketed IPv6 address, an optional port and path and query, no credentials or
+    /// fragment ([`URL_PATTERN`]).
     #[schema(
         max_length = 2048,
-        pattern = r"^https?://[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(/[A-Za-z0-9._~/-]*)?(\?[A-Za-z0-9._~/=&-]*)?$"
+        pattern = r"^https?://([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[(([0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}|([0-9A-Fa-f]{1,4}:){1,7}:|([0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}|([0-9A-Fa-f]{1,4}:){1,5}(:[0-9A-Fa-f]{1,4}){1,2}|([0-9A-Fa-f]{1,4}:){1,4}(:[0-9A-Fa-f]{1,4}){1,3}|([0-9A-Fa-f]{1,4}:){1,3}(:[0-9A-Fa-f]{1,4}){1,4}|([0-9A-Fa-f]{1,4}:){1,2}(:[0-9A-Fa-f]{1,4}){1,5}|[0-9A-Fa-f]{1,4}:(:[0-9A-Fa-f]{1,4}){1,6}|:((:[0-9A-Fa-f]{1,4}){1,7}|:))\])(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(/[A-Za-z0-9._~/-]*)?(\?[A-Za-z0-9._~/=&-]*)?$"
     )]
     url: String,
     /// `reliability.run.finished` and/or `reliability.finding.created`.
@@ -70,7 +71,7 @@ pub fn url_refusal(url: &str) -> Option<String> {
 /// A subscription URL's shape, as the schema's `url` pattern documents it (a test holds the
 /// two equal): the server refuses what a client generated from the document would, and
 /// takes what it would send.
-pub const URL_PATTERN: &str = r"^https?://[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(/[A-Za-z0-9._~/-]*)?(\?[A-Za-z0-9._~/=&-]*)?$";
+pub const URL_PATTERN: &str = r"^https?://([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[(([0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}|([0-9A-Fa-f]{1,4}:){1,7}:|([0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}|([0-9A-Fa-f]{1,4}:){1,5}(:[0-9A-Fa-f]{1,4}){1,2}|([0-9A-Fa-f]{1,4}:){1,4}(:[0-9A-Fa-f]{1,4}){1,3}|([0-9A-Fa-f]{1,4}:){1,3}(:[0-9A-Fa-f]{1,4}){1,4}|([0-9A-Fa-f]{1,4}:){1,2}(:[0-9A-Fa-f]{1,4}){1,5}|[0-9A-Fa-f]{1,4}:(:[0-9A-Fa-f]{1,4}){1,6}|:((:[0-9A-Fa-f]{1,4}){1,7}|:))\])(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(/[A-Za-z0-9._~/-]*)?(\?[A-Za-z0-9._~/=&-]*)?$";
 
 /// [`URL_PATTERN`] compiled once; `None` only if it did not compile, which a test rules out.
 static URL_SHAPE: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(URL_PATTERN).ok());
@@ -85,8 +86,8 @@ fn validate(body: CreateBody) -> Result<NewWebhook, ApiError> {
     {
         return Err(ApiError::bad_request(
             "invalid_url",
-            "the url must be http(s)://HOST[:PORT][/PATH][?QUERY], the host a name or an IPv4 \
-             address, the path and query of letters, digits and -._~/ (and =& in the query)",
+            "the url must be http(s)://HOST[:PORT][/PATH][?QUERY], the host a name, an IPv4 \
+             address or an IPv6 address in brackets, the path and query of letters, digits and -._~/ (and =& in the query)",
         ));
     }
     let mut events = body.events;
@@ -486,6 +487,11 @@ mod tests {
             "https://hooks.slack.com/services/T0/B0/x",
             "https://example.com/a?b=c&d=e",
             "http://x:0",
+            "http://[::1]:8080/hook",
+            "http://[2001:db8::1]/",
+            "http://[fe80::1]/",
+            "http://[::]/",
+            "http://[1:2:3:4:5:6:7:8]/",
         ] {
             assert!(shape.is_match(good), "{good}");
         }
@@ -493,7 +499,10 @@ mod tests {
             "http://x/*",
             "http://x:65536/",
             "http://x:05*",
-            "http://[::1]/",
+            "http://[::1/",
+            "http://[:::1]/",
+            "http://[1:2]/",
+            "http://[::ffff:127.0.0.1]/",
             "http://x/a%20b",
         ] {
             assert!(!shape.is_match(bad), "{bad}");
@@ -511,6 +520,20 @@ mod tests {
                 prop_assert!(text.starts_with("http://") || text.starts_with("https://"));
                 let uri: hyper::Uri = text.parse().unwrap();
                 prop_assert!(!uri.authority().unwrap().as_str().contains('@'));
+            }
+        }
+
+        /// What the schema allows, the server takes (schemathesis' positive data
+        /// acceptance, for every shape of the pattern): no 400 for a URL a generated
+        /// client sends.
+        #[test]
+        fn every_url_the_pattern_allows_is_taken(url in URL_PATTERN.trim_start_matches('^').trim_end_matches('$')) {
+            let body = CreateBody { url: url.clone(), events: vec![EVENT_TYPES[0].to_string()], format: None };
+            prop_assert!(validate(body).is_ok(), "{}", url);
+            let uri: hyper::Uri = url.parse().unwrap();
+            let host = uri.host().unwrap();
+            if let Some(literal) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+                prop_assert!(literal.parse::<std::net::Ipv6Addr>().is_ok(), "{}", url);
             }
         }
 
