@@ -5,13 +5,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::history::{History, TERMINAL};
+use crate::history::{History, SHARED, Stream, TERMINAL};
 
 /// The promises, as docs/guarantees.md numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Promise {
     /// An exclusive run executes on one agent at a time; an agent runs one exclusive run
-    /// at a time.
+    /// at a time: by the target's log, and by the controller's leases where recorded.
     Exclusive,
     /// An agent that cannot hear its controller stops its exclusive runs' load within the
     /// bound; nobody else runs them, nor does the store end them, before that.
@@ -43,6 +43,7 @@ pub fn check(history: &History) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut report = |promise, detail: String| found.push(Violation { promise, detail });
     exclusive(history, &mut report);
+    exclusive_leases(history, &mut report);
     stops_in_bound(history, &mut report);
     one_ending(history, &mut report);
     frames(history, &mut report);
@@ -53,11 +54,15 @@ pub fn check(history: &History) -> Vec<Violation> {
 
 type Report<'a> = dyn FnMut(Promise, String) + 'a;
 
-/// `[first, last]` request time per (run, agent), exclusive runs only.
+/// `[first, last]` request time per (run, agent), exclusive runs only, of requests the
+/// target can tell the agent of.
 fn spans(history: &History) -> BTreeMap<(String, String), (u64, u64)> {
     let mut spans: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
     for request in &history.requests {
         let Some(run) = &request.run else { continue };
+        if request.agent == SHARED {
+            continue;
+        }
         if !history.run(run).is_some_and(|r| r.exclusive) {
             continue;
         }
@@ -107,6 +112,39 @@ fn exclusive(history: &History, report: &mut Report<'_>) {
                     format!(
                         "agent {agent_a} ran exclusive runs {run_a} ({a:?}) and {run_b} ({b:?}) at once"
                     ),
+                );
+            }
+        }
+    }
+}
+
+/// The controller's leases: no look shows an exclusive run held by two agents, or an
+/// agent holding two exclusive runs. Each offence reported at its first look.
+fn exclusive_leases(history: &History, report: &mut Report<'_>) {
+    let exclusive = |run: &String| history.run(run).is_some_and(|r| r.exclusive);
+    let mut seen = std::collections::BTreeSet::new();
+    for look in &history.leases {
+        let mut holders: BTreeMap<&String, Vec<&String>> = BTreeMap::new();
+        for (agent, runs) in &look.held {
+            let mine: Vec<&String> = runs.iter().filter(|r| exclusive(r)).collect();
+            if mine.len() > 1 && seen.insert(format!("{agent} {mine:?}")) {
+                report(
+                    Promise::Exclusive,
+                    format!(
+                        "at {} agent {agent} held exclusive runs {mine:?} at once",
+                        look.at_ms
+                    ),
+                );
+            }
+            for run in mine {
+                holders.entry(run).or_default().push(agent);
+            }
+        }
+        for (run, agents) in holders {
+            if agents.len() > 1 && seen.insert(format!("{run} {agents:?}")) {
+                report(
+                    Promise::Exclusive,
+                    format!("at {} run {run} was held by {agents:?} at once", look.at_ms),
                 );
             }
         }
@@ -238,39 +276,43 @@ fn one_ending(history: &History, report: &mut Report<'_>) {
 fn frames(history: &History, report: &mut Report<'_>) {
     for run in &history.runs {
         for stream in &run.streams {
-            let ids: Vec<Option<u64>> = stream.frames.iter().map(|f| f.0).collect();
-            let expected: Vec<Option<u64>> = (1..=ids.len() as u64).map(Some).collect();
-            if ids != expected {
-                let first_wrong = ids
-                    .iter()
-                    .zip(&expected)
-                    .position(|(a, b)| a != b)
-                    .unwrap_or(ids.len().min(expected.len()));
-                report(
-                    Promise::Frames,
-                    format!(
-                        "run {} on {}: frame {} of the stream has id {:?}, not {}",
-                        run.id,
-                        stream.replica,
-                        first_wrong + 1,
-                        ids.get(first_wrong).copied().flatten(),
-                        first_wrong + 1
-                    ),
-                );
-            }
-            let finished = stream.frames.iter().filter(|f| f.1 == "finished").count();
-            let last = stream.frames.last().map(|f| f.1.as_str());
-            if finished != 1 || last != Some("finished") {
-                report(
-                    Promise::Frames,
-                    format!(
-                        "run {} on {}: {finished} `finished` frames, the last frame {last:?}",
-                        run.id, stream.replica
-                    ),
-                );
+            for fault in stream_faults(&run.id, stream) {
+                report(Promise::Frames, fault);
             }
         }
     }
+}
+
+/// What breaks the promise on one stream of run `id`: its frames 1..n once each, in
+/// order, one `finished`, last. Also what every other test asserts of a stream
+/// ([`crate::history::assert_gapless`]).
+pub fn stream_faults(id: &str, stream: &Stream) -> Vec<String> {
+    let mut faults = Vec::new();
+    let ids: Vec<Option<u64>> = stream.frames.iter().map(|f| f.0).collect();
+    let expected: Vec<Option<u64>> = (1..=ids.len() as u64).map(Some).collect();
+    if ids != expected {
+        let first_wrong = ids
+            .iter()
+            .zip(&expected)
+            .position(|(a, b)| a != b)
+            .unwrap_or(ids.len().min(expected.len()));
+        faults.push(format!(
+            "run {id} on {}: frame {} of the stream has id {:?}, not {}",
+            stream.replica,
+            first_wrong + 1,
+            ids.get(first_wrong).copied().flatten(),
+            first_wrong + 1
+        ));
+    }
+    let finished = stream.frames.iter().filter(|f| f.1 == "finished").count();
+    let last = stream.frames.last().map(|f| f.1.as_str());
+    if finished != 1 || last != Some("finished") {
+        faults.push(format!(
+            "run {id} on {}: {finished} `finished` frames, the last frame {last:?}",
+            stream.replica
+        ));
+    }
+    faults
 }
 
 fn fault_bound(history: &History, report: &mut Report<'_>) {

@@ -282,176 +282,28 @@ impl Drop for Netns {
     }
 }
 
-/// Every frame of run `id`, read through `api`, once each and in order (numbered 1..=n),
-/// ending `finished`; the frames.
-pub async fn assert_gapless(
-    api: &crate::Api,
-    id: &str,
-    limit: std::time::Duration,
-) -> Vec<crate::api::Event> {
-    let events = api.events(id, None).await.collect(limit).await;
-    let numbers: Vec<u64> = events.iter().filter_map(|e| e.id).collect();
-    assert_eq!(
-        numbers,
-        (1..=numbers.len() as u64).collect::<Vec<_>>(),
-        "run {id}: every frame once, in order"
-    );
-    assert_eq!(
-        events.last().map(|e| e.event.as_str()),
-        Some("finished"),
-        "run {id} ends with `finished`"
-    );
-    events
-}
-
-/// What one look of a [`Watch`] saw, `at_ms` after the watch began.
-#[derive(Debug, Clone)]
-pub enum Seen {
-    /// The runs each agent held (the agents listing's `running`), agent by agent.
-    Leases {
-        at_ms: u64,
-        held: Vec<(String, Vec<String>)>,
-    },
-    /// A run's status changed to `status`.
-    Status {
-        at_ms: u64,
-        run: String,
-        status: String,
-    },
-}
-
-const TERMINAL: &[&str] = &["passed", "failed", "error", "cancelled", "refused"];
-
-/// A history of what a controller showed while a partition test broke things: the leases
-/// of its agents and the status changes of the runs it is told of, looked at every
-/// `every` (a look the controller does not answer within it is skipped). A test asserts
-/// the promises on it (`assert_*`); it is the raw material a checker can read too.
-pub struct Watch {
-    runs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<Seen>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Watch {
-    pub fn start(api: crate::Api, every: std::time::Duration) -> Watch {
-        let runs = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (watched, history) = (runs.clone(), seen.clone());
-        let task = tokio::spawn(async move {
-            let began = tokio::time::Instant::now();
-            let mut last: std::collections::HashMap<String, String> = Default::default();
-            loop {
-                let at_ms = began.elapsed().as_millis() as u64;
-                if let Some((200, body)) = look(&api, "/v1/reliability/agents".into(), every).await
-                {
-                    let held = body["agents"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(|a| {
-                            let runs = a["running"]
-                                .as_array()
-                                .into_iter()
-                                .flatten()
-                                .filter_map(|l| l["run_id"].as_str().map(str::to_string))
-                                .collect();
-                            (a["name"].as_str().unwrap_or_default().to_string(), runs)
-                        })
-                        .collect();
-                    history.lock().unwrap().push(Seen::Leases { at_ms, held });
-                }
-                let ids = watched.lock().unwrap().clone();
-                for run in ids {
-                    let path = format!("/v1/reliability/runs/{run}");
-                    if let Some((200, record)) = look(&api, path, every).await {
-                        let status = record["status"].as_str().unwrap_or_default().to_string();
-                        if last.get(&run) != Some(&status) {
-                            last.insert(run.clone(), status.clone());
-                            let at_ms = began.elapsed().as_millis() as u64;
-                            history
-                                .lock()
-                                .unwrap()
-                                .push(Seen::Status { at_ms, run, status });
-                        }
-                    }
-                }
-                tokio::time::sleep(every).await;
-            }
-        });
-        Watch { runs, seen, task }
-    }
-
-    /// Watches this run's status too.
-    pub fn run(&self, id: &str) {
-        self.runs.lock().unwrap().push(id.to_string());
-    }
-
-    /// What it saw so far.
-    pub fn history(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-
-    /// Asserts, on what it saw: no run of `exclusive` held by two agents at once, no agent
-    /// holding two of them at once, and every watched run's status, once terminal, never
-    /// changed again. Returns the history.
-    pub fn assert_promises(&self, exclusive: &[&str]) -> Vec<Seen> {
-        let history = self.history();
-        for seen in &history {
-            if let Seen::Leases { at_ms, held } = seen {
-                let mut holders: std::collections::HashMap<&str, Vec<&str>> = Default::default();
-                for (agent, runs) in held {
-                    let mine: Vec<&String> = runs
-                        .iter()
-                        .filter(|r| exclusive.contains(&r.as_str()))
-                        .collect();
-                    assert!(
-                        mine.len() <= 1,
-                        "at {at_ms} ms agent {agent} held two exclusive runs: {mine:?}"
-                    );
-                    for run in mine {
-                        holders.entry(run).or_default().push(agent);
-                    }
-                }
-                for (run, agents) in holders {
-                    assert!(
-                        agents.len() <= 1,
-                        "at {at_ms} ms exclusive run {run} was held by {agents:?}"
-                    );
-                }
-            }
+/// A controller replica (`serve --replica`) named `name` and an API client of it with
+/// the installation's full token: on the host on free ports (or `agent_port`, for a
+/// restart), or inside `netns` ([`crate::Controller::start_in`]).
+pub async fn replica(
+    install: &crate::Installation,
+    name: &str,
+    heartbeat_ms: u64,
+    agent_port: Option<u16>,
+    netns: Option<&Netns>,
+) -> (crate::Controller, crate::Api) {
+    let controller = match netns {
+        Some(netns) => {
+            assert!(
+                agent_port.is_none(),
+                "a replica in a namespace takes free ports"
+            );
+            crate::Controller::start_in(install, name, heartbeat_ms, netns, &["--replica"]).await
         }
-        let mut ended: std::collections::HashMap<&str, &str> = Default::default();
-        for seen in &history {
-            if let Seen::Status { at_ms, run, status } = seen {
-                if let Some(first) = ended.get(run.as_str()) {
-                    panic!("run {run} ended {first}, then was {status} at {at_ms} ms");
-                }
-                if TERMINAL.contains(&status.as_str()) {
-                    ended.insert(run, status);
-                }
-            }
-        }
-        history
-    }
-}
-
-/// One look of a [`Watch`]: `GET path`, or None when the controller does not answer
-/// within five periods or the connection fails (`Api` panics then: in a task of its own,
-/// so the watch goes on).
-async fn look(
-    api: &crate::Api,
-    path: String,
-    every: std::time::Duration,
-) -> Option<(u16, serde_json::Value)> {
-    let api = api.clone();
-    let call = tokio::spawn(async move { api.get(&path).await });
-    tokio::time::timeout(every * 5, call).await.ok()?.ok()
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+        None => crate::Controller::replica(install, name, heartbeat_ms, agent_port).await,
+    };
+    let api = crate::Api::new(&controller.api_url(), &install.full_token());
+    (controller, api)
 }
 
 /// Polls the faults ledger of agent `agent` (its `--state-dir`, `agent-state-NAME` under

@@ -22,15 +22,7 @@ fn slow_checks(target: &Target, count: usize, ms: u64) -> Value {
 
 /// Frames of a finished run over SSE, asserted gapless from 1 and ending with `finished`.
 async fn gapless_frames(api: &Api, id: &str) -> Vec<iohr_tests::api::Event> {
-    let events = api.events(id, None).await.collect(LIMIT).await;
-    let numbers: Vec<u64> = events.iter().filter_map(|e| e.id).collect();
-    assert_eq!(
-        numbers,
-        (1..=numbers.len() as u64).collect::<Vec<_>>(),
-        "every frame once, in order"
-    );
-    assert_eq!(events.last().map(|e| e.event.as_str()), Some("finished"));
-    events
+    iohr_tests::history::assert_gapless(api, id, LIMIT).await
 }
 
 async fn cancel_reaches_the_agent_and_the_run_ends_cancelled(backend: Backend) {

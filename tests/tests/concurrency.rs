@@ -47,13 +47,7 @@ async fn many_runs_on_many_agents_store_every_frame_once(backend: Backend) {
         let id = record["id"].as_str().expect("id");
         let done = api.wait_ended(id, LIMIT).await;
         assert_eq!(done["status"], "passed", "{done}");
-        let events = api.events(id, None).await.collect(LIMIT).await;
-        let numbers: Vec<u64> = events.iter().filter_map(|e| e.id).collect();
-        assert_eq!(
-            numbers,
-            (1..=numbers.len() as u64).collect::<Vec<_>>(),
-            "run {id}: every frame once, in order"
-        );
+        let events = iohr_tests::history::assert_gapless(&api, id, LIMIT).await;
         assert_eq!(events.iter().filter(|e| e.event == "check").count(), CHECKS);
     }
     let log = std::fs::read_to_string(&controller.log).expect("controller log");

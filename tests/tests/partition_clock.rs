@@ -21,15 +21,21 @@
 //! in order, whatever the agent's clock said); the agent keeps its
 //! link (it never reconnects) and its lease (the run never ends `agent lost`, no second
 //! agent holds it); the agent's own log lines show the jumps (proof the clock did jump).
+//! The test writes a history (tests/src/history.rs: the target's own request log, the
+//! runs' statuses and streams, the controller's leases) that the checker
+//! (tests/src/checker.rs) holds to every promise.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
+
+mod partition_support;
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use iohr_tests::partition::{Watch, assert_gapless};
+use iohr_tests::history::{Recorder, assert_gapless};
 use iohr_tests::process::AgentOptions;
 use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target, on_both_stores};
+use partition_support::{BOUNDS, load};
 use serde_json::json;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -98,16 +104,15 @@ async fn a_clock_jump_changes_no_lease_and_no_frame(backend: Backend) {
         },
     )
     .await;
-    let target = Target::start().await;
-    let watch = Watch::start(api.clone(), Duration::from_millis(100));
+    let target_log = install.path("target-requests.jsonl");
+    let target = Target::start_with(&["--request-log", &target_log.display().to_string()]).await;
+    let mut rec = Recorder::new(&format!("partition-clock-{backend:?}"), BOUNDS);
+    rec.agent("edge-1", "127.0.0.1");
+    rec.leases(&api);
 
-    let load = json!({"kind": "load", "environment": "staging", "target": target.url(),
-        "spec": {"operations": [{"path": "/"}], "model": "open", "rate": 20,
-                 "duration": "10s", "warmup": "0s"}});
     let began = now_ms();
-    let run = api.create_run(&load).await;
-    let id = run["id"].as_str().unwrap().to_string();
-    watch.run(&id);
+    let body = load(&target, "r1", 20, 10);
+    let id = rec.create_run(&api, "controller", "r1", true, &body).await;
     api.wait_status(&id, &["running"], LIMIT).await;
     // A checks run beside it now and then: the agent logs its lease, with its clock's time.
     let checks = json!({"kind": "checks", "environment": "staging", "target": target.url(),
@@ -182,17 +187,15 @@ async fn a_clock_jump_changes_no_lease_and_no_frame(backend: Backend) {
         "the agent connected once: {}",
         agent.log_tail()
     );
-    watch.assert_promises(&[&id]);
     // Back to the real time: the same exclusive slot serves a new run.
     set_offset(&offset, 0);
-    let short = json!({"kind": "load", "environment": "staging", "target": target.url(),
-        "spec": {"operations": [{"path": "/"}], "model": "open", "rate": 20,
-                 "duration": "1s", "warmup": "0s"}});
+    let short = load(&target, "r2", 20, 1);
+    let next = rec.create_run(&api, "controller", "r2", true, &short).await;
     let next = api
-        .run_until(&short, &["passed", "failed", "error"], LIMIT)
+        .wait_status(&next, &["passed", "failed", "error"], LIMIT)
         .await;
     assert_eq!(next["status"], "passed", "{next}");
-    drop(watch);
+    rec.finish(&target_log, LIMIT).await.verify();
     controller.stop().await;
 }
 

@@ -10,21 +10,29 @@
 //! generator) on the host, which dials the controller. TCP resends what is lost, so both
 //! runs must end as on a good network: the load run `passed` with every request sent, the
 //! faults run `passed` with its fault undone before its deadline and nothing left in the
-//! agent's ledger; every frame once, in order; never two agents on an exclusive run.
+//! agent's ledger. The test writes a history (tests/src/history.rs: the target's own
+//! request log, the runs' statuses and streams, the controller's leases, the fault) that
+//! the checker (tests/src/checker.rs) holds to every promise: each run ends once with
+//! nothing of it after, every frame once, in order, never two agents on an exclusive run
+//! nor two exclusive runs on the agent, the fault undone within its bound.
 //!
 //! H = 1 s here (TTL 3 s): the delays and resends stay well under one TTL.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
+mod partition_support;
+
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use iohr_tests::partition::{Cut, Netns, Watch, assert_gapless, ledger_all_closed};
+use iohr_tests::history::{Fault, Recorder, tagged_path};
+use iohr_tests::partition::{Cut, Netns, ledger_all_closed};
 use iohr_tests::pg_cluster::PgCluster;
 use iohr_tests::process::AgentOptions;
 use iohr_tests::relay::DelayRelay;
 use iohr_tests::setup::Installation;
 use iohr_tests::{Agent, Api, Backend, Controller, Target, on_both_stores};
+use partition_support::{BOUNDS, load};
 use serde_json::{Value, json};
 
 const LIMIT: Duration = Duration::from_secs(90);
@@ -49,12 +57,12 @@ fn policy_for(target: &Target, dir: &std::path::Path) -> String {
 /// answered 200) holds before and after. The probe waits up to 30 s, not the default 5 s:
 /// with one packet in ten lost, a connection's SYN may be resent twice (1 s, then 2 s
 /// more) and its data more, and the probe's timeout is the experiment's to choose.
-fn short_fault() -> Value {
+fn short_fault(tag: &str) -> Value {
     json!({
         "title": "latency under loss", "description": "a short latency fault on a lossy network",
         "steady-state-hypothesis": {"title": "home answers",
             "probes": [{"type": "probe", "name": "home-ok", "tolerance": 200,
-                        "provider": {"type": "http", "path": "/", "timeout": 30}}]},
+                        "provider": {"type": "http", "path": tagged_path(tag), "timeout": 30}}]},
         "method": [{"type": "action", "name": "slow", "pauses": {"after": 3},
             "provider": {"type": "iohr", "fault": "network", "duration": "20s",
                 "toxic": {"type": "latency", "latency_ms": 50}}}],
@@ -88,7 +96,12 @@ async fn loss_and_delay_change_no_outcome(backend: Backend) {
         34,
     )
     .await;
-    let target = Target::start_at(&format!("{}:0", agent_ns.host_ip), &[]).await;
+    let target_log = install.root.join("target-requests.jsonl");
+    let target = Target::start_at(
+        &format!("{}:0", agent_ns.host_ip),
+        &["--request-log", &target_log.display().to_string()],
+    )
+    .await;
     let policy = policy_for(&target, &install.root);
     let allowed = ["10.232.0.0/14"];
     let identity = install.agent_identity("default", "edge-1");
@@ -107,20 +120,28 @@ async fn loss_and_delay_change_no_outcome(backend: Backend) {
     .await;
     api.wait_online("edge-1", LIMIT).await;
 
+    let mut rec = Recorder::new(&format!("partition-lossy-{backend:?}"), BOUNDS);
+    rec.agent("edge-1", agent_ns.ns_ip);
+    if cluster.is_some() {
+        rec.store_lossy();
+    }
+    rec.leases(&api);
     let losses = [
         agent_ns.cut(Cut::Loss(LOSS)),
         controller_ns.cut(Cut::Loss(LOSS)),
     ];
-    let watch = Watch::start(api.clone(), Duration::from_millis(250));
+    // Neither keeps the agent from hearing its controller: TCP resends what is lost.
+    let spans = [
+        rec.cut("edge-1", Cut::Loss(LOSS), false),
+        rec.cut("controller", Cut::Loss(LOSS), false),
+    ];
     let began = std::time::Instant::now();
 
     // A load run: 20 requests a second for 8 s.
-    let load = json!({"kind": "load", "environment": "staging", "target": target.url(),
-        "spec": {"operations": [{"path": "/"}], "model": "open", "rate": 20,
-                 "duration": "8s", "warmup": "0s"}});
-    let run = api.create_run(&load).await;
-    let load_id = run["id"].as_str().unwrap().to_string();
-    watch.run(&load_id);
+    let body = load(&target, "load", 20, 8);
+    let load_id = rec
+        .create_run(&api, "controller", "load", true, &body)
+        .await;
     let done = api.wait_status(&load_id, ENDED, LIMIT).await;
     eprintln!(
         "{backend:?}: load run {} after {:?}: {}",
@@ -133,14 +154,13 @@ async fn loss_and_delay_change_no_outcome(backend: Backend) {
         done["result"]["requests"], 160,
         "every request sent: {done}"
     );
-    assert_gapless(&api, &load_id, LIMIT).await;
 
     // A faults run: its fault applied, held, undone before its deadline.
     let faults = json!({"kind": "faults", "environment": "staging",
-        "target": target.url(), "spec": short_fault()});
-    let run = api.create_run(&faults).await;
-    let faults_id = run["id"].as_str().unwrap().to_string();
-    watch.run(&faults_id);
+        "target": target.url(), "spec": short_fault("faults")});
+    let faults_id = rec
+        .create_run(&api, "controller", "faults", true, &faults)
+        .await;
     let done = api.wait_status(&faults_id, ENDED, LIMIT).await;
     eprintln!(
         "{backend:?}: faults run {} after {:?}",
@@ -149,23 +169,33 @@ async fn loss_and_delay_change_no_outcome(backend: Backend) {
     );
     assert_eq!(done["status"], "passed", "{done}");
     let entry = &done["result"]["ledger"][0];
-    let (applied, undone) = (
-        entry["applied_at"].as_u64().expect("applied"),
-        entry["undone_at"].as_u64().expect("undone"),
-    );
+    let at = |field: &str| {
+        entry[field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{field}: {done}"))
+    };
     assert!(
-        undone >= applied && undone - applied < 20_000,
+        (at("applied_at")..at("deadline")).contains(&at("undone_at")),
         "undone before its deadline: {done}"
     );
-    assert_gapless(&api, &faults_id, LIMIT).await;
+    rec.fault(Fault {
+        run: faults_id.clone(),
+        agent: "edge-1".to_string(),
+        applied_ms: at("applied_at"),
+        deadline_ms: at("deadline"),
+        undone_ms: Some(at("undone_at")),
+    });
     ledger_all_closed(&install.root, "edge-1", LIMIT).await;
-    watch.assert_promises(&[&load_id, &faults_id]);
+    drop(losses);
+    for span in spans {
+        rec.healed(span);
+    }
+    rec.finish(&target_log, LIMIT).await.verify();
     eprintln!(
         "{backend:?}: both runs under loss and delay in {:?}; relay connections {}",
         began.elapsed(),
         relay.connections()
     );
-    drop((losses, watch));
     controller.stop().await;
 }
 

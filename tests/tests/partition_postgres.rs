@@ -14,23 +14,31 @@
 //! answers 503 `store_unavailable` within the store's bound
 //! (`POSTGRES_ACQUIRE_TIMEOUT`, 5 s) instead of hanging. A supervisor starts it again,
 //! which this test does as soon as it has stopped (and, for the restart, once PostgreSQL
-//! is back). Asserted: no request hangs; every run acknowledged (201) ends exactly once,
-//! its frames gapless on both replicas; no exclusive run on two agents; the restarted
-//! replicas serve again.
+//! is back). Asserted: no request hangs; every run acknowledged (201) ends `passed` or
+//! lost with its agent; the restarted replicas serve again. Each test writes a history
+//! (tests/src/history.rs) that the checker (tests/src/checker.rs) holds to every promise:
+//! each run ends exactly once and the target gets none of its requests after that, its
+//! frames gapless on both replicas, it still exists; no exclusive run held by two agents
+//! and no agent holding two, by the controller's leases (both agents are on the host's
+//! loopback here, so the target's log cannot tell them apart).
 //!
 //! H = 1 s here (TTL 3 s).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
+mod partition_support;
+
 use std::net::IpAddr;
 use std::time::Duration;
 
-use iohr_tests::partition::{Cut, Netns, Watch, assert_gapless};
+use iohr_tests::history::Recorder;
+use iohr_tests::partition::{Cut, Netns, replica};
 use iohr_tests::pg_cluster::PgCluster;
 use iohr_tests::process::AgentOptions;
 use iohr_tests::setup::Installation;
 use iohr_tests::{Agent, Api, Controller, Target, wait_for};
-use serde_json::{Value, json};
+use partition_support::{BOUNDS, load};
+use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(60);
 const HEARTBEAT_MS: u64 = 1000;
@@ -38,12 +46,6 @@ const ENDED: &[&str] = &["passed", "failed", "error", "cancelled"];
 /// How long a replica that cannot reach its store may take to say so (503) or stop: the
 /// store's bound on waiting for a connection (5 s) plus slack for a loaded machine.
 const ANSWER_WITHIN: Duration = Duration::from_secs(10);
-
-fn load(target: &Target, rate: u32, seconds: u32) -> Value {
-    json!({"kind": "load", "environment": "staging", "target": target.url(),
-           "spec": {"operations": [{"path": "/"}], "model": "open",
-                    "rate": rate, "duration": format!("{seconds}s"), "warmup": "0s"}})
-}
 
 /// Agent edge-1 linked to replica A and edge-2 to B (one job each: each exclusive run
 /// goes to an agent of its own), each given the other replica as its next `--controller`.
@@ -62,6 +64,16 @@ async fn two_agents(
     let both = format!("{link_b},{link_a}");
     let edge_2 = Agent::enrol(install, api_b, "edge-2", &both, options()).await;
     [edge_1, edge_2]
+}
+
+/// A target on loopback logging every request, its log, and a recorder of the test's
+/// history: both agents send from loopback, so the log names neither.
+async fn recorded(install: &Installation, test: &str) -> (Target, std::path::PathBuf, Recorder) {
+    let log = install.root.join("target-requests.jsonl");
+    let target = Target::start_with(&["--request-log", &log.display().to_string()]).await;
+    let recorder = Recorder::new(test, BOUNDS);
+    recorder.shared_address("127.0.0.1");
+    (target, log, recorder)
 }
 
 /// What a replica did with a request: answered, or was gone (refused or closed the
@@ -122,13 +134,27 @@ async fn wait_gone(api: &Api, what: &str) {
     eprintln!("{what} has stopped");
 }
 
-/// Each run ends exactly once (the watch's history): `passed`, or `error` when its agent
-/// gave it up at its TTL ("lost contact with the controller: the agent stopped the run",
-/// as the agent reports it on its return) or never came back ("agent lost"); its frames
-/// gapless on every replica.
-async fn assert_runs_end(watch: &Watch, runs: &[String], apis: &[&Api]) {
+/// A 2 s load run tagged `tag` asked of the replica `on` (its API and name), its stream
+/// watched there and on `other` too.
+async fn one_more_run(
+    rec: &mut Recorder,
+    target: &Target,
+    tag: &str,
+    on: (&Api, &str),
+    other: (&Api, &str),
+) -> String {
+    let body = load(target, tag, 20, 2);
+    let id = rec.create_run(on.0, on.1, tag, true, &body).await;
+    rec.watch(other.0, other.1, &id);
+    id
+}
+
+/// Each run ends `passed`, or `error` when its agent gave it up at its TTL ("lost contact
+/// with the controller: the agent stopped the run", as the agent reports it on its
+/// return) or never came back ("agent lost"); then the history goes to the checker.
+async fn assert_runs_end(rec: Recorder, target_log: &std::path::Path, runs: &[String], api: &Api) {
     for id in runs {
-        let done = apis[0].wait_status(id, ENDED, LIMIT).await;
+        let done = api.wait_status(id, ENDED, LIMIT).await;
         eprintln!(
             "run {id} on {}: {} {}",
             done["agent"], done["status"], done["reason"]
@@ -141,11 +167,8 @@ async fn assert_runs_end(watch: &Watch, runs: &[String], apis: &[&Api]) {
                         || reason.starts_with("lost contact with the controller"))),
             "{done}"
         );
-        for api in apis {
-            assert_gapless(api, id, LIMIT).await;
-        }
     }
-    watch.assert_promises(&runs.iter().map(String::as_str).collect::<Vec<_>>());
+    rec.finish(target_log, LIMIT).await.verify();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,24 +178,17 @@ async fn a_replica_cut_from_postgres_stops_and_loses_nothing() {
     // the veth pair (which the cut drops); everything on the host reaches it directly.
     let cluster = PgCluster::start(&[IpAddr::V4(netns.host_ip)]);
     let install = cluster.installation(&[&netns.ns_ip.to_string()]).await;
-    let token = install.full_token();
-    let a = Controller::start_in(&install, "replica-a", HEARTBEAT_MS, &netns, &["--replica"]).await;
-    let b = Controller::replica(&install, "replica-b", HEARTBEAT_MS, None).await;
-    let (api_a, api_b) = (
-        Api::new(&a.api_url(), &token),
-        Api::new(&b.api_url(), &token),
-    );
+    let (a, api_a) = replica(&install, "replica-a", HEARTBEAT_MS, None, Some(&netns)).await;
+    let (b, api_b) = replica(&install, "replica-b", HEARTBEAT_MS, None, None).await;
     let _agents = two_agents(&install, (&a, &api_a), (&b, &api_b)).await;
-    let target = Target::start().await;
-    let watch = Watch::start(api_b.clone(), Duration::from_millis(100));
+    let (target, target_log, mut rec) = recorded(&install, "partition-postgres-cut").await;
+    rec.leases(&api_b);
 
     // One 12 s load run on each agent (one job each: the second goes to the other agent).
     let mut runs = Vec::new();
-    for _ in 0..2 {
-        let run = api_b.create_run(&load(&target, 20, 12)).await;
-        let id = run["id"].as_str().unwrap().to_string();
-        watch.run(&id);
-        runs.push(id);
+    for tag in ["r1", "r2"] {
+        let body = load(&target, tag, 20, 12);
+        runs.push(rec.create_run(&api_b, "replica-b", tag, true, &body).await);
     }
     for id in &runs {
         api_b.wait_status(id, &["running"], LIMIT).await;
@@ -180,35 +196,45 @@ async fn a_replica_cut_from_postgres_stops_and_loses_nothing() {
 
     // Cut A from PostgreSQL: its agent link and API stay reachable.
     let cut = netns.cut(Cut::Port(cluster.port));
-    if let Some(id) = assert_unavailable_or_gone(&api_a, &runs[0], &load(&target, 20, 1)).await {
-        watch.run(&id);
+    let span = rec.cut("replica-a", Cut::Port(cluster.port), false);
+    if let Some(id) =
+        assert_unavailable_or_gone(&api_a, &runs[0], &load(&target, "r3", 20, 1)).await
+    {
+        rec.adopt(&api_b, "replica-b", "r3", true, &id);
         runs.push(id);
     }
     wait_gone(&api_a, "replica A").await;
     drop(a);
     // B serves on: a run asked there is acknowledged and must end.
-    let during = api_b.create_run(&load(&target, 20, 2)).await;
-    let during = during["id"].as_str().unwrap().to_string();
-    watch.run(&during);
-    runs.push(during);
+    let during = load(&target, "r4", 20, 2);
+    runs.push(
+        rec.create_run(&api_b, "replica-b", "r4", true, &during)
+            .await,
+    );
     drop(cut);
+    rec.healed(span);
 
     // Healed: A started again (as its supervisor would) serves and takes runs.
-    let a = Controller::start_in(
+    let (a, api_a) = replica(
         &install,
         "replica-a-again",
         HEARTBEAT_MS,
-        &netns,
-        &["--replica"],
+        None,
+        Some(&netns),
     )
     .await;
-    let api_a = Api::new(&a.api_url(), &token);
-    let after = api_a.create_run(&load(&target, 20, 2)).await;
-    let after = after["id"].as_str().unwrap().to_string();
-    watch.run(&after);
-    runs.push(after);
-    assert_runs_end(&watch, &runs, &[&api_b, &api_a]).await;
-    drop(watch);
+    for id in &runs {
+        rec.watch(&api_a, "replica-a", id);
+    }
+    let after = one_more_run(
+        &mut rec,
+        &target,
+        "r5",
+        (&api_a, "replica-a"),
+        (&api_b, "replica-b"),
+    );
+    runs.push(after.await);
+    assert_runs_end(rec, &target_log, &runs, &api_b).await;
     a.stop().await;
     b.stop().await;
 }
@@ -217,19 +243,17 @@ async fn a_replica_cut_from_postgres_stops_and_loses_nothing() {
 async fn postgres_restarted_mid_run_loses_nothing() {
     let cluster = PgCluster::start(&[IpAddr::from([127, 0, 0, 1])]);
     let install = cluster.installation(&[]).await;
-    let token = install.full_token();
-    let a = Controller::replica(&install, "replica-a", HEARTBEAT_MS, None).await;
-    let b = Controller::replica(&install, "replica-b", HEARTBEAT_MS, None).await;
-    let (api_a, api_b) = (
-        Api::new(&a.api_url(), &token),
-        Api::new(&b.api_url(), &token),
-    );
+    let (a, api_a) = replica(&install, "replica-a", HEARTBEAT_MS, None, None).await;
+    let (b, api_b) = replica(&install, "replica-b", HEARTBEAT_MS, None, None).await;
     let _agents = two_agents(&install, (&a, &api_a), (&b, &api_b)).await;
-    let target = Target::start().await;
+    let (target, target_log, mut rec) = recorded(&install, "partition-postgres-restart").await;
 
+    // Recorded once the replicas are back: the recorder reads through the API, which the
+    // restart takes down.
+    let tags = ["r1", "r2"];
     let mut runs = Vec::new();
-    for _ in 0..2 {
-        let run = api_a.create_run(&load(&target, 20, 10)).await;
+    for tag in tags {
+        let run = api_a.create_run(&load(&target, tag, 20, 10)).await;
         runs.push(run["id"].as_str().unwrap().to_string());
     }
     for id in &runs {
@@ -239,7 +263,7 @@ async fn postgres_restarted_mid_run_loses_nothing() {
     cluster.stop();
     for api in [&api_a, &api_b] {
         assert!(
-            assert_unavailable_or_gone(api, &runs[0], &load(&target, 20, 1))
+            assert_unavailable_or_gone(api, &runs[0], &load(&target, "r0", 20, 1))
                 .await
                 .is_none(),
             "no run is acknowledged while the store is down"
@@ -251,23 +275,37 @@ async fn postgres_restarted_mid_run_loses_nothing() {
     drop((a, b));
     cluster.start_again();
     // Started again on their agent ports, as their supervisor would.
-    let a = Controller::replica(&install, "replica-a-again", HEARTBEAT_MS, Some(port_a)).await;
-    let b = Controller::replica(&install, "replica-b-again", HEARTBEAT_MS, Some(port_b)).await;
-    let (api_a, api_b) = (
-        Api::new(&a.api_url(), &token),
-        Api::new(&b.api_url(), &token),
-    );
-    let watch = Watch::start(api_b.clone(), Duration::from_millis(100));
-    for id in &runs {
-        watch.run(id);
+    let (a, api_a) = replica(
+        &install,
+        "replica-a-again",
+        HEARTBEAT_MS,
+        Some(port_a),
+        None,
+    )
+    .await;
+    let (b, api_b) = replica(
+        &install,
+        "replica-b-again",
+        HEARTBEAT_MS,
+        Some(port_b),
+        None,
+    )
+    .await;
+    rec.leases(&api_b);
+    for (tag, id) in tags.iter().zip(&runs) {
+        rec.adopt(&api_b, "replica-b", tag, true, id);
+        rec.watch(&api_a, "replica-a", id);
     }
     // A run asked now is acknowledged and must end.
-    let after = api_b.create_run(&load(&target, 20, 2)).await;
-    let after = after["id"].as_str().unwrap().to_string();
-    watch.run(&after);
-    runs.push(after);
-    assert_runs_end(&watch, &runs, &[&api_b, &api_a]).await;
-    drop(watch);
+    let after = one_more_run(
+        &mut rec,
+        &target,
+        "r3",
+        (&api_b, "replica-b"),
+        (&api_a, "replica-a"),
+    );
+    runs.push(after.await);
+    assert_runs_end(rec, &target_log, &runs, &api_b).await;
     a.stop().await;
     b.stop().await;
 }

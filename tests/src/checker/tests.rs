@@ -2,7 +2,7 @@
 //! keeps them all (hand-made; partition.rs feeds it doctored real histories too).
 
 use super::*;
-use crate::history::{Bounds, CutSpan, Fault, Request, Run, Seen, Stream};
+use crate::history::{Bounds, CutSpan, Fault, Leases, Request, Run, SHARED, Seen, Stream};
 
 const BOUNDS: Bounds = Bounds {
     stop_ms: 4_000,
@@ -90,7 +90,27 @@ fn good() -> History {
             deadline_ms: 39_000,
             undone_ms: Some(13_000),
         }],
+        leases: vec![
+            leases(0, &[("edge-1", &["r1"]), ("edge-2", &[])]),
+            leases(19_000, &[("edge-1", &[]), ("edge-2", &[])]),
+            leases(29_900, &[("edge-1", &[]), ("edge-2", &["r2"])]),
+            leases(32_500, &[("edge-1", &[]), ("edge-2", &[])]),
+        ],
         api_errors: Vec::new(),
+        store_lossy: false,
+    }
+}
+
+fn leases(at_ms: u64, held: &[(&str, &[&str])]) -> Leases {
+    Leases {
+        at_ms,
+        held: held
+            .iter()
+            .map(|(agent, runs)| {
+                let runs = runs.iter().map(ToString::to_string).collect();
+                (agent.to_string(), runs)
+            })
+            .collect(),
     }
 }
 
@@ -128,6 +148,40 @@ fn one_agent_running_two_exclusive_runs_is_caught() {
     // A non-exclusive run beside it is allowed.
     h.runs.last_mut().expect("r1b").exclusive = false;
     assert_eq!(broken(&h), vec![]);
+}
+
+#[test]
+fn leases_of_one_run_on_two_agents_or_two_runs_on_one_are_caught() {
+    // The controller lists r2 on both agents in one look.
+    let mut h = good();
+    h.leases
+        .push(leases(30_000, &[("edge-1", &["r2"]), ("edge-2", &["r2"])]));
+    assert_eq!(broken(&h), vec![Promise::Exclusive]);
+    // edge-2 holds r1 and r2 at once.
+    let mut h = good();
+    h.leases.push(leases(
+        30_000,
+        &[("edge-1", &[]), ("edge-2", &["r1", "r2"])],
+    ));
+    assert_eq!(broken(&h), vec![Promise::Exclusive]);
+    // Not when one of them is not exclusive.
+    h.runs[0].exclusive = false;
+    assert_eq!(broken(&h), vec![]);
+}
+
+#[test]
+fn requests_from_a_shared_address_count_for_the_ending_not_for_an_agent() {
+    // Two runs at once from an address several agents share: no agent is known to run
+    // both.
+    let mut h = good();
+    for r in &mut h.requests {
+        r.agent = SHARED.to_string();
+    }
+    h.requests.push(request(5_000, SHARED, "r2"));
+    assert_eq!(broken(&h), vec![]);
+    // Still none after the run's ending.
+    h.requests.push(request(32_600, SHARED, "r2"));
+    assert_eq!(broken(&h), vec![Promise::OneEnding]);
 }
 
 #[test]

@@ -168,5 +168,5 @@ pub fn load(target: &Target, tag: &str, rate: u32, seconds: u32) -> Value {
 
 /// Every frame once, in order, ending with `finished`.
 pub async fn assert_gapless(api: &Api, id: &str) {
-    iohr_tests::partition::assert_gapless(api, id, LIMIT).await;
+    iohr_tests::history::assert_gapless(api, id, LIMIT).await;
 }
