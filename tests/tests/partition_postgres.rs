@@ -31,7 +31,8 @@ mod partition_support;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use iohr_tests::history::Recorder;
+use iohr_tests::checker::{Promise, check};
+use iohr_tests::history::{History, Leases, Recorder, Request, SHARED};
 use iohr_tests::partition::{Cut, Netns, replica};
 use iohr_tests::pg_cluster::PgCluster;
 use iohr_tests::process::AgentOptions;
@@ -151,7 +152,8 @@ async fn one_more_run(
 
 /// Each run ends `passed`, or `error` when its agent gave it up at its TTL ("lost contact
 /// with the controller: the agent stopped the run", as the agent reports it on its
-/// return) or never came back ("agent lost"); then the history goes to the checker.
+/// return) or never came back ("agent lost"); then the history goes to the checker, and,
+/// doctored, shows it catching what only this scenario's history holds.
 async fn assert_runs_end(rec: Recorder, target_log: &std::path::Path, runs: &[String], api: &Api) {
     for id in runs {
         let done = api.wait_status(id, ENDED, LIMIT).await;
@@ -168,7 +170,49 @@ async fn assert_runs_end(rec: Recorder, target_log: &std::path::Path, runs: &[St
             "{done}"
         );
     }
-    rec.finish(target_log, LIMIT).await.verify();
+    let history = rec.finish(target_log, LIMIT).await;
+    history.verify();
+    the_checker_catches_this_history_doctored(&history, &runs[0]);
+}
+
+/// The real history, broken by hand where the controller's leases and the shared address
+/// are its only witnesses: the checker names exactly the promise broken.
+fn the_checker_catches_this_history_doctored(history: &History, run: &str) {
+    let plant = |what: &str, promise: Promise, doctor: &dyn Fn(&mut History)| {
+        let mut doctored = history.clone();
+        doctor(&mut doctored);
+        let mut found: Vec<Promise> = check(&doctored).iter().map(|v| v.promise).collect();
+        found.dedup();
+        assert_eq!(found, [promise], "{what}");
+    };
+    let ended = history
+        .run(run)
+        .and_then(|r| r.statuses.last())
+        .unwrap()
+        .at_ms;
+    plant(
+        "the run leased to both agents at once",
+        Promise::Exclusive,
+        &|h| {
+            let both = vec![run.to_string()];
+            let held = vec![
+                ("edge-1".to_string(), both.clone()),
+                ("edge-2".to_string(), both),
+            ];
+            h.leases.push(Leases { at_ms: ended, held });
+        },
+    );
+    plant(
+        "a request of the run after its ending",
+        Promise::OneEnding,
+        &|h| {
+            h.requests.push(Request {
+                at_ms: ended + 1_000,
+                agent: SHARED.to_string(),
+                run: Some(run.to_string()),
+            });
+        },
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
