@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use iohr_tests::history::assert_gapless;
 use iohr_tests::process::{AgentOptions, bin};
 use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target};
 use serde_json::json;
@@ -77,14 +78,8 @@ async fn a_standby_takes_over_mid_run_and_the_run_finishes() {
         .await;
     assert_eq!(done["status"], "passed", "{done}\n{}", serving.log_tail());
     assert_eq!(done["result"]["requests"], 400, "{done}");
-    let events = api.events(&id, None).await.collect(LIMIT).await;
-    let numbers: Vec<u64> = events.iter().filter_map(|e| e.id).collect();
-    assert_eq!(
-        numbers,
-        (1..=numbers.len() as u64).collect::<Vec<_>>(),
-        "every frame once, in order"
-    );
-    assert_eq!(events.last().unwrap().event, "finished");
+    // Every frame once, in order, the last `finished`.
+    assert_gapless(&api, &id, LIMIT).await;
     assert!(
         std::fs::read_to_string(&serving.log)
             .unwrap()

@@ -9,6 +9,7 @@
 use std::time::{Duration, SystemTime};
 
 use iohr_certs::enrolling::CertLifetime;
+use iohr_tests::history::assert_gapless;
 use iohr_tests::metrics::{sample, scrape};
 use iohr_tests::process::AgentOptions;
 use iohr_tests::{Agent, Api, Backend, Controller, Installation, Target, on_both_stores, wait_for};
@@ -89,14 +90,7 @@ async fn an_agent_renews_under_a_running_load_run(backend: Backend) {
         )
         .await;
     let id = run["id"].as_str().unwrap().to_string();
-    let live = api.events(&id, None).await.collect(LIMIT).await;
-    let numbers: Vec<u64> = live.iter().filter_map(|e| e.id).collect();
-    assert_eq!(
-        numbers,
-        (1..=numbers.len() as u64).collect::<Vec<_>>(),
-        "every frame, in order, from 1"
-    );
-    assert_eq!(live.last().unwrap().event, "finished");
+    let live = assert_gapless(&api, &id, LIMIT).await;
     let done = api.wait_status(&id, &["passed"], LIMIT).await;
     assert_eq!(done["result"]["requests"], 600, "{done}");
     let per_second = live.iter().filter(|e| e.event == "load").count();

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use iohr_domain::histogram::decode;
+use iohr_tests::history::assert_gapless;
 use iohr_tests::setup::Fleet;
 use iohr_tests::{Backend, Target, on_both_stores};
 use serde_json::{Value, json};
@@ -117,9 +118,7 @@ async fn three_agents_measure_one_run_whose_histogram_is_their_sum(backend: Back
 
     // One stream: the shares' frames relayed, numbered without a gap, each with its share;
     // their seconds merged, one `load` frame per second of the whole.
-    let events = fleet.api.events(&id, None).await.collect(LIMIT).await;
-    let numbers: Vec<u64> = events.iter().filter_map(|e| e.id).collect();
-    assert_eq!(numbers, (1..=numbers.len() as u64).collect::<Vec<_>>());
+    let events = assert_gapless(&fleet.api, &id, LIMIT).await;
     let started: BTreeSet<u64> = events
         .iter()
         .filter(|e| e.event == "started")
