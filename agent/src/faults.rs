@@ -10,8 +10,10 @@
 //! - [`ledger`]: the durable record of applied faults.
 //! - [`warden`]: the undo of a fault that outlives the agent, armed outside its process.
 //! - [`lifecycle`]: an experiment from hypothesis to rollbacks.
+//! - [`due`]: deadlines stored on the wall clock, waited for on the boot clock.
 //! - [`probe`]: HTTP and load probes.
 
+pub mod due;
 pub mod hog;
 pub mod host;
 pub mod ledger;

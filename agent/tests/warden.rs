@@ -20,6 +20,8 @@ use nix::unistd::Pid;
 use serde_json::{Value, json};
 
 const WITHIN: Duration = Duration::from_secs(10);
+/// Debian's libfaketime (tests/run installs it), preloaded into one warden only.
+const FAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 /// Said on stderr even when the test passes, for the figures in docs/benchmarks.md.
 macro_rules! say {
@@ -350,6 +352,14 @@ fn a_stuck_agents_fault_is_undone_at_its_deadline() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The undo of a pause of `victim`.
+fn resume(victim: &Proc) -> Undo {
+    Undo::Resume {
+        pid: victim.pid(),
+        start_time: victim.start_time(),
+    }
+}
+
 /// A ledger in `state/ledger` with one open entry whose undo is `undo`.
 fn ledger_with(state: &Path, undo: Undo, deadline: u64) -> (Ledger, LedgerEntry) {
     let ledger = Ledger::open(&state.join("ledger")).unwrap();
@@ -374,7 +384,19 @@ fn rand_id() -> u32 {
 
 /// `iohr-agent warden` started by hand for `entry`, watching `owner`; once it is ready.
 fn start_warden(state: &Path, entry: &LedgerEntry, owner_pid: u32, owner_start: u64) -> Proc {
+    start_warden_with(state, entry, owner_pid, owner_start, &[])
+}
+
+/// [`start_warden`] with `env` added to its environment.
+fn start_warden_with(
+    state: &Path,
+    entry: &LedgerEntry,
+    owner_pid: u32,
+    owner_start: u64,
+    env: &[(&str, &str)],
+) -> Proc {
     let mut child = Command::new(agent())
+        .envs(env.iter().copied())
         .arg("warden")
         .arg("--ledger-dir")
         .arg(state.join("ledger"))
@@ -645,6 +667,17 @@ fn an_agent_that_undoes_its_fault_itself_ends_its_warden() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Says (for docs/benchmarks.md) and asserts that `what` happened at `at_ms`, between a
+/// warden's grace (0.5 s) and its hard stop (1 s) past `deadline`.
+fn between_grace_and_hard_stop(what: &str, at_ms: u64, deadline: u64) {
+    let late = at_ms as i64 - deadline as i64;
+    say!("warden: {what} {late} ms after the deadline");
+    assert!(
+        (500..=1000).contains(&late),
+        "{what} {late} ms after the deadline"
+    );
+}
+
 /// A warden whose fault another live process is undoing (here: this test claimed it) leaves
 /// it to that process and still ends within a second of the deadline.
 #[test]
@@ -655,14 +688,7 @@ fn a_warden_ends_within_a_second_of_its_deadline() {
     victim.signal(Signal::SIGSTOP);
     assert!(poll(WITHIN, || victim.state() == Some('T')));
     let deadline = now_ms() + 1000;
-    let (ledger, entry) = ledger_with(
-        &state,
-        Undo::Resume {
-            pid: victim.pid(),
-            start_time: victim.start_time(),
-        },
-        deadline,
-    );
+    let (ledger, entry) = ledger_with(&state, resume(&victim), deadline);
     assert_eq!(
         ledger.claim(&entry.id).unwrap(),
         iohr_agent::faults::warden::Claim::Ours
@@ -673,18 +699,84 @@ fn a_warden_ends_within_a_second_of_its_deadline() {
         poll(WITHIN, || warden.0.try_wait().unwrap().is_some()),
         "the warden ended"
     );
-    let ended = now_ms();
-    say!(
-        "warden: a warden left its claimed fault and ended {} ms after the deadline",
-        ended as i64 - deadline as i64
-    );
-    assert!(
-        ended >= deadline + 500 && ended <= deadline + 1000,
-        "ended {} ms after the deadline",
-        ended as i64 - deadline as i64
+    between_grace_and_hard_stop(
+        "a warden left its claimed fault and ended",
+        now_ms(),
+        deadline,
     );
     assert_eq!(victim.state(), Some('T'), "left to the claimant");
     assert_eq!(ledger.open_entries().unwrap().len(), 1, "and open");
     drop(owner);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A warden whose wall clock is stepped an hour back while it waits (an NTP step, an
+/// operator's `date -s`; libfaketime preloaded into the warden alone, its offset read from a
+/// file this test rewrites, its monotonic and boot clocks left alone as a step leaves them):
+/// it still undoes its fault between its grace and its hard stop past the deadline, as the
+/// victim's state in /proc shows; its close record, stamped with its own wall clock, shows
+/// the step took.
+#[test]
+fn a_warden_keeps_its_deadline_when_its_wall_clock_steps_back() {
+    assert!(
+        Path::new(FAKETIME).exists(),
+        "{FAKETIME} is missing: the clock test needs Debian's libfaketime \
+         (`apt-get install -y faketime`, as tests/run does)"
+    );
+    let dir = scratch("clock-step");
+    let state = dir.join("state");
+    let victim = victim(&dir, "victimstep");
+    victim.signal(Signal::SIGSTOP);
+    assert!(poll(WITHIN, || victim.state() == Some('T')));
+    let offset = dir.join("faketime-offset");
+    let set_offset = |seconds: i64| {
+        // Written whole, then renamed: the warden never reads half a line.
+        let next = offset.with_extension("next");
+        std::fs::write(&next, format!("{seconds:+}\n")).unwrap();
+        std::fs::rename(&next, &offset).unwrap();
+    };
+    set_offset(0);
+    let deadline = now_ms() + 1500;
+    let (ledger, entry) = ledger_with(&state, resume(&victim), deadline);
+    let owner = sleeper();
+    let offset_text = offset.display().to_string();
+    let _warden = start_warden_with(
+        &state,
+        &entry,
+        owner.pid(),
+        owner.start_time(),
+        &[
+            ("LD_PRELOAD", FAKETIME),
+            ("FAKETIME_TIMESTAMP_FILE", offset_text.as_str()),
+            ("FAKETIME_NO_CACHE", "1"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ],
+    );
+    set_offset(-3600);
+    assert!(now_ms() < deadline, "stepped before the deadline");
+    assert!(
+        poll(WITHIN, || victim.state() != Some('T')),
+        "still paused: its warden's clock went an hour back and it waited for that hour"
+    );
+    let resumed = now_ms();
+    between_grace_and_hard_stop(
+        "its clock stepped an hour back, a fault undone",
+        resumed,
+        deadline,
+    );
+    // The warden's close of the entry is stamped with its own clock: an hour behind.
+    let text = std::fs::read_to_string(state.join("ledger/ledger.jsonl")).unwrap();
+    let closed_at = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r["op"] == "close" && r["id"] == entry.id.as_str())
+        .and_then(|r| r["at"].as_u64())
+        .expect("the warden closed the entry");
+    let behind = resumed as i64 - closed_at as i64;
+    assert!(
+        (3_599_000..=3_601_000).contains(&behind),
+        "the warden's clock was {behind} ms behind, not an hour"
+    );
+    drop((ledger, owner));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -14,7 +14,7 @@
 //! certificates are checked against the wall clock only at a TLS handshake, and are issued
 //! valid from an hour before their issue (certs/src/lib.rs), so a jump of minutes back
 //! does not make them "not yet valid"; the renewal schedule reads the wall clock; the
-//! faults ledger and its wardens keep wall-clock deadlines (docs/guarantees.md).
+//! faults ledger stores wall-clock deadlines, and its wardens wait for them on the monotonic (boot-time) clock (docs/guarantees.md).
 //!
 //! Asserted: the run passes with every request sent, its frames gapless, its `load`
 //! frames one a second, every frame's time the controller's (within the run's real time,

@@ -10,6 +10,10 @@
 //! get out, the controller's get in until its TCP, never acknowledged, stalls): whoever is
 //! cut from whom, the fault does not outlive the bound.
 //!
+//! And the fault's own deadline inside the cut (a pause held 2 s, the agent cut at once):
+//! undone by its deadline plus the fault bound while the agent is still cut, whichever of
+//! its deadline and the dead man's switch comes first.
+//!
 //! Both on SQLite and PostgreSQL; the history goes through the checker.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
@@ -40,9 +44,15 @@ fn ledger_entry(ledger: &Path) -> Option<(u64, u64)> {
     })
 }
 
-/// The fault held across a cut made by `cut_of` (given the agent-link port); `silences`:
-/// whether the cut alone keeps the agent from hearing its controller.
-async fn fault_across_a_cut(backend: Backend, name: &str, cut_of: fn(u16) -> Cut, silences: bool) {
+/// The fault, held `held` seconds, across a cut made by `cut_of` (given the agent-link
+/// port); `silences`: whether the cut alone keeps the agent from hearing its controller.
+async fn fault_across_a_cut(
+    backend: Backend,
+    name: &str,
+    cut_of: fn(u16) -> Cut,
+    silences: bool,
+    held: u64,
+) {
     let victim_name = format!("victim{name}");
     let dir = std::env::temp_dir().join(format!("iohr-pfaults-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("dir");
@@ -63,7 +73,7 @@ async fn fault_across_a_cut(backend: Backend, name: &str, cut_of: fn(u16) -> Cut
         "title": "pause across a cut", "description": "a pause held while the agent is cut",
         "method": [{"type": "action", "name": "pause", "pauses": {"after": 30},
             "provider": {"type": "iohr", "fault": "process", "action": "pause",
-                "name": victim_name, "pid": victim_pid, "duration": "30s"}}],
+                "name": victim_name, "pid": victim_pid, "duration": format!("{held}s")}}],
     });
     let id = rec
         .create_run(
@@ -90,6 +100,11 @@ async fn fault_across_a_cut(backend: Backend, name: &str, cut_of: fn(u16) -> Cut
     let cut = c.netns.cut(how);
     let span = rec.cut("edge-1", how, silences);
     let cut_at = tokio::time::Instant::now();
+    assert!(
+        now_ms() < deadline_ms,
+        "cut {} ms after the fault's deadline: not a fault held across a cut",
+        now_ms() - deadline_ms
+    );
     // Polled every 10 ms from the victim's side, for at most the bounds and 5 s more.
     while process_state(victim_pid) == Some('T') {
         assert!(
@@ -100,9 +115,18 @@ async fn fault_across_a_cut(backend: Backend, name: &str, cut_of: fn(u16) -> Cut
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let undone_ms = now_ms();
+    // Whatever undid it (its deadline, the dead man's switch), not later than its deadline
+    // and the bound, while the agent is still cut.
+    assert!(
+        undone_ms <= deadline_ms + FAULT.as_millis() as u64,
+        "undone {} ms after its deadline",
+        undone_ms - deadline_ms
+    );
     eprintln!(
-        "partition faults {name}: victim running again {:?} after the cut",
-        cut_at.elapsed()
+        "partition faults {name}: victim running again {:?} after the cut, {} ms from its \
+         deadline",
+        cut_at.elapsed(),
+        undone_ms as i64 - deadline_ms as i64
     );
     rec.fault(Fault {
         run: id.clone(),
@@ -144,16 +168,22 @@ async fn fault_across_a_cut(backend: Backend, name: &str, cut_of: fn(u16) -> Cut
 
 /// Cut both ways: neither side hears the other.
 async fn a_fault_held_across_a_cut_is_undone_and_its_run_ends_once(backend: Backend) {
-    fault_across_a_cut(backend, "cut", Cut::Port, true).await;
+    fault_across_a_cut(backend, "cut", Cut::Port, true, 30).await;
+}
+
+/// Cut both ways, the fault's own deadline 2 s after its apply: it passes inside the cut.
+async fn a_fault_whose_deadline_passes_inside_a_cut_is_undone_by_it(backend: Backend) {
+    fault_across_a_cut(backend, "due", Cut::Port, true, 2).await;
 }
 
 /// The agent's messages cut, the controller's getting through (until the controller's
 /// TCP, never acknowledged, stops sending new data).
 async fn a_fault_held_across_a_one_way_cut_is_undone_and_its_run_ends_once(backend: Backend) {
-    fault_across_a_cut(backend, "out", Cut::PortOut, false).await;
+    fault_across_a_cut(backend, "out", Cut::PortOut, false, 30).await;
 }
 
 on_both_stores!(
     a_fault_held_across_a_cut_is_undone_and_its_run_ends_once,
     a_fault_held_across_a_one_way_cut_is_undone_and_its_run_ends_once,
+    a_fault_whose_deadline_passes_inside_a_cut_is_undone_by_it,
 );

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 
+use super::due::Due;
 use super::host::UndoReport;
 use super::process;
 use super::{FaultError, Undo};
@@ -399,19 +400,19 @@ pub fn remove_fill(path: &Path) -> Result<UndoReport, FaultError> {
 /// an error is also printed on stdout for the parent to read.
 pub fn run_child(command: HogCommand) -> Result<(), FaultError> {
     let parent = nix::unistd::getppid();
+    // Converted once, at once, to the boot clock (see `Due`): a wall clock stepped back
+    // while the hog runs does not keep it running.
+    let until = match &command {
+        HogCommand::Cpu { until_unix_ms, .. }
+        | HogCommand::Memory { until_unix_ms, .. }
+        | HogCommand::Disk { until_unix_ms, .. } => Due::at_unix_ms(*until_unix_ms),
+    };
     let mut go = String::new();
     std::io::stdin().lock().read_line(&mut go)?;
     if go.trim() != "go" {
         // The parent dropped the hog before starting it.
         return Ok(());
     }
-    let until = match &command {
-        HogCommand::Cpu { until_unix_ms, .. }
-        | HogCommand::Memory { until_unix_ms, .. }
-        | HogCommand::Disk { until_unix_ms, .. } => {
-            UNIX_EPOCH + Duration::from_millis(*until_unix_ms)
-        }
-    };
     // The memory hog's memory, held until the process ends.
     let started = match &command {
         HogCommand::Cpu {
@@ -434,7 +435,7 @@ pub fn run_child(command: HogCommand) -> Result<(), FaultError> {
     writeln!(out, "ready")?;
     out.flush()?;
     drop(out);
-    while SystemTime::now() < until && nix::unistd::getppid() == parent {
+    while !until.has_come() && nix::unistd::getppid() == parent {
         std::thread::sleep(CHILD_TICK);
     }
     if let HogCommand::Disk { path, .. } = &command {

@@ -13,6 +13,9 @@
 //!    rollback actions run.
 //!
 //! A fault whose deadline passes while the method still runs is undone at its deadline.
+//! Deadlines and bounds are waited for on the monotonic clock ([`Clock::monotonic`]); the
+//! wall clock only stamps the journal and the ledger (whose deadline, wall-clock time, is
+//! what a warden converts to its own clock: see [`super::due`]).
 //! Errors of probes, faults and rollbacks are written to the journal, never raised. Each
 //! step is reported as a [`TimelineStep`] (a `timeline` frame). Time, randomness and
 //! sleeping come from an [`Clock`]; the effects from a [`Driver`], so tests script both.
@@ -32,14 +35,17 @@ use crate::run_context::EnvVars;
 
 /// The clock, the randomness and the sleeping of a lifecycle.
 pub trait Clock: Send + Sync {
-    /// Milliseconds since the Unix epoch.
+    /// Milliseconds since the Unix epoch: the journal's and the ledger's times, never a wait.
     fn now_ms(&self) -> u64;
+    /// Now on the monotonic clock, which a step of the wall clock does not move: every
+    /// deadline and bound of the lifecycle is held on it.
+    fn monotonic(&self) -> tokio::time::Instant;
     fn sleep(&self, duration: Duration) -> impl Future<Output = ()> + Send;
     /// Uniform in `[0, 1)`.
     fn random(&self) -> f64;
 }
 
-/// The wall clock, tokio's sleep and the thread's random generator.
+/// The wall clock, tokio's monotonic clock and sleep, and the thread's random generator.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
@@ -51,6 +57,13 @@ impl Clock for SystemClock {
             .unwrap_or(0)
     }
 
+    fn monotonic(&self) -> tokio::time::Instant {
+        // CLOCK_MONOTONIC, tokio's timers' clock. It stops while the host is suspended;
+        // there the faults that outlive the agent are bounded by their wardens, on the
+        // boot clock.
+        tokio::time::Instant::now()
+    }
+
     fn sleep(&self, duration: Duration) -> impl Future<Output = ()> + Send {
         tokio::time::sleep(duration)
     }
@@ -60,7 +73,10 @@ impl Clock for SystemClock {
     }
 }
 
-/// When a fault must be gone: at `at_ms` (epoch milliseconds), `remaining` from now.
+/// When a fault must be gone: `remaining` from now, which is `at_ms` (epoch milliseconds)
+/// on the wall clock as it reads now: what a process started now is told, to convert back
+/// to its own clock at once (it may differ from the ledger's deadline by a step of the wall
+/// clock since).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deadline {
     pub at_ms: u64,

@@ -1,8 +1,6 @@
 //! Applying one fault: its ledger entry first, then the fault, then held until its
 //! deadline or the rollbacks.
 
-use std::time::Duration;
-
 use iohr_domain::faults::experiment::{Activity, FaultAction};
 use iohr_domain::faults::journal::{ActivityRun, ActivityStatus, LedgerRecord, TimelineStep};
 use serde_json::json;
@@ -12,10 +10,22 @@ use super::super::ledger::{LedgerEntry, new_id};
 use super::state::{Applied, State, seconds, to_value};
 use super::{Clock, Deadline, Driver};
 
+/// When a held fault was applied and must be gone.
+pub(super) struct When {
+    /// Epoch milliseconds, as the journal and the ledger say them.
+    pub(super) applied_at: u64,
+    pub(super) deadline: u64,
+    /// The deadline on the monotonic clock, which the lifecycle waits for.
+    pub(super) due: tokio::time::Instant,
+}
+
 impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E, T> {
     /// Ledger entry first, then the fault; `false` if it could not be applied.
     pub(super) async fn apply(&mut self, activity: &Activity, action: &FaultAction) -> bool {
         let start = self.run.clock.now_ms();
+        // The duration is held on the monotonic clock from here: a wall clock stepped
+        // later moves neither the undo nor what the fault is told.
+        let due = self.run.clock.monotonic() + action.duration;
         let driver = self.run.driver;
         let planned = driver.plan(&action.fault).await;
         let ledger_id = new_id(
@@ -54,12 +64,19 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E,
             return self.fault_failed(run, activity, e.to_string());
         }
         run.ledger_id = Some(ledger_id.clone());
-        let now = self.run.clock.now_ms();
-        let deadline = Deadline {
-            at_ms: deadline_at,
-            remaining: Duration::from_millis(deadline_at.saturating_sub(now)),
-        };
         let clock = self.run.clock;
+        let remaining = due.saturating_duration_since(clock.monotonic());
+        let deadline = Deadline {
+            at_ms: clock
+                .now_ms()
+                .saturating_add(u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX)),
+            remaining,
+        };
+        let when = When {
+            applied_at: start,
+            deadline: deadline_at,
+            due,
+        };
         let applied = tokio::select! {
             out = driver.apply(&action.fault, deadline) => Some(out),
             _ = clock.sleep(self.run.retry.timeout) => None,
@@ -71,7 +88,7 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E,
                 "no answer within {} s; undone as a precaution",
                 self.run.retry.timeout.as_secs_f64()
             );
-            self.hold(activity, action, &ledger_id, planned, start, deadline_at);
+            self.hold(activity, action, &ledger_id, planned, when);
             return self.fault_failed(run, activity, why);
         };
         match applied {
@@ -88,7 +105,7 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E,
                 run.duration = seconds(start, end);
                 run.output = Some(json!({"undo": to_value(&undo), "deadline": deadline_at}));
                 self.journal.run.push(run);
-                self.hold(activity, action, &ledger_id, undo, start, deadline_at);
+                self.hold(activity, action, &ledger_id, undo, when);
                 tracing::info!(run = %self.run.run_id, activity = %activity.name, fault = action.fault.name(), deadline = deadline_at, "fault applied");
                 self.step("method", Some(&activity.name), "applied", None);
                 true
@@ -110,9 +127,13 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E,
         action: &FaultAction,
         ledger_id: &str,
         undo: Undo,
-        applied_at: u64,
-        deadline: u64,
+        when: When,
     ) {
+        let When {
+            applied_at,
+            deadline,
+            due,
+        } = when;
         self.journal.ledger.push(LedgerRecord {
             id: ledger_id.to_string(),
             activity: activity.name.clone(),
@@ -128,7 +149,7 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E,
             activity: activity.name.clone(),
             fault: action.fault.clone(),
             undo,
-            deadline,
+            due,
             record: self.journal.ledger.len() - 1,
             undone: false,
         });

@@ -87,12 +87,12 @@ pub(super) async fn take_turn<E: Clock>(
     clock: &E,
     within: Duration,
 ) -> Turn {
-    let until = clock.now_ms().saturating_add(within.as_millis() as u64);
+    let until = clock.monotonic() + within;
     loop {
         match ledger.claim(id) {
             Ok(Claim::Ours) => return Turn::Ours,
             Ok(Claim::Undone { by }) => return Turn::UndoneBy(by.as_str().to_string()),
-            Ok(Claim::Busy { by, pid }) if clock.now_ms() >= until => {
+            Ok(Claim::Busy { by, pid }) if clock.monotonic() >= until => {
                 return Turn::Busy(format!(
                     "the {} (process {pid}) is still undoing it",
                     by.as_str()

@@ -18,7 +18,8 @@ pub(super) struct Applied {
     pub(super) activity: String,
     pub(super) fault: Fault,
     pub(super) undo: Undo,
-    pub(super) deadline: u64,
+    /// Its deadline on the monotonic clock (the journal's record has it on the wall clock).
+    pub(super) due: tokio::time::Instant,
     /// Its index in the journal's ledger.
     pub(super) record: usize,
     pub(super) undone: bool,
@@ -201,9 +202,9 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E,
                 .applied
                 .iter()
                 .filter(|a| !a.undone)
-                .map(|a| a.deadline)
+                .map(|a| a.due)
                 .min();
-            let wait = next.map(|at| Duration::from_millis(at.saturating_sub(clock.now_ms())));
+            let wait = next.map(|due| due.saturating_duration_since(clock.monotonic()));
             enum Event<T> {
                 Done(T),
                 Cancelled,
@@ -224,10 +225,10 @@ impl<'a, D: Driver, E: Clock, T: Fn(TimelineStep) + Send + Sync> State<'a, D, E,
     }
 
     pub(super) async fn undo_expired(&mut self) {
-        let now = self.run.clock.now_ms();
+        let now = self.run.clock.monotonic();
         let due: Vec<usize> = (0..self.applied.len())
             .rev()
-            .filter(|&i| !self.applied[i].undone && self.applied[i].deadline <= now)
+            .filter(|&i| !self.applied[i].undone && self.applied[i].due <= now)
             .collect();
         for i in due {
             self.undo(i, "deadline").await;

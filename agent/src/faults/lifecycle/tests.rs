@@ -15,10 +15,13 @@ use super::super::ledger::LedgerEntry;
 use super::*;
 use crate::kinds::FrameSender;
 
-/// Virtual time from tokio's paused clock, starting at a fixed epoch; seeded randomness.
+/// Virtual time from tokio's paused clock, starting at a fixed epoch; a wall clock that a
+/// test may step ([`TestClock::step_wall`]); seeded randomness.
 struct TestClock {
     base_ms: u64,
     start: tokio::time::Instant,
+    /// How far the wall clock was stepped, milliseconds (negative: back).
+    stepped_ms: std::sync::atomic::AtomicI64,
     rng: Mutex<ChaCha8Rng>,
 }
 
@@ -27,6 +30,7 @@ impl TestClock {
         TestClock {
             base_ms: 1_700_000_000_000,
             start: tokio::time::Instant::now(),
+            stepped_ms: std::sync::atomic::AtomicI64::new(0),
             rng: Mutex::new(ChaCha8Rng::seed_from_u64(7)),
         }
     }
@@ -35,11 +39,22 @@ impl TestClock {
     fn elapsed(&self, at: u64) -> u64 {
         at - self.base_ms
     }
+
+    /// Steps the wall clock by `by_ms` (an NTP step); the monotonic clock goes on.
+    fn step_wall(&self, by_ms: i64) {
+        self.stepped_ms
+            .fetch_add(by_ms, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Clock for TestClock {
     fn now_ms(&self) -> u64 {
-        self.base_ms + self.start.elapsed().as_millis() as u64
+        let stepped = self.stepped_ms.load(std::sync::atomic::Ordering::SeqCst);
+        (self.base_ms + self.start.elapsed().as_millis() as u64).saturating_add_signed(stepped)
+    }
+
+    fn monotonic(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now()
     }
 
     fn sleep(&self, duration: Duration) -> impl Future<Output = ()> + Send {
@@ -507,39 +522,6 @@ async fn a_cancel_during_a_pause_or_a_probe_is_seen_at_once() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_fault_is_undone_at_its_deadline_while_the_method_goes_on() {
-    let h = Harness::new();
-    let driver = Scripted {
-        probe_time: Duration::from_secs(1),
-        ..Scripted::default()
-    };
-    let mut late = probe("late", "/late");
-    late["pauses"] = json!({"before": 10});
-    let e = experiment(vec![hog("short", 1, "2s"), hog("long", 2, "1m"), late]);
-    let j = h.run(&driver, &e, &policy(), false).await;
-    assert_eq!(j.status, JournalStatus::Completed, "{:?}", j.reason);
-    let short = &j.ledger[0];
-    assert_eq!(short.undone_by.as_deref(), Some("deadline"));
-    assert_eq!(
-        short.undone_at,
-        Some(short.deadline),
-        "undone at its deadline"
-    );
-    assert_eq!(short.deadline - short.applied_at, 2000);
-    assert_eq!(j.ledger[1].undone_by.as_deref(), Some("rollback"));
-    let log = driver.log();
-    assert_eq!(log.iter().filter(|l| l.as_str() == "undo 1").count(), 1);
-    let undo_1 = log.iter().position(|l| l == "undo 1").unwrap();
-    let late_probe = log.iter().position(|l| l == "probe /late").unwrap();
-    assert!(undo_1 < late_probe, "{log:?}");
-    assert_eq!(
-        h.clock.elapsed(short.applied_at),
-        1000,
-        "after the 1 s hypothesis probe"
-    );
-}
-
-#[tokio::test(start_paused = true)]
 async fn a_dry_run_lists_the_faults_and_their_undos_and_applies_nothing() {
     let h = Harness::new();
     let driver = Scripted::default();
@@ -715,4 +697,5 @@ async fn a_probe_that_never_answers_is_given_up_after_its_budget() {
     assert_eq!(probe.end - probe.start, 10_000);
 }
 
+mod deadline;
 mod vars;

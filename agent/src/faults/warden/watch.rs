@@ -4,18 +4,24 @@
 //! dies (its pidfd becomes readable), at [`GRACE`] past the deadline, or on SIGTERM or
 //! SIGINT, whichever comes first, unless the entry was closed or claimed by a live process
 //! meanwhile. A watchdog thread ends it at [`HARD_STOP`] past the deadline whatever it does.
+//!
+//! The ledger's deadline is wall-clock time; it is converted once, at start, into a [`Due`]
+//! on the boot clock, and every wait and bound here reads that clock only: a wall clock
+//! stepped back while the warden waits does not hold the fault longer.
 
 use std::io::Write;
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::SignalFd;
 
+use super::admin::now_ms;
 use super::claim::{self, Claim, Claimant};
 use super::{ARMED, GRACE, HARD_STOP, Pin, WardenError, file, outlives_agent};
+use crate::faults::due::Due;
 use crate::faults::host;
 use crate::faults::ledger::{self, LedgerEntry};
 
@@ -64,8 +70,9 @@ pub fn run(args: WardenArgs) -> Result<(), WardenError> {
         Ok(None) => return refuse(format!("no open ledger entry {}", args.id)),
         Err(e) => return refuse(e.to_string()),
     };
-    let deadline = UNIX_EPOCH + Duration::from_millis(entry.deadline);
-    let hard_stop = deadline + HARD_STOP;
+    // Converted once, before `ready`; from here on the wall clock only stamps the close.
+    let deadline = Due::at_unix_ms(entry.deadline);
+    let hard_stop = deadline.plus(HARD_STOP);
     std::thread::spawn(move || watchdog(hard_stop));
     let owner = Pin {
         pid: args.owner_pid,
@@ -77,7 +84,7 @@ pub fn run(args: WardenArgs) -> Result<(), WardenError> {
     println!("ready");
     let _ = std::io::stdout().flush();
     let why = if owner_alive {
-        wait(&owner, pidfd.as_ref(), &signals, deadline + GRACE)
+        wait(&owner, pidfd.as_ref(), &signals, deadline.plus(GRACE))
     } else {
         Why::OwnerGone
     };
@@ -99,10 +106,10 @@ fn find_open(ledger_dir: &Path, id: &str) -> Result<Option<LedgerEntry>, WardenE
         .find(|e| e.id == id))
 }
 
-fn watchdog(hard_stop: SystemTime) {
+fn watchdog(hard_stop: Due) {
     loop {
-        match hard_stop.duration_since(SystemTime::now()) {
-            Ok(left) if !left.is_zero() => std::thread::sleep(left.min(Duration::from_secs(1))),
+        match hard_stop.left() {
+            left if !left.is_zero() => std::thread::sleep(left.min(Duration::from_secs(1))),
             _ => {
                 tracing::error!("warden: past its fault's deadline; ending");
                 std::process::exit(4);
@@ -123,16 +130,14 @@ fn pidfd_open(pid: u32) -> Option<OwnedFd> {
 }
 
 /// Waits for the first of: the owner's end, `fire_at`, SIGTERM or SIGINT.
-fn wait(owner: &Pin, pidfd: Option<&OwnedFd>, signals: &SignalFd, fire_at: SystemTime) -> Why {
+fn wait(owner: &Pin, pidfd: Option<&OwnedFd>, signals: &SignalFd, fire_at: Due) -> Why {
     loop {
-        let left = fire_at
-            .duration_since(SystemTime::now())
-            .unwrap_or(Duration::ZERO);
+        let left = fire_at.left();
         if left.is_zero() {
             return Why::Deadline;
         }
-        // Re-read the wall clock at least each second (the deadline is wall-clock time);
-        // without a pidfd, look at the owner's pin more often.
+        // Re-read the boot clock at least each second (poll's timeout does not count a
+        // suspend); without a pidfd, look at the owner's pin more often.
         let slice = left.min(if pidfd.is_some() {
             Duration::from_secs(1)
         } else {
@@ -161,7 +166,7 @@ fn wait(owner: &Pin, pidfd: Option<&OwnedFd>, signals: &SignalFd, fire_at: Syste
 }
 
 /// Undoes the fault unless it was closed or another live process has it; closes the entry.
-fn act(ledger_dir: &Path, id: &str, why: Why, hard_stop: SystemTime) -> Result<(), WardenError> {
+fn act(ledger_dir: &Path, id: &str, why: Why, hard_stop: Due) -> Result<(), WardenError> {
     let entry = loop {
         let Some(entry) = find_open(ledger_dir, id)? else {
             tracing::info!(ledger_id = id, "warden: the entry is closed; nothing to do");
@@ -185,7 +190,7 @@ fn act(ledger_dir: &Path, id: &str, why: Why, hard_stop: SystemTime) -> Result<(
                 return Ok(());
             }
             Claim::Busy { by, pid } => {
-                if SystemTime::now() + Duration::from_millis(100) >= hard_stop {
+                if hard_stop.left() <= Duration::from_millis(100) {
                     tracing::warn!(
                         ledger_id = id,
                         by = by.as_str(),
@@ -216,7 +221,7 @@ fn act(ledger_dir: &Path, id: &str, why: Why, hard_stop: SystemTime) -> Result<(
                 tracing::warn!(ledger_id = id, run = %entry.run_id, fault = entry.fault.name(), why = ?why, undone = report.undone, message = %report.message, "warden undid a fault");
                 return Ok(());
             }
-            Err(e) if SystemTime::now() + wait < hard_stop => {
+            Err(e) if wait < hard_stop.left() => {
                 tracing::warn!(ledger_id = id, attempt = attempts, error = %e, "warden: undo failed; again");
                 std::thread::sleep(wait);
                 wait = (wait * 2).min(Duration::from_secs(1));
@@ -229,11 +234,4 @@ fn act(ledger_dir: &Path, id: &str, why: Why, hard_stop: SystemTime) -> Result<(
             }
         }
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
