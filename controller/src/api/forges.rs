@@ -132,16 +132,7 @@ pub async fn put(
     checked_token(&body.token).map_err(invalid)?;
     let given = body.api_url.as_deref().unwrap_or(default_api_url(forge));
     let (api_url, uri) = checked_api_url(given).map_err(invalid)?;
-    let egress = shared.account_egress(caller.account_id()).await?;
-    if let Err(refusal) = egress.check_url(&uri) {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "target_not_allowed",
-            format!(
-                "{refusal}; the controller's operator may allow it (serve --allow-webhook-target, or for this account: account allow-target)"
-            ),
-        ));
-    }
+    super::outbound::allowed_target(&shared, caller.account_id(), &uri).await?;
     super::secrets::can_seal(&shared, "token")?;
     let (replaced, row) = shared
         .store

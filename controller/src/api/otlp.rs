@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
-use super::webhooks::url_refusal;
+use super::outbound::{allowed_target, checked_url};
 use crate::Shared;
 
 /// Headers one export may send.
@@ -134,25 +134,9 @@ pub async fn put(
     body: Result<JsonBody<OtlpExportBody>, ApiError>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     let JsonBody(body) = body?;
-    if let Some(why) = url_refusal(&body.endpoint) {
-        return Err(ApiError::bad_request(
-            "invalid_url",
-            why.replacen("the url", "the endpoint", 1),
-        ));
-    }
+    let uri = checked_url("endpoint", &body.endpoint)?;
     let headers = checked_headers(body.headers)?;
-    let egress = shared.account_egress(caller.account_id()).await?;
-    if let Ok(uri) = body.endpoint.parse::<hyper::Uri>()
-        && let Err(refusal) = egress.check_url(&uri)
-    {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "target_not_allowed",
-            format!(
-                "{refusal}; the controller's operator may allow it (serve --allow-webhook-target, or for this account: account allow-target)"
-            ),
-        ));
-    }
+    allowed_target(&shared, caller.account_id(), &uri).await?;
     if !headers.is_empty() && !shared.store.seals_secrets() {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
