@@ -77,6 +77,42 @@ pub(super) async fn delete_audited(
     Ok(true)
 }
 
+/// Deletes the account's row `id` of `table` with its log (the rows of `log_table` whose
+/// `log_key` names it: a schedule's fires, a trigger's deliveries; the runs it started
+/// stay) and writes `line`, in one transaction; `NotFound("{what} {id}")`, nothing
+/// written, when the account has no such row. Names are constants; values are bound.
+pub(super) async fn delete_with_log(
+    store: &Store,
+    (table, what): (&'static str, &str),
+    (log_table, log_key): (&'static str, &'static str),
+    account_id: &str,
+    id: &str,
+    line: AuditLine,
+) -> Result<()> {
+    let mut tx = store.write_tx().await?;
+    sqlx::query(AssertSqlSafe(format!(
+        "DELETE FROM {log_table} WHERE {log_key} IN
+             (SELECT id FROM {table} WHERE id = $1 AND account_id = $2)"
+    )))
+    .bind(id)
+    .bind(account_id)
+    .execute(&mut *tx)
+    .await?;
+    let done = sqlx::query(AssertSqlSafe(format!(
+        "DELETE FROM {table} WHERE id = $1 AND account_id = $2"
+    )))
+    .bind(id)
+    .bind(account_id)
+    .execute(&mut *tx)
+    .await?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::NotFound(format!("{what} {id}")));
+    }
+    insert_audit(&mut tx, account_id, &line).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 /// An account's row of sealed values (account secrets, forge credentials, an OTLP export)
 /// for [`put_audited`]. Table and column names are constants; values are bound.
 #[derive(Clone, Copy)]
