@@ -122,8 +122,6 @@ fn checked_headers(
         (status = 201, description = "Set: the export, never a header's value", body = OtlpExport),
         (status = 400, description = "`malformed_json`, `invalid_body`, `invalid_url`, `invalid_header`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
-        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
         (status = 422, description = "`target_not_allowed`: the endpoint is a loopback, link-local, private, unique-local, unspecified or metadata address or name, or the controller's own (docs/security.md)", body = super::openapi::ApiErrorBody),
         (status = 503, description = "`secrets_unavailable`: headers were given and the controller has no secrets key (they are never stored in clear); `store_unavailable`, `busy`, `shutting_down`: retry later", body = super::openapi::ApiErrorBody),
     )

@@ -165,8 +165,6 @@ pub struct DeliveryPage {
         (status = 400, description = "`malformed_json`, `invalid_body`, `invalid_url`, `invalid_events`, `invalid_format`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
         (status = 409, description = "`too_many_webhooks`", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
-        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
         (status = 422, description = "`target_not_allowed`: the url is a loopback, link-local, private, unique-local, unspecified or metadata address or name, or the controller's own (docs/security.md)", body = super::openapi::ApiErrorBody),
     )
 )]
