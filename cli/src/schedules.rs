@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{ArgGroup, Args, Subcommand};
 use iohr_domain::{Executor, RunKind};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::Ctx;
 use crate::client::segment;
@@ -108,67 +108,92 @@ impl CreateArgs {
             quiet: false,
             timeout: std::time::Duration::from_secs(600),
         };
-        let mut body = request_body(&run)?;
-        let Some(map) = body.as_object_mut() else {
-            return Err(Failure::usage("the run's request is not an object"));
-        };
-        map.insert("name".into(), json!(self.name));
-        map.insert("cron".into(), json!(self.cron));
-        if self.paused {
-            map.insert("enabled".into(), json!(false));
-        }
-        Ok(body)
+        let mut body = starter_body(&run, self.name, self.paused)?;
+        body.insert("cron".into(), json!(self.cron));
+        Ok(Value::Object(body))
     }
 }
 
-const PATH: &str = "/v1/reliability/schedules";
-
-fn schedule_path(id: &str) -> Result<String> {
-    Ok(format!("{PATH}/{}", segment("the schedule ID", id)?))
+/// A schedule's or trigger's POST body: its run's, built as `iohr reliability run` builds
+/// it, with its name and, when it is made paused, `enabled: false`.
+pub fn starter_body(run: &RunArgs, name: String, paused: bool) -> Result<Map<String, Value>> {
+    let Value::Object(mut body) = request_body(run)? else {
+        return Err(Failure::usage("the run's request is not an object"));
+    };
+    body.insert("name".into(), json!(name));
+    if paused {
+        body.insert("enabled".into(), json!(false));
+    }
+    Ok(body)
 }
 
-pub async fn execute(ctx: &Ctx, command: SchedulesCommand) -> Result<u8> {
-    let raw = match command {
-        SchedulesCommand::Create(args) => ctx.api.post(PATH, &args.body()?).await?,
-        SchedulesCommand::List => {
-            let raw = ctx.api.get(PATH).await?;
-            if ctx.json {
-                emit_json(&raw)?;
-            } else {
-                emit(&table(&raw))?;
-            }
-            return Ok(0);
-        }
-        SchedulesCommand::Show { id } => ctx.api.get(&schedule_path(&id)?).await?,
-        SchedulesCommand::Pause { id } => {
-            ctx.api
-                .patch(&schedule_path(&id)?, &json!({"enabled": false}))
-                .await?
-        }
-        SchedulesCommand::Resume { id } => {
-            ctx.api
-                .patch(&schedule_path(&id)?, &json!({"enabled": true}))
-                .await?
-        }
-        SchedulesCommand::Delete { id } => {
-            ctx.api.delete(&schedule_path(&id)?).await?;
+/// What a schedule's or trigger's own subcommands do to it.
+pub enum Act {
+    Show,
+    Pause,
+    Resume,
+    Delete,
+}
+
+/// `act` on the schedule or trigger `id` under `path` (`what` names it in the lines):
+/// the answer as JSON, or as `record` shows it.
+pub async fn act_on(
+    ctx: &Ctx,
+    (path, what): (&str, &str),
+    id: &str,
+    act: Act,
+    record: fn(&Value) -> String,
+) -> Result<u8> {
+    let one = format!("{path}/{}", segment(&format!("the {what} ID"), id)?);
+    let raw = match act {
+        Act::Show => ctx.api.get(&one).await?,
+        Act::Pause => ctx.api.patch(&one, &json!({"enabled": false})).await?,
+        Act::Resume => ctx.api.patch(&one, &json!({"enabled": true})).await?,
+        Act::Delete => {
+            ctx.api.delete(&one).await?;
             if ctx.json {
                 emit_json(&json!({"deleted": id}))?;
             } else {
-                emit(&format!("deleted schedule {id}"))?;
+                emit(&format!("deleted {what} {id}"))?;
             }
             return Ok(0);
         }
     };
     if raw.get("id").and_then(Value::as_str).is_none() {
-        return Err(Failure::protocol("the answer is not a schedule"));
+        return Err(Failure::protocol(format!("the answer is not a {what}")));
     }
+    listed(ctx, &raw, record)
+}
+
+/// `raw` as JSON, or as `show` writes it.
+pub fn listed(ctx: &Ctx, raw: &Value, show: fn(&Value) -> String) -> Result<u8> {
     if ctx.json {
-        emit_json(&raw)?;
+        emit_json(raw)?;
     } else {
-        emit(&record(&raw))?;
+        emit(&show(raw))?;
     }
     Ok(0)
+}
+
+const PATH: &str = "/v1/reliability/schedules";
+
+const WHAT: (&str, &str) = (PATH, "schedule");
+
+pub async fn execute(ctx: &Ctx, command: SchedulesCommand) -> Result<u8> {
+    match command {
+        SchedulesCommand::Create(args) => {
+            let raw = ctx.api.post(PATH, &args.body()?).await?;
+            if raw.get("id").and_then(Value::as_str).is_none() {
+                return Err(Failure::protocol("the answer is not a schedule"));
+            }
+            listed(ctx, &raw, record)
+        }
+        SchedulesCommand::List => listed(ctx, &ctx.api.get(PATH).await?, table),
+        SchedulesCommand::Show { id } => act_on(ctx, WHAT, &id, Act::Show, record).await,
+        SchedulesCommand::Pause { id } => act_on(ctx, WHAT, &id, Act::Pause, record).await,
+        SchedulesCommand::Resume { id } => act_on(ctx, WHAT, &id, Act::Resume, record).await,
+        SchedulesCommand::Delete { id } => act_on(ctx, WHAT, &id, Act::Delete, record).await,
+    }
 }
 
 /// A field as a line shows it (`-` for none); triggers' lines too.

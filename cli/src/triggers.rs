@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 
 use crate::Ctx;
 use crate::client::segment;
-use crate::error::{Failure, Result};
+use crate::error::Result;
 use crate::output::{Table, emit, emit_json, note};
-use crate::run::{RunArgs, request_body};
-use crate::schedules::{state, text};
+use crate::run::RunArgs;
+use crate::schedules::{Act, act_on, listed, starter_body, state, text};
 
 // One value, parsed once per process: its size does not matter.
 #[allow(clippy::large_enum_variant)]
@@ -127,41 +127,32 @@ impl CreateArgs {
             quiet: false,
             timeout: std::time::Duration::from_secs(600),
         };
-        let mut body = request_body(&run)?;
-        let Some(map) = body.as_object_mut() else {
-            return Err(Failure::usage("the run's request is not an object"));
-        };
+        let mut body = starter_body(&run, self.name, self.paused)?;
         let source = match self.source {
             Source::Github => "github",
             Source::Gitlab => "gitlab",
             Source::Generic => "generic",
         };
-        map.insert("name".into(), json!(self.name));
-        map.insert("source".into(), json!(source));
-        if self.paused {
-            map.insert("enabled".into(), json!(false));
-        }
+        body.insert("source".into(), json!(source));
         if let Some(window) = self.window {
-            map.insert("window".into(), json!(window));
+            body.insert("window".into(), json!(window));
         }
         if let Some(base) = self.base_target {
-            map.insert("base_target".into(), json!(base));
+            body.insert("base_target".into(), json!(base));
         }
         if self.fresh_baseline {
-            map.insert("fresh_baseline".into(), json!(true));
+            body.insert("fresh_baseline".into(), json!(true));
         }
-        Ok(body)
+        Ok(Value::Object(body))
     }
 }
 
 const PATH: &str = "/v1/reliability/triggers";
 
-fn trigger_path(id: &str) -> Result<String> {
-    Ok(format!("{PATH}/{}", segment("the trigger ID", id)?))
-}
+const WHAT: (&str, &str) = (PATH, "trigger");
 
 pub async fn execute(ctx: &Ctx, command: TriggersCommand) -> Result<u8> {
-    let raw = match command {
+    match command {
         TriggersCommand::Create(args) => {
             let made = ctx.api.post(PATH, &args.body()?).await?;
             if ctx.json {
@@ -175,56 +166,18 @@ pub async fn execute(ctx: &Ctx, command: TriggersCommand) -> Result<u8> {
                 ))?;
                 note("the secret is shown this once: give it and the url to the forge's webhook");
             }
-            return Ok(0);
+            Ok(0)
         }
-        TriggersCommand::List => {
-            let raw = ctx.api.get(PATH).await?;
-            if ctx.json {
-                emit_json(&raw)?;
-            } else {
-                emit(&table(&raw))?;
-            }
-            return Ok(0);
-        }
+        TriggersCommand::List => listed(ctx, &ctx.api.get(PATH).await?, table),
         TriggersCommand::Deliveries { id } => {
-            let raw = ctx.api.get(&format!("{}/log", trigger_path(&id)?)).await?;
-            if ctx.json {
-                emit_json(&raw)?;
-            } else {
-                emit(&deliveries(&raw))?;
-            }
-            return Ok(0);
+            let one = format!("{PATH}/{}/log", segment("the trigger ID", &id)?);
+            listed(ctx, &ctx.api.get(&one).await?, deliveries)
         }
-        TriggersCommand::Show { id } => ctx.api.get(&trigger_path(&id)?).await?,
-        TriggersCommand::Pause { id } => {
-            ctx.api
-                .patch(&trigger_path(&id)?, &json!({"enabled": false}))
-                .await?
-        }
-        TriggersCommand::Resume { id } => {
-            ctx.api
-                .patch(&trigger_path(&id)?, &json!({"enabled": true}))
-                .await?
-        }
-        TriggersCommand::Delete { id } => {
-            ctx.api.delete(&trigger_path(&id)?).await?;
-            if ctx.json {
-                emit_json(&json!({"deleted": id}))?;
-            } else {
-                emit(&format!("deleted trigger {id}"))?;
-            }
-            return Ok(0);
-        }
-    };
-    if raw.get("id").and_then(Value::as_str).is_none() {
-        return Err(Failure::protocol("the answer is not a trigger"));
+        TriggersCommand::Show { id } => act_on(ctx, WHAT, &id, Act::Show, record).await,
+        TriggersCommand::Pause { id } => act_on(ctx, WHAT, &id, Act::Pause, record).await,
+        TriggersCommand::Resume { id } => act_on(ctx, WHAT, &id, Act::Resume, record).await,
+        TriggersCommand::Delete { id } => act_on(ctx, WHAT, &id, Act::Delete, record).await,
     }
-    if ctx.json {
-        emit_json(&raw)?;
-    } else {
-        emit(&record(&raw))?;
-    }
-    Ok(0)
 }
 
 fn record(value: &Value) -> String {

@@ -278,10 +278,10 @@ struct PlanArgs {
     // The defaults in the help come from each kind's contract.
     #[arg(
         long = "schedule-floor",
-        value_parser = iohr_controller::schedule::floors::parse_override,
+        value_parser = iohr_controller::resources::schedules::floors::parse_override,
         help = format!(
             "How often a schedule of a kind may fire, such as checks=30s (repeatable; default: {})",
-            iohr_controller::schedule::floors::defaults_text()
+            iohr_controller::resources::schedules::floors::defaults_text()
         )
     )]
     schedule_floors: Vec<(iohr_domain::RunKind, Duration)>,
@@ -294,8 +294,10 @@ impl PlanArgs {
             return Ok(());
         }
         let stored = store.schedule_floors(&account.id).await?;
-        let merged =
-            iohr_controller::schedule::floors::merged(stored.as_deref(), &self.schedule_floors);
+        let merged = iohr_controller::resources::schedules::floors::merged(
+            stored.as_deref(),
+            &self.schedule_floors,
+        );
         store.set_schedule_floors(&account.id, &merged).await?;
         println!("account {}: schedule floors {merged}", account.name);
         Ok(())

@@ -296,19 +296,22 @@ async fn pull_requests_get_one_comment_edited_in_place_and_a_commit_status() {
     })
     .await;
     assert_eq!(ours(&forge).len(), 1, "still one comment");
-    let (status, log) = runner.get("/v1/reliability/forges/reports?limit=500").await;
-    assert_eq!(status, 200, "{log}");
+    // The attempt's log line is written after the forge has its answer: polled for.
+    let log = iohr_tests::wait_for("the third run's reported line", LIMIT, || async {
+        let (status, log) = runner.get("/v1/reliability/forges/reports?limit=500").await;
+        assert_eq!(status, 200, "{log}");
+        let lines = log["reports"].as_array().cloned().unwrap_or_default();
+        lines
+            .iter()
+            .any(|l| l["outcome"] == "reported" && l["run_id"] == third.as_str())
+            .then_some(log)
+    })
+    .await;
     let lines = log["reports"].as_array().unwrap();
     assert!(
         lines.iter().any(|l| l["outcome"] == "failed"
             && l["status_code"] == 500
             && l["detail"] == "http_status"),
-        "{log}"
-    );
-    assert!(
-        lines
-            .iter()
-            .any(|l| l["outcome"] == "reported" && l["run_id"] == third.as_str()),
         "{log}"
     );
 

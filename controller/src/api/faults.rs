@@ -37,8 +37,6 @@ pub struct ConfirmBody {
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`; `person_required`: an API token", body = super::openapi::ApiErrorBody),
         (status = 404, description = "`not_found`: no such run in this account", body = super::openapi::ApiErrorBody),
         (status = 409, description = "`not_awaiting_confirmation`, `hash_mismatch`, `confirmation_lapsed`", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
-        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
     )
 )]
 pub async fn confirm(
@@ -84,7 +82,6 @@ pub struct Halted {
         (status = 200, description = "The faults runs cancelled", body = Halted),
         (status = 400, description = "`malformed_json`, `invalid_body`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
     )
 )]
 pub async fn halt(

@@ -113,8 +113,6 @@ fn checked_forge(forge: &str) -> Result<Forge, ApiError> {
         (status = 201, description = "Stored: the forge and its URL, never the token", body = ForgeCredential),
         (status = 400, description = "`malformed_json`, `invalid_body`, `invalid_forge`, `invalid_token`, `invalid_api_url`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:admin`", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
-        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
         (status = 422, description = "`target_not_allowed`: the api_url is a loopback, link-local, private, unique-local, unspecified or metadata address or name, or the controller's own (docs/security.md)", body = super::openapi::ApiErrorBody),
         (status = 503, description = "`secrets_unavailable`: the controller has no secrets key (tokens are never stored in clear); `store_unavailable`, `busy`, `shutting_down`: retry later", body = super::openapi::ApiErrorBody),
     )
@@ -132,16 +130,7 @@ pub async fn put(
     checked_token(&body.token).map_err(invalid)?;
     let given = body.api_url.as_deref().unwrap_or(default_api_url(forge));
     let (api_url, uri) = checked_api_url(given).map_err(invalid)?;
-    let egress = shared.account_egress(caller.account_id()).await?;
-    if let Err(refusal) = egress.check_url(&uri) {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "target_not_allowed",
-            format!(
-                "{refusal}; the controller's operator may allow it (serve --allow-webhook-target, or for this account: account allow-target)"
-            ),
-        ));
-    }
+    super::outbound::allowed_target(&shared, caller.account_id(), &uri).await?;
     super::secrets::can_seal(&shared, "token")?;
     let (replaced, row) = shared
         .store

@@ -3,7 +3,7 @@
 //!
 //! One file per resource: [`runs`], [`events`] (the live stream), [`agents`],
 //! [`scenarios`], [`compare`], [`faults`] (confirmation, halt), [`findings`], [`audit`],
-//! [`webhooks`] (subscriptions, deliveries), [`secrets`] (the account's, write-only), [`otlp`] (the account's OpenTelemetry export), [`forges`] (forge credentials, the reporter's log), [`feed`] (the product events, SSE), [`stream`]
+//! [`webhooks`] (subscriptions, deliveries), [`outbound`] (the URLs the controller sends to: their shape and the egress policy), [`secrets`] (the account's, write-only), [`otlp`] (the account's OpenTelemetry export), [`forges`] (forge credentials, the reporter's log), [`feed`] (the product events, SSE), [`stream`]
 //! (the WebSocket stream); [`auth`] checks
 //! tokens and scopes, [`error`] shapes every error.
 
@@ -23,6 +23,7 @@ pub mod forges;
 pub mod limits;
 pub mod openapi;
 pub mod otlp;
+pub mod outbound;
 pub mod page;
 pub mod run_guards;
 pub mod run_start;

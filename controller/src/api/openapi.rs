@@ -6,8 +6,9 @@
 //!
 //! A new route is documented in one place: its handler's `#[utoipa::path]`, and its
 //! handler named in [`ApiDoc`]'s `paths(...)` list below. Every operation with a bearer
-//! requirement gets the shared 400 `invalid_text`, 401 and 503 answers from [`Common`];
-//! each declares its own 4xx with the codes it answers.
+//! requirement gets the shared 400 `invalid_text`, 401, 429 and 503 answers from
+//! [`Common`], and one with a body its 413 `body_too_large` and (a required body) 415
+//! `unsupported_media_type`; each declares its own other 4xx with the codes it answers.
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -354,6 +355,7 @@ impl Modify for Common {
                 if operation.security.is_none() {
                     continue;
                 }
+                body_answers(operation);
                 let responses = &mut operation.responses.responses;
                 let nul = "`invalid_text`: a NUL character in the URL or the body";
                 match responses.get_mut("400") {
@@ -525,6 +527,26 @@ fn event_streams(responses: &mut BTreeMap<String, RefOr<utoipa::openapi::Respons
         {
             content.item_schema = Some(schema);
         }
+    }
+}
+
+/// What every operation that reads a body answers for it: 413 for any body, 415 where the
+/// body is required (an optional one may be left out instead of sent as JSON).
+fn body_answers(operation: &mut utoipa::openapi::path::Operation) {
+    let required = match &operation.request_body {
+        None => return,
+        Some(RefOr::T(body)) => matches!(body.required, Some(utoipa::openapi::Required::True)),
+        // A body by reference: the handlers write none; its answers are its own.
+        Some(RefOr::Ref(_)) => return,
+    };
+    let responses = &mut operation.responses.responses;
+    responses
+        .entry("413".into())
+        .or_insert_with(|| error_response("`body_too_large`"));
+    if required {
+        responses
+            .entry("415".into())
+            .or_insert_with(|| error_response("`unsupported_media_type`: send JSON"));
     }
 }
 

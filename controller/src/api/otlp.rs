@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
-use super::webhooks::url_refusal;
+use super::outbound::{allowed_target, checked_url};
 use crate::Shared;
 
 /// Headers one export may send.
@@ -122,8 +122,6 @@ fn checked_headers(
         (status = 201, description = "Set: the export, never a header's value", body = OtlpExport),
         (status = 400, description = "`malformed_json`, `invalid_body`, `invalid_url`, `invalid_header`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
-        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
         (status = 422, description = "`target_not_allowed`: the endpoint is a loopback, link-local, private, unique-local, unspecified or metadata address or name, or the controller's own (docs/security.md)", body = super::openapi::ApiErrorBody),
         (status = 503, description = "`secrets_unavailable`: headers were given and the controller has no secrets key (they are never stored in clear); `store_unavailable`, `busy`, `shutting_down`: retry later", body = super::openapi::ApiErrorBody),
     )
@@ -134,25 +132,9 @@ pub async fn put(
     body: Result<JsonBody<OtlpExportBody>, ApiError>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     let JsonBody(body) = body?;
-    if let Some(why) = url_refusal(&body.endpoint) {
-        return Err(ApiError::bad_request(
-            "invalid_url",
-            why.replacen("the url", "the endpoint", 1),
-        ));
-    }
+    let uri = checked_url("endpoint", &body.endpoint)?;
     let headers = checked_headers(body.headers)?;
-    let egress = shared.account_egress(caller.account_id()).await?;
-    if let Ok(uri) = body.endpoint.parse::<hyper::Uri>()
-        && let Err(refusal) = egress.check_url(&uri)
-    {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "target_not_allowed",
-            format!(
-                "{refusal}; the controller's operator may allow it (serve --allow-webhook-target, or for this account: account allow-target)"
-            ),
-        ));
-    }
+    allowed_target(&shared, caller.account_id(), &uri).await?;
     if !headers.is_empty() && !shared.store.seals_secrets() {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

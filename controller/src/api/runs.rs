@@ -36,8 +36,6 @@ use crate::store::{RunFilter, now_ms};
         (status = 201, description = "The run as stored", body = RunRecord),
         (status = 400, description = "`malformed_json`, `invalid_body`, `unknown_kind`, `unknown_environment`, `invalid_confirm_within`, `invalid_target`, `invalid_executor`, `unknown_agent`, `invalid_change`, `invalid_spec`, `invalid_scenario_name`, `unknown_scenario`, `kind_mismatch`, `spec_or_scenario`, `run_too_long`, `invalid_agents`, `agents_not_placeable`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
-        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
         (status = 422, description = "`target_not_allowed`: `executor: cloud` with a target that is a literal loopback, link-local, private, shared, unique-local, unspecified, multicast or metadata address (docs/security.md); `unknown_secret`: a header names `${secret:NAME}` the account does not have (nothing stored)", body = super::openapi::ApiErrorBody),
         (status = 429, description = "`too_many_queued`: the plan's queue is full (`Retry-After`)", body = super::openapi::ApiErrorBody),
     )
@@ -188,7 +186,6 @@ pub struct CancelBody {
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
         (status = 404, description = "`not_found`: no such run in this account", body = super::openapi::ApiErrorBody),
         (status = 409, description = "`already_finished`", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
     )
 )]
 pub async fn cancel(

@@ -77,8 +77,6 @@ impl StoredScenario {
         (status = 201, description = "`created` or `named`: stored", body = StoredScenario),
         (status = 400, description = "`malformed_json`, `invalid_body`, `unknown_kind`, `invalid_name`, `invalid_spec`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
-        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
     )
 )]
 pub async fn create(

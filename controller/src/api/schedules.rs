@@ -92,8 +92,6 @@ pub struct ScheduleList {
         (status = 201, description = "The schedule with its next fire times", body = ScheduleRecord),
         (status = 400, description = "`malformed_json`, `invalid_body`, `invalid_name`, `invalid_cron`, and every refusal of `POST /runs` but the queue's", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
-        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
         (status = 422, description = "`schedule_too_frequent` (names the floor), `too_many_schedules`, `target_not_allowed` and `unknown_secret` (as `POST /runs`)", body = super::openapi::ApiErrorBody),
     )
 )]
@@ -186,8 +184,6 @@ pub async fn get(
         (status = 400, description = "`malformed_json`, `invalid_body`, `invalid_name`, `invalid_cron`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
         (status = 404, description = "`not_found`: no such schedule in this account", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
-        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
         (status = 422, description = "`schedule_too_frequent`", body = super::openapi::ApiErrorBody),
     )
 )]

@@ -120,8 +120,6 @@ fn checked_value(value: &str) -> Result<(), ApiError> {
         (status = 201, description = "Created: the secret's name and times, never its value", body = Secret),
         (status = 400, description = "`malformed_json`, `invalid_body`, `invalid_name`, `invalid_secret` (empty, over 4096 bytes, a control character)", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:admin`", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
-        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
         (status = 429, description = "`too_many_secrets`: the account holds 100; delete one first", body = super::openapi::ApiErrorBody),
         (status = 503, description = "`secrets_unavailable`: the controller has no secrets key (values are never stored in clear); `store_unavailable`, `busy`, `shutting_down`: retry later", body = super::openapi::ApiErrorBody),
     )

@@ -185,8 +185,6 @@ fn too_many() -> ApiError {
         (status = 201, description = "The trigger, its secret (shown once) and the URL deliveries go to", body = CreatedTrigger),
         (status = 400, description = "`malformed_json`, `invalid_body`, `invalid_name`, `invalid_source`, `invalid_window`, `invalid_target` (also for a placeholder in a host), and every refusal of `POST /runs` but the queue's", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
-        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
         (status = 422, description = "`too_many_triggers`, `target_not_allowed` and `unknown_secret` (as `POST /runs`)", body = super::openapi::ApiErrorBody),
         (status = 503, description = "`secrets_unavailable`: the controller has no secrets key (a trigger's secret is never stored in clear)", body = super::openapi::ApiErrorBody),
     )
@@ -335,8 +333,6 @@ pub async fn get(
         (status = 400, description = "`malformed_json`, `invalid_body`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
         (status = 404, description = "`not_found`: no such trigger in this account", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
-        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
     )
 )]
 pub async fn patch(

@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use super::auth::{Caller, ReadScope, RunScope};
 use super::error::{ApiError, JsonBody};
+use super::outbound::{allowed_target, checked_url};
 use super::page::{Cursor, page_answer, page_limit, seq_cursor};
 use crate::Shared;
 use std::sync::LazyLock;
@@ -18,9 +19,6 @@ use regex::Regex;
 
 use crate::outbox::signing;
 use crate::store::{EVENT_TYPES, MAX_WEBHOOKS_PER_ACCOUNT, NewWebhook, StoreError, WebhookRow};
-
-/// The longest subscription URL accepted.
-const MAX_URL_LEN: usize = 2048;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -41,33 +39,6 @@ pub struct CreateBody {
     format: Option<String>,
 }
 
-/// Why a subscription URL is refused, if it is: http or https, a host, no credentials,
-/// no fragment, at most [`MAX_URL_LEN`] bytes.
-pub fn url_refusal(url: &str) -> Option<String> {
-    if url.len() > MAX_URL_LEN {
-        return Some(format!("the url is longer than {MAX_URL_LEN} bytes"));
-    }
-    if url.contains('#') || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Some("the url must not hold a fragment, spaces or control characters".into());
-    }
-    let Ok(uri) = url.parse::<hyper::Uri>() else {
-        return Some("the url is not a URL".into());
-    };
-    if !matches!(uri.scheme_str(), Some("http" | "https")) {
-        return Some("the url must be http:// or https://".into());
-    }
-    let Some(authority) = uri.authority() else {
-        return Some("the url has no host".into());
-    };
-    if authority.as_str().contains('@') {
-        return Some("the url must not carry credentials (user:password@)".into());
-    }
-    if authority.host().is_empty() {
-        return Some("the url has no host".into());
-    }
-    None
-}
-
 /// A subscription URL's shape, as the schema's `url` pattern documents it (a test holds the
 /// two equal): the server refuses what a client generated from the document would, and
 /// takes what it would send.
@@ -77,9 +48,7 @@ pub const URL_PATTERN: &str = r"^https?://([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[(([
 static URL_SHAPE: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(URL_PATTERN).ok());
 
 fn validate(body: CreateBody) -> Result<NewWebhook, ApiError> {
-    if let Some(why) = url_refusal(&body.url) {
-        return Err(ApiError::bad_request("invalid_url", why));
-    }
+    checked_url("url", &body.url)?;
     if !URL_SHAPE
         .as_ref()
         .is_some_and(|shape| shape.is_match(&body.url))
@@ -196,8 +165,6 @@ pub struct DeliveryPage {
         (status = 400, description = "`malformed_json`, `invalid_body`, `invalid_url`, `invalid_events`, `invalid_format`", body = super::openapi::ApiErrorBody),
         (status = 403, description = "`insufficient_scope`: the token lacks `reliability:run`", body = super::openapi::ApiErrorBody),
         (status = 409, description = "`too_many_webhooks`", body = super::openapi::ApiErrorBody),
-        (status = 413, description = "`body_too_large`", body = super::openapi::ApiErrorBody),
-        (status = 415, description = "`unsupported_media_type`: send JSON", body = super::openapi::ApiErrorBody),
         (status = 422, description = "`target_not_allowed`: the url is a loopback, link-local, private, unique-local, unspecified or metadata address or name, or the controller's own (docs/security.md)", body = super::openapi::ApiErrorBody),
     )
 )]
@@ -208,18 +175,12 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     let JsonBody(body) = body?;
     let hook = validate(body)?;
-    let egress = shared.account_egress(caller.account_id()).await?;
-    if let Ok(uri) = hook.url.parse::<hyper::Uri>()
-        && let Err(refusal) = egress.check_url(&uri)
-    {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "target_not_allowed",
-            format!(
-                "{refusal}; the controller's operator may allow it (serve --allow-webhook-target, or for this account: account allow-target)"
-            ),
-        ));
-    }
+    allowed_target(
+        &shared,
+        caller.account_id(),
+        &checked_url("url", &hook.url)?,
+    )
+    .await?;
     let stored = match shared
         .store
         .create_webhook(caller.account_id(), &hook, &caller.actor())
@@ -447,6 +408,7 @@ pub async fn redeliver(
 
 #[cfg(test)]
 mod tests {
+    use super::super::outbound::{MAX_URL_LEN, url_refusal};
     use super::*;
     use proptest::prelude::*;
 

@@ -32,8 +32,8 @@ use super::{ForgeConfig, checked_commit, github, gitlab, parse_change};
 use crate::Shared;
 use crate::outbox::deliveries::{Clients, HttpsClient};
 use crate::outbox::egress::EgressPolicy;
-use crate::runs::baseline::{Baseline, baseline_of};
-use crate::runs::compare::{BASELINE, CompareError, compare_runs};
+use crate::runs::baseline::{Baseline, baseline_by_rule};
+use crate::runs::compare::{Before, CompareError, compare_with};
 use crate::store::{
     DueReport, RUN_FINISHED, ReportKey, ReportLogLine, RunRow, Store, StoreError, now_ms,
 };
@@ -354,7 +354,7 @@ async fn standing_of(shared: &Shared, run: &RunRow) -> Result<Standing, ReportEr
             reason: run.reason.clone(),
         });
     }
-    let baseline = baseline_of(&shared.store, &run.account_id, &run.id)
+    let (baseline, rule) = baseline_by_rule(&shared.store, &run.account_id, &run.id, None)
         .await
         .map_err(|e| match e {
             crate::runs::baseline::BaselineError::Store(store) => ReportError::Store(store),
@@ -364,12 +364,17 @@ async fn standing_of(shared: &Shared, run: &RunRow) -> Result<Standing, ReportEr
         Baseline::Missing(why) => Ok(Standing::NoBaseline(why)),
         Baseline::Waiting(before) => Ok(Standing::BaselineRunning { before: before.id }),
         Baseline::Found(before) => {
-            // Compared as `before=baseline` is: a baseline found on the trigger's base
-            // target is compared across the two targets, with a note saying so.
-            match compare_runs(shared, &run.account_id, BASELINE, &run.id, None).await {
+            // Compared with the baseline just found, as `before=baseline` is: one found on
+            // the trigger's base target is compared across the two targets, with a note.
+            let id = before.id.clone();
+            let before = Before::Found {
+                run: Box::new(before),
+                on_base_target: rule.on_base_target,
+            };
+            match compare_with(shared, &run.account_id, before, &run.id, None).await {
                 Ok(comparison) => Ok(Standing::Compared(Box::new(comparison))),
                 Err(CompareError::Refused(refusal)) => Ok(Standing::NotCompared {
-                    before: before.id,
+                    before: id,
                     why: refusal.to_string(),
                 }),
                 Err(CompareError::Store(error)) => Err(ReportError::Store(error)),

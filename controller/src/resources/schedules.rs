@@ -3,6 +3,9 @@
 //! expression held to its kind's floor), changed (renamed, a new expression, paused or
 //! resumed) or deleted, each with its audit line.
 
+pub mod cron;
+pub mod floors;
+
 use iohr_domain::RunKind;
 use iohr_domain::run::ScenarioRef;
 use serde::{Deserialize, Serialize};
@@ -10,12 +13,11 @@ use serde::{Deserialize, Serialize};
 use crate::Shared;
 use crate::runs::StartError;
 use crate::runs::start::{self as run_start, MAX_NAME, RunRequest, parse_kind};
-use crate::schedule::cron::{Expression, format_utc};
-use crate::schedule::floors;
 use crate::store::{
     Account, MAX_SCHEDULES, NewSchedule, Result, ScheduleChange, ScheduleRow, Store, StoreError,
     now_ms,
 };
+use cron::{Expression, format_utc};
 
 /// Why a schedule was not made or changed.
 #[derive(Debug, thiserror::Error)]
@@ -275,3 +277,6 @@ pub async fn set_enabled(
     };
     update(store, account_id, id, &change, actor).await
 }
+
+#[cfg(test)]
+mod tests;

@@ -64,15 +64,6 @@ pub enum BaselineError {
     InvalidBase(String),
 }
 
-/// The baseline of the account's run `run_id` (another account's run reads as missing).
-pub async fn baseline_of(
-    store: &Store,
-    account_id: &str,
-    run_id: &str,
-) -> Result<Baseline, BaselineError> {
-    Ok(baseline_by_rule(store, account_id, run_id, None).await?.0)
-}
-
 /// `owner/repo@branch`, validated.
 fn checked_base(text: &str) -> Result<(String, String), String> {
     let (repo, branch) = text
@@ -86,8 +77,10 @@ fn pr_of(change: Option<&str>) -> Option<u64> {
     change?.rsplit_once('#')?.1.parse().ok()
 }
 
-/// The baseline of a run and the rule that found it (or found nothing). `base` names the
-/// base of a run that has none (`owner/repo@main`); a run with a base keeps its own.
+/// The baseline of the account's run `run_id` (another account's run reads as missing)
+/// and the rule that found it (or found nothing). `base` names the base of a run that has
+/// none (`owner/repo@main`); a run with a base keeps its own. Found once per question:
+/// the forge reporter compares the baseline it found ([`super::compare::Before`]).
 pub async fn baseline_by_rule(
     store: &Store,
     account_id: &str,

@@ -10,7 +10,7 @@ use iohr_domain::compare::{Comparison, NOISE_FLOOR, Refusal, Side, add_new_findi
 
 use super::baseline::Baseline;
 use crate::Shared;
-use crate::compare_pool::{Failed, Full};
+use crate::compare_pool::{Admitted, Failed, Full};
 use crate::store::{RunRow, StoreError};
 
 /// Why two runs were not compared.
@@ -51,8 +51,38 @@ fn side(run: &RunRow) -> Side<'_> {
     }
 }
 
+/// A comparison's before run: one named by id, or the after run's baseline as
+/// `runs/baseline.rs` found it.
+#[derive(Debug, Clone)]
+pub enum Before<'a> {
+    Id(&'a str),
+    Found {
+        run: Box<RunRow>,
+        /// As the baseline's rule says: it ran on the trigger's base target.
+        on_base_target: bool,
+    },
+}
+
+/// The noise floor checked and a place in the compare pool: refused at once when every
+/// one is taken, before anything is read.
+fn admitted(
+    shared: &Shared,
+    account_id: &str,
+    noise_floor: Option<f64>,
+) -> Result<(f64, Admitted), CompareError> {
+    let noise_floor = noise_floor.unwrap_or(NOISE_FLOOR);
+    if !(0.0..1.0).contains(&noise_floor) {
+        return Err(CompareError::NoiseFloor);
+    }
+    let admitted = shared
+        .compares
+        .admit(account_id)
+        .map_err(CompareError::Busy)?;
+    Ok((noise_floor, admitted))
+}
+
 /// The comparison of two of an account's runs (`noise_floor` defaults to
-/// [`NOISE_FLOOR`]).
+/// [`NOISE_FLOOR`]); `before` may be [`BASELINE`].
 pub async fn compare_runs(
     shared: &Shared,
     account_id: &str,
@@ -60,18 +90,8 @@ pub async fn compare_runs(
     after: &str,
     noise_floor: Option<f64>,
 ) -> Result<Comparison, CompareError> {
-    let noise_floor = noise_floor.unwrap_or(NOISE_FLOOR);
-    if !(0.0..1.0).contains(&noise_floor) {
-        return Err(CompareError::NoiseFloor);
-    }
-    // A place first: refused at once when every one is taken, before anything is read.
-    let admitted = shared
-        .compares
-        .admit(account_id)
-        .map_err(CompareError::Busy)?;
-    let mut runs = Vec::with_capacity(2);
-    let mut on_base_target = false;
-    if before == BASELINE {
+    let (noise_floor, admitted) = admitted(shared, account_id, noise_floor)?;
+    let before = if before == BASELINE {
         let (found, rule) =
             super::baseline::baseline_by_rule(&shared.store, account_id, after, None)
                 .await
@@ -80,10 +100,10 @@ pub async fn compare_runs(
                     other => CompareError::NoBaseline(other.to_string()),
                 })?;
         match found {
-            Baseline::Found(run) => {
-                on_base_target = rule.on_base_target;
-                runs.push(run);
-            }
+            Baseline::Found(run) => Before::Found {
+                run: Box::new(run),
+                on_base_target: rule.on_base_target,
+            },
             Baseline::Waiting(run) => {
                 return Err(CompareError::Refused(Refusal::NotFinished {
                     id: run.id,
@@ -92,11 +112,39 @@ pub async fn compare_runs(
             }
             Baseline::Missing(why) => return Err(CompareError::NoBaseline(why)),
         }
-    }
-    let ids: &[&str] = if runs.is_empty() {
-        &[before, after]
     } else {
-        &[after]
+        Before::Id(before)
+    };
+    compared(shared, account_id, admitted, before, after, noise_floor).await
+}
+
+/// [`compare_runs`] with the before run given: the forge reporter's, which found the
+/// baseline already to say where the run stands, and compares with that one.
+pub async fn compare_with(
+    shared: &Shared,
+    account_id: &str,
+    before: Before<'_>,
+    after: &str,
+    noise_floor: Option<f64>,
+) -> Result<Comparison, CompareError> {
+    let (noise_floor, admitted) = admitted(shared, account_id, noise_floor)?;
+    compared(shared, account_id, admitted, before, after, noise_floor).await
+}
+
+async fn compared(
+    shared: &Shared,
+    account_id: &str,
+    admitted: Admitted,
+    before: Before<'_>,
+    after: &str,
+    noise_floor: f64,
+) -> Result<Comparison, CompareError> {
+    let (mut runs, on_base_target, ids) = match before {
+        Before::Id(before) => (Vec::with_capacity(2), false, [before, after].to_vec()),
+        Before::Found {
+            run,
+            on_base_target,
+        } => (vec![*run], on_base_target, vec![after]),
     };
     for id in ids {
         let run = shared

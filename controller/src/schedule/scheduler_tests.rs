@@ -8,12 +8,12 @@ use iohr_domain::RunStatus;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::cron::format_utc;
 use super::{Scheduler, TestClock};
 use crate::Shared;
 use crate::compare_pool::ComparePool;
 use crate::hub::FrameHub;
 use crate::queue::Dispatcher;
+use crate::resources::schedules::cron::format_utc;
 use crate::store::tests::{postgres_store, sqlite_store};
 use crate::store::{Account, Fire, NewSchedule, ScheduleChange, Store, StoreError};
 use crate::timing::Timing;

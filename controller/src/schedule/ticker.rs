@@ -15,8 +15,8 @@ use iohr_domain::{RunStatus, StartedBy};
 use tokio_util::sync::CancellationToken;
 
 use super::SharedClock;
-use super::cron::Expression;
 use crate::Shared;
+use crate::resources::schedules::cron::Expression;
 use crate::runs::start::{self, RunRequest};
 use crate::store::{Fire, ScheduleRow, StoreError};
 

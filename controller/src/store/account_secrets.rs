@@ -6,12 +6,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-// Dynamic SQL here is assembled from constants only; every value is bound.
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::Row;
 
-use super::audit::{AuditLine, insert_audit};
+use super::audit::{AuditLine, AuditedPut, put_audited_bounded};
 use super::sealed::SealError;
-use super::{Result, Store, StoreError, format_ms, now_ms};
+use super::{Result, Store, StoreError, format_ms};
 
 /// Secrets one account may hold.
 pub const MAX_SECRETS_PER_ACCOUNT: i64 = 100;
@@ -83,80 +82,42 @@ impl Store {
     ) -> Result<SecretPut> {
         let key = self.secrets.as_ref().ok_or(SealError::NoKey)?;
         let sealed = key.seal(&sealed_as(account_id, name), value)?;
-        let mut tx = self.write_tx().await?;
-        let exists = sqlx::query(AssertSqlSafe(format!(
-            "SELECT name FROM account_secrets WHERE account_id = $1 AND name = $2{}",
-            self.for_update(None)
-        )))
-        .bind(account_id)
-        .bind(name)
-        .fetch_optional(&mut *tx)
-        .await?
-        .is_some();
-        let now = now_ms();
-        if exists {
-            sqlx::query(
-                "UPDATE account_secrets SET value = $1, updated_by = $2, updated_at = $3
-                 WHERE account_id = $4 AND name = $5",
-            )
-            .bind(&sealed)
-            .bind(actor)
-            .bind(now)
-            .bind(account_id)
-            .bind(name)
-            .execute(&mut *tx)
-            .await?;
-        } else {
-            let count: i64 =
-                sqlx::query("SELECT COUNT(*) AS n FROM account_secrets WHERE account_id = $1")
-                    .bind(account_id)
-                    .fetch_one(&mut *tx)
-                    .await?
-                    .try_get("n")?;
-            if count >= MAX_SECRETS_PER_ACCOUNT {
-                return Ok(SecretPut::TooMany);
-            }
-            sqlx::query(
-                "INSERT INTO account_secrets
-                     (account_id, name, value, created_by, created_at, updated_by, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $4, $5)",
-            )
-            .bind(account_id)
-            .bind(name)
-            .bind(&sealed)
-            .bind(actor)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
-        let line = AuditLine {
-            at: now,
+        let put = AuditedPut {
+            table: "account_secrets",
+            key: Some(("name", name)),
+            values: &[("value", &sealed)],
+            actor,
+        };
+        let line = |created: bool| AuditLine {
             actor: actor.to_string(),
-            action: if exists {
-                "secret.update"
-            } else {
+            action: if created {
                 "secret.create"
+            } else {
+                "secret.update"
             }
             .to_string(),
             outcome: format!(
                 "account secret {name} {}",
-                if exists { "replaced" } else { "created" }
+                if created { "created" } else { "replaced" }
             ),
             ..Default::default()
         };
-        insert_audit(&mut tx, account_id, &line).await?;
-        let row = sqlx::query("SELECT * FROM account_secrets WHERE account_id = $1 AND name = $2")
-            .bind(account_id)
-            .bind(name)
-            .fetch_one(&mut *tx)
-            .await?;
-        let row = secret_from_row(&row)?;
-        tx.commit().await?;
-        Ok(if exists {
-            SecretPut::Updated(row)
-        } else {
-            SecretPut::Created(row)
-        })
+        Ok(
+            match put_audited_bounded(
+                self,
+                account_id,
+                put,
+                Some(MAX_SECRETS_PER_ACCOUNT),
+                line,
+                secret_from_row,
+            )
+            .await?
+            {
+                None => SecretPut::TooMany,
+                Some((true, row)) => SecretPut::Created(row),
+                Some((false, row)) => SecretPut::Updated(row),
+            },
+        )
     }
 
     /// The account's secrets by name: names and times, never values.

@@ -7,11 +7,11 @@
 //! the URL, never the token.
 
 use iohr_domain::run::Forge;
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::Row;
 
-use super::audit::{AuditLine, insert_audit};
+use super::audit::{AuditLine, AuditedPut, put_audited};
 use super::sealed::SealError;
-use super::{Result, Store, StoreError, format_ms, now_ms};
+use super::{Result, Store, StoreError, format_ms};
 
 /// The longest token, in bytes.
 pub const MAX_FORGE_TOKEN_BYTES: usize = 1024;
@@ -89,68 +89,24 @@ impl Store {
     ) -> Result<(bool, ForgeCredentialRow)> {
         let key = self.secrets.as_ref().ok_or(SealError::NoKey)?;
         let sealed = key.seal(&sealed_as(account_id, forge), token)?;
-        let mut tx = self.write_tx().await?;
-        let exists = sqlx::query(AssertSqlSafe(format!(
-            "SELECT forge FROM forge_credentials WHERE account_id = $1 AND forge = $2{}",
-            self.for_update(None)
-        )))
-        .bind(account_id)
-        .bind(forge.as_str())
-        .fetch_optional(&mut *tx)
-        .await?
-        .is_some();
-        let now = now_ms();
-        if exists {
-            sqlx::query(
-                "UPDATE forge_credentials SET token = $1, api_url = $2, updated_by = $3,
-                     updated_at = $4
-                 WHERE account_id = $5 AND forge = $6",
-            )
-            .bind(&sealed)
-            .bind(api_url)
-            .bind(actor)
-            .bind(now)
-            .bind(account_id)
-            .bind(forge.as_str())
-            .execute(&mut *tx)
-            .await?;
-        } else {
-            sqlx::query(
-                "INSERT INTO forge_credentials
-                     (account_id, forge, token, api_url, created_by, created_at, updated_by,
-                      updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $5, $6)",
-            )
-            .bind(account_id)
-            .bind(forge.as_str())
-            .bind(&sealed)
-            .bind(api_url)
-            .bind(actor)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
-        let line = AuditLine {
-            at: now,
+        let put = AuditedPut {
+            table: "forge_credentials",
+            key: Some(("forge", forge.as_str())),
+            values: &[("token", &sealed), ("api_url", api_url)],
+            actor,
+        };
+        let line = |created: bool| AuditLine {
             actor: actor.to_string(),
-            action: if exists { "forge.update" } else { "forge.set" }.to_string(),
+            action: if created { "forge.set" } else { "forge.update" }.to_string(),
             outcome: format!(
                 "{} credentials {} (API {api_url})",
                 forge.as_str(),
-                if exists { "replaced" } else { "set" }
+                if created { "set" } else { "replaced" }
             ),
             ..Default::default()
         };
-        insert_audit(&mut tx, account_id, &line).await?;
-        let row =
-            sqlx::query("SELECT * FROM forge_credentials WHERE account_id = $1 AND forge = $2")
-                .bind(account_id)
-                .bind(forge.as_str())
-                .fetch_one(&mut *tx)
-                .await?;
-        let row = credential_from_row(&row)?;
-        tx.commit().await?;
-        Ok((exists, row))
+        let (created, row) = put_audited(self, account_id, put, line, credential_from_row).await?;
+        Ok((!created, row))
     }
 
     /// The account's forge credentials: forges and URLs, never tokens.

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use sqlx::Row;
 
-use super::audit::{AuditLine, insert_audit};
+use super::audit::{AuditLine, AuditedPut, insert_audit, put_audited};
 use super::sealed::SealError;
 use super::{Result, Store, StoreError, format_ms, now_ms};
 
@@ -114,37 +114,13 @@ impl Store {
         }
         let sealed = serde_json::to_string(&sealed)
             .map_err(|e| StoreError::Corrupt(format!("an OTLP export's headers: {e}")))?;
-        let now = now_ms();
-        let mut tx = self.write_tx().await?;
-        let updated = sqlx::query(
-            "UPDATE otlp_exports SET endpoint = $1, headers = $2, updated_by = $3, updated_at = $4
-             WHERE account_id = $5",
-        )
-        .bind(endpoint)
-        .bind(&sealed)
-        .bind(actor)
-        .bind(now)
-        .bind(account_id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        let created = updated == 0;
-        if created {
-            sqlx::query(
-                "INSERT INTO otlp_exports
-                     (account_id, endpoint, headers, created_by, created_at, updated_by, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $4, $5)",
-            )
-            .bind(account_id)
-            .bind(endpoint)
-            .bind(&sealed)
-            .bind(actor)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
-        let line = AuditLine {
-            at: now,
+        let put = AuditedPut {
+            table: "otlp_exports",
+            key: None,
+            values: &[("endpoint", endpoint), ("headers", &sealed)],
+            actor,
+        };
+        let line = |created: bool| AuditLine {
             actor: actor.to_string(),
             action: if created {
                 "otlp.create"
@@ -160,14 +136,7 @@ impl Store {
             ),
             ..Default::default()
         };
-        insert_audit(&mut tx, account_id, &line).await?;
-        let row = sqlx::query("SELECT * FROM otlp_exports WHERE account_id = $1")
-            .bind(account_id)
-            .fetch_one(&mut *tx)
-            .await?;
-        let row = export_from_row(&row)?;
-        tx.commit().await?;
-        Ok((created, row))
+        put_audited(self, account_id, put, line, export_from_row).await
     }
 
     /// The account's export, without the headers' values.

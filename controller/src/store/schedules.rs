@@ -296,23 +296,6 @@ impl Store {
         actor: &str,
         now: i64,
     ) -> Result<()> {
-        let mut tx = self.write_tx().await?;
-        sqlx::query(
-            "DELETE FROM schedule_fires WHERE schedule_id IN
-                 (SELECT id FROM schedules WHERE id = $1 AND account_id = $2)",
-        )
-        .bind(id)
-        .bind(account_id)
-        .execute(&mut *tx)
-        .await?;
-        let done = sqlx::query("DELETE FROM schedules WHERE id = $1 AND account_id = $2")
-            .bind(id)
-            .bind(account_id)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound(format!("schedule {id}")));
-        }
         let line = AuditLine {
             at: now,
             actor: actor.to_string(),
@@ -321,9 +304,15 @@ impl Store {
             outcome: "deleted".into(),
             ..Default::default()
         };
-        insert_audit(&mut tx, account_id, &line).await?;
-        tx.commit().await?;
-        Ok(())
+        super::audit::delete_with_log(
+            self,
+            ("schedules", "schedule"),
+            ("schedule_fires", "schedule_id"),
+            account_id,
+            id,
+            line,
+        )
+        .await
     }
 
     /// Missed fires are skipped: moves what a schedule has fired through up to `through`

@@ -277,23 +277,6 @@ impl Store {
         actor: &str,
         now: i64,
     ) -> Result<()> {
-        let mut tx = self.write_tx().await?;
-        sqlx::query(
-            "DELETE FROM trigger_deliveries WHERE trigger_id IN
-                 (SELECT id FROM triggers WHERE id = $1 AND account_id = $2)",
-        )
-        .bind(id)
-        .bind(account_id)
-        .execute(&mut *tx)
-        .await?;
-        let done = sqlx::query("DELETE FROM triggers WHERE id = $1 AND account_id = $2")
-            .bind(id)
-            .bind(account_id)
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound(format!("trigger {id}")));
-        }
         let line = AuditLine {
             at: now,
             actor: actor.to_string(),
@@ -301,9 +284,15 @@ impl Store {
             outcome: format!("deleted trigger {id}"),
             ..Default::default()
         };
-        insert_audit(&mut tx, account_id, &line).await?;
-        tx.commit().await?;
-        Ok(())
+        super::audit::delete_with_log(
+            self,
+            ("triggers", "trigger"),
+            ("trigger_deliveries", "trigger_id"),
+            account_id,
+            id,
+            line,
+        )
+        .await
     }
 
     /// Claims a delivery: a new id is stored with `outcome` (`starting` before runs are
