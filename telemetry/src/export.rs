@@ -164,9 +164,21 @@ impl Sender {
             .map_err(|e| e.to_string())?;
         match tokio::time::timeout(TIMEOUT, self.client.request(request)).await {
             Err(_) => Err(format!("no answer within {TIMEOUT:?}")),
-            Ok(Err(error)) => Err(error.to_string()),
+            Ok(Err(error)) => Err(chain(&error)),
             Ok(Ok(response)) if response.status().is_success() => Ok(()),
             Ok(Ok(response)) => Err(format!("the collector answered {}", response.status())),
         }
     }
+}
+
+/// An error with its sources: hyper's own says only "client error (Connect)".
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
 }
