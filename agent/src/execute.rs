@@ -8,6 +8,7 @@ use iohr_domain::RunKind;
 use serde_json::json;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::kinds::faults::FaultsConfig;
 use crate::kinds::registry::{self, Leased};
@@ -143,6 +144,7 @@ pub fn start(
         split,
         secrets,
     } = accepted;
+    let spans = crate::telemetry::LeaseSpans::accepted(&run_id, kind, agent, &lease_id);
     let cancel = leases.insert(&lease_id, epoch, &run_id, kind);
     leases.scrub(&lease_id, secrets.values().cloned());
     let env = env.with_account_secrets(secrets);
@@ -164,36 +166,42 @@ pub fn start(
         .with_cancel(cancel)
         .with_faults(faults)
         .with_verdicts(leases.verdicts(&lease_id));
+    let execute = spans.execute();
+    let table = leases.clone();
     tokio::spawn(async move {
-        let executor = tokio::spawn(async move {
-            #[cfg(debug_assertions)]
-            test_hook::maybe_panic(&ctx.cancel).await;
-            // A cancelled wait runs the plan all the same: cancelled at once, it ends
-            // `cancelled` with its (empty) measure, as any cancelled run.
-            wait_for_start(start_at, &ctx.cancel).await;
-            let together = if split {
-                wait_for_the_others(&ctx).await
-            } else {
-                Ok(())
-            };
-            let mut outcome = match together {
-                Ok(()) => match ctx.options.egress.preflight(&target).await {
-                    Ok(()) => run_plan(plan, &ctx).await,
-                    // Said at once, before anything is sent; each connection checks again.
-                    Err(why) => Outcome::error(format!("target refused: {why}"), 0),
-                },
-                Err(why) => Outcome::error(why, 0),
-            };
-            let lease = Leased {
-                target: &target,
-                environment: &environment,
-                scenario_id: &scenario_id,
-                scenario_version: &scenario_version,
-            };
-            outcome.result = registry::stored(kind, outcome.result, &lease);
-            outcome
-        });
+        let executor = tokio::spawn(
+            async move {
+                #[cfg(debug_assertions)]
+                test_hook::maybe_panic(&ctx.cancel).await;
+                // A cancelled wait runs the plan all the same: cancelled at once, it ends
+                // `cancelled` with its (empty) measure, as any cancelled run.
+                wait_for_start(start_at, &ctx.cancel).await;
+                let together = if split {
+                    wait_for_the_others(&ctx).await
+                } else {
+                    Ok(())
+                };
+                let mut outcome = match together {
+                    Ok(()) => match ctx.options.egress.preflight(&target).await {
+                        Ok(()) => run_plan(plan, &ctx).await,
+                        // Said at once, before anything is sent; each connection checks again.
+                        Err(why) => Outcome::error(format!("target refused: {why}"), 0),
+                    },
+                    Err(why) => Outcome::error(why, 0),
+                };
+                let lease = Leased {
+                    target: &target,
+                    environment: &environment,
+                    scenario_id: &scenario_id,
+                    scenario_version: &scenario_version,
+                };
+                outcome.result = registry::stored(kind, outcome.result, &lease);
+                outcome
+            }
+            .instrument(execute),
+        );
         let joined = executor.await;
+        spans.ended(joined.as_ref().ok(), table.frames_pushed(&lease_id));
         ending.finish(joined);
     });
 }

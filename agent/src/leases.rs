@@ -174,6 +174,13 @@ impl Leases {
         self.lock().values().any(|l| l.kind.is_exclusive())
     }
 
+    /// The frames this lease's run has made so far (0 for a lease not held).
+    pub fn frames_pushed(&self, lease_id: &str) -> u64 {
+        self.lock()
+            .get(lease_id)
+            .map_or(0, |lease| lease.next_number - 1)
+    }
+
     /// Whether any lease of this run is still held (its executor may still be running).
     pub fn holds_run(&self, run_id: &str) -> bool {
         self.lock().values().any(|l| l.run_id == run_id)

@@ -26,4 +26,5 @@ pub mod run_context;
 pub mod secrets;
 pub mod state_dir;
 pub mod stress;
+pub mod telemetry;
 pub mod verdicts;

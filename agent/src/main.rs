@@ -5,8 +5,6 @@
 mod cli;
 mod commands;
 
-use std::io::IsTerminal;
-
 use clap::Parser;
 
 use cli::{Cli, Command};
@@ -53,13 +51,19 @@ async fn agent_main(cli: Cli) -> anyhow::Result<()> {
         Command::Exec(args) if args.quiet => "warn",
         _ => "info",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()),
-        )
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+    // Spans are exported by the `run` daemon alone, when the operator sets
+    // OTEL_EXPORTER_OTLP_*: `exec` and the helpers have no lease to trace.
+    let spans = match &cli.command {
+        Command::Run(_) => iohr_telemetry::Config::from_env("iohr-agent")?,
+        _ => None,
+    };
+    iohr_telemetry::init(
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()),
+        spans.as_ref(),
+    )?;
+    if let Some(spans) = &spans {
+        tracing::info!(endpoint = %spans.endpoint, service = %spans.service_name, "exporting spans over OTLP/HTTP");
+    }
     match cli.command {
         Command::Run(args) => commands::run::run(args).await,
         Command::Exec(args) => commands::exec::exec(args).await,

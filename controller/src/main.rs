@@ -7,7 +7,6 @@ mod ca_command;
 mod serve_command;
 mod token_list;
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -355,15 +354,21 @@ enum AgentCommand {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,sqlx=warn".into()),
-        )
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    // Spans are exported by the server alone, when the operator sets OTEL_EXPORTER_OTLP_*.
+    let spans = match &cli.command {
+        Command::Serve { .. } => iohr_telemetry::Config::from_env("iohr-controller")?,
+        _ => None,
+    };
+    iohr_telemetry::init(
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| "info,sqlx=warn".into()),
+        spans.as_ref(),
+    )?;
+    if let Some(spans) = &spans {
+        tracing::info!(endpoint = %spans.endpoint, service = %spans.service_name, "exporting spans over OTLP/HTTP");
+    }
+    match cli.command {
         Command::Init {
             store,
             server_names,

@@ -295,6 +295,22 @@ async fn render(shared: &Shared, by_account: bool, exemplars: bool) -> Result<St
         EVENTS.otlp_dropped.clone(),
     );
 
+    // The controller's own spans (`iohr_telemetry`), counted by the exporter itself.
+    let spans_exported = Counter::<u64>::default();
+    spans_exported.inc_by(iohr_telemetry::exported());
+    registry.register(
+        "otlp_spans_exported",
+        "The controller's own spans accepted by the operator's OTLP collector",
+        spans_exported,
+    );
+    let spans_dropped = Counter::<u64>::default();
+    spans_dropped.inc_by(iohr_telemetry::dropped());
+    registry.register(
+        "otlp_spans_dropped",
+        "The controller's own spans dropped: the export queue was full or the collector failed",
+        spans_dropped,
+    );
+
     let mut text = String::new();
     encode(&mut text, &registry).map_err(|e| e.to_string())?;
     Ok(text)

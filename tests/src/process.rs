@@ -85,6 +85,18 @@ impl Controller {
             .await
     }
 
+    /// [`Controller::start_with`] with more environment variables (such as the
+    /// OpenTelemetry exporter's `OTEL_EXPORTER_OTLP_*`).
+    pub async fn start_with_env(
+        install: &Installation,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Controller {
+        Standby::spawn_in(install, "controller", 200, None, extra, true, None, env)
+            .serving()
+            .await
+    }
+
     /// Without the loopback exceptions every other start adds (`--allow-webhook-target`,
     /// `--allow-cloud-target`): the target policy as an installation has it by default
     /// (tenant_controller.rs, tenant_allow.rs).
@@ -144,9 +156,18 @@ impl Controller {
         netns: &crate::partition::Netns,
         extra: &[&str],
     ) -> Controller {
-        Standby::spawn_in(install, name, heartbeat_ms, None, extra, true, Some(netns))
-            .serving()
-            .await
+        Standby::spawn_in(
+            install,
+            name,
+            heartbeat_ms,
+            None,
+            extra,
+            true,
+            Some(netns),
+            &[],
+        )
+        .serving()
+        .await
     }
 
     pub fn api_url(&self) -> String {
@@ -201,11 +222,14 @@ impl Standby {
             extra,
             allow_loopback,
             None,
+            &[],
         )
     }
 
     /// [`Standby::spawn`] inside `netns` when given (the partition tests, issue 34): its
-    /// API and agent link then listen on the namespace's own address.
+    /// API and agent link then listen on the namespace's own address; `env` is added to
+    /// its environment.
+    #[allow(clippy::too_many_arguments)] // each a different side of how it starts
     fn spawn_in(
         install: &Installation,
         log_name: &str,
@@ -214,6 +238,7 @@ impl Standby {
         extra: &[&str],
         allow_loopback: bool,
         netns: Option<&crate::partition::Netns>,
+        env: &[(&str, &str)],
     ) -> Standby {
         let (log, file) = log_file(install, log_name);
         let mut command = match netns {
@@ -255,6 +280,7 @@ impl Standby {
             // literal target of a cloud run by default (tenant_agent.rs shows it).
             command.args(["--allow-cloud-target", "127.0.0.0/8"]);
         }
+        command.envs(env.iter().copied());
         let mut child = command.spawn().expect("spawn iohr-controller");
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
         Standby { child, stdout, log }

@@ -502,6 +502,225 @@ async fn bad_exports_are_refused_precisely(backend: Backend) {
     assert_eq!(read["reliability:read"], 200);
 }
 
+/// The services' own spans (`OTEL_EXPORTER_OTLP_*` set for the controller and the agent),
+/// decoded by tests/otlp/trace_receiver.py: a run is one trace, derived from its id, with
+/// both services' spans in it; the controller's phases in order under the root `run`
+/// span, the agent's lease under the same root. With the receiver gone, the next run
+/// passes all the same and the controller counts the spans it dropped.
+async fn the_services_spans_of_a_run_form_one_trace() {
+    let install = Installation::new(Backend::Sqlite).await;
+    let target = Target::start().await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let metrics_addr = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let mut stack: Option<(Controller, Api, Agent)> = None;
+    let mut ran: Option<String> = None;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let seen = run_script_asking(
+        "otlp/trace_receiver.py",
+        &json!({"status": 200}),
+        LIMIT * 2,
+        async |ask: &Value| {
+            if ask["ask"] == "act" {
+                let base = format!("http://127.0.0.1:{}", ask["port"]);
+                let controller = Controller::start_with_env(
+                    &install,
+                    &["--metrics-addr", &metrics_addr],
+                    &[("OTEL_EXPORTER_OTLP_ENDPOINT", &base)],
+                )
+                .await;
+                let api = Api::new(&controller.api_url(), &install.full_token());
+                let traces = format!("{base}/v1/traces");
+                let agent = Agent::enrol(
+                    &install,
+                    &api,
+                    "edge-1",
+                    &controller.link_url(),
+                    AgentOptions {
+                        env: &[
+                            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", &traces),
+                            ("OTEL_SERVICE_NAME", "edge-agent"),
+                        ],
+                        ..AgentOptions::default()
+                    },
+                )
+                .await;
+                let run = api.create_run(&short_load(&target)).await;
+                let id = run["id"].as_str().unwrap().to_string();
+                api.wait_status(&id, &["passed"], LIMIT).await;
+                ran = Some(id);
+                stack = Some((controller, api, agent));
+                return json!({"more": true});
+            }
+            // Both services' `ended` spans of the run arrived, or ask again (bounded).
+            let id = ran.as_deref().unwrap();
+            let spans = ask["spans"].as_array().unwrap();
+            let ended = |service: &str| {
+                spans.iter().any(|s| {
+                    s["service"] == service
+                        && s["name"] == "ended"
+                        && s["trace_id"]
+                            .as_str()
+                            .unwrap()
+                            .starts_with(&iohr_domain::trace::run_prefix_hex(id))
+                })
+            };
+            if ended("iohr-controller") && ended("edge-agent") {
+                return json!({"stop": true});
+            }
+            assert!(
+                Instant::now() < deadline,
+                "both services' spans within 60 s: {ask}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            json!({"more": true})
+        },
+    )
+    .await;
+    let id = ran.expect("the receiver asked");
+    let (controller, api, _agent) = stack.unwrap();
+
+    for request in seen["requests"].as_array().unwrap() {
+        assert_eq!(request["path"], "/v1/traces");
+        assert_eq!(request["content_type"], "application/x-protobuf");
+    }
+    let spans = seen["spans"].as_array().unwrap();
+    // One trace for the run: every span naming the run is in it, and it starts with the
+    // prefix of the run's request traces.
+    let named: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["attributes"]["iohr.run_id"] == id.as_str())
+        .collect();
+    let trace = named[0]["trace_id"].as_str().unwrap();
+    assert!(
+        trace.starts_with(&iohr_domain::trace::run_prefix_hex(&id)),
+        "{trace}"
+    );
+    assert!(named.iter().all(|s| s["trace_id"] == trace), "{named:?}");
+    let in_trace: Vec<&Value> = spans.iter().filter(|s| s["trace_id"] == trace).collect();
+    let by = |service: &str| -> Vec<&Value> {
+        let mut of: Vec<&Value> = in_trace
+            .iter()
+            .copied()
+            .filter(|s| s["service"] == service)
+            .collect();
+        of.sort_by_key(|s| s["start"].as_u64().unwrap());
+        of
+    };
+    let names = |spans: &[&Value]| -> Vec<String> {
+        spans
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    // The controller: the root, then its phases in order, each under the root.
+    let controller_spans = by("iohr-controller");
+    assert_eq!(
+        names(&controller_spans),
+        ["run", "queued", "leased", "executing", "ended"],
+        "{controller_spans:?}"
+    );
+    let root = controller_spans[0];
+    assert_eq!(root["parent_span_id"], "", "the run span is the root");
+    let root_id = root["span_id"].as_str().unwrap();
+    for span in &controller_spans {
+        let attributes = &span["attributes"];
+        assert_eq!(attributes["iohr.run_id"], id.as_str(), "{span}");
+        assert_eq!(attributes["iohr.run.kind"], "load");
+        assert!(
+            attributes["iohr.account_id"]
+                .as_str()
+                .is_some_and(|a| !a.is_empty())
+        );
+        assert!(attributes["iohr.agent_id"].is_string(), "{span}");
+        if span["name"] != "run" {
+            assert_eq!(span["parent_span_id"], root_id, "{span}");
+            assert!(span["start"].as_u64() >= root["start"].as_u64());
+            assert!(span["end"].as_u64() <= root["end"].as_u64());
+        }
+    }
+    assert_eq!(
+        controller_spans[4]["attributes"]["iohr.run.status"],
+        "passed"
+    );
+    assert_eq!(root["attributes"]["iohr.run.status"], "passed");
+    assert!(
+        controller_spans[3]["attributes"]["iohr.frames"]
+            .as_i64()
+            .is_some_and(|n| n >= 2),
+        "{}",
+        controller_spans[3]
+    );
+
+    // The agent: its lease under the run's root, the kind's execution and the ending
+    // under the lease.
+    let agent_spans = by("edge-agent");
+    assert_eq!(
+        names(&agent_spans),
+        ["lease", "execute", "ended"],
+        "{agent_spans:?}"
+    );
+    let lease = agent_spans[0];
+    assert_eq!(lease["parent_span_id"], root_id, "{lease}");
+    assert_eq!(lease["attributes"]["iohr.run_id"], id.as_str());
+    assert_eq!(lease["attributes"]["iohr.run.kind"], "load");
+    assert_eq!(lease["attributes"]["iohr.agent_id"], "edge-1");
+    assert!(
+        lease["attributes"]["iohr.frames"]
+            .as_i64()
+            .is_some_and(|n| n >= 2),
+        "{lease}"
+    );
+    for child in &agent_spans[1..] {
+        assert_eq!(child["parent_span_id"], lease["span_id"], "{child}");
+    }
+    assert_eq!(agent_spans[2]["attributes"]["iohr.run.status"], "passed");
+    assert_eq!(
+        spans.iter().filter(|s| s["trace_id"] != trace).count(),
+        0,
+        "no span outside the run's trace: {spans:?}"
+    );
+
+    let metrics = format!("http://{metrics_addr}/metrics");
+    let counted = |scraped: &Value, name: &str| {
+        sample(
+            &scraped[&metrics]["families"][name],
+            &format!("{name}_total"),
+            &json!({}),
+        )
+    };
+    let scraped = scrape(std::slice::from_ref(&metrics)).await;
+    assert!(
+        counted(&scraped, "iohr_otlp_spans_exported").is_some_and(|n| n >= 5.0),
+        "{scraped}"
+    );
+    assert_eq!(counted(&scraped, "iohr_otlp_spans_dropped"), Some(0.0));
+
+    // The receiver is gone: the next run passes as any, its spans are counted dropped.
+    let run = api.create_run(&short_load(&target)).await;
+    let second = run["id"].as_str().unwrap().to_string();
+    let done = api.wait_status(&second, &["passed"], LIMIT).await;
+    assert_eq!(done["status"], "passed");
+    iohr_tests::wait_for("the second run's spans counted dropped", LIMIT, || async {
+        let scraped = scrape(std::slice::from_ref(&metrics)).await;
+        counted(&scraped, "iohr_otlp_spans_dropped")
+            .filter(|n| *n >= 5.0)
+            .map(|_| ())
+    })
+    .await;
+    drop(controller);
+}
+
+/// A load run of 2 s at 20/s: what a span test needs, and little more.
+fn short_load(target: &Target) -> Value {
+    json!({
+        "kind": "load", "environment": "staging", "target": target.url(),
+        "spec": {"operations": [{"path": "/"}], "model": "open",
+                 "rate": 20, "duration": "2s"}
+    })
+}
+
 on_both_stores!(a_runs_seconds_reach_the_collector_as_otlp_metrics);
 
 mod sqlite_only {
@@ -510,6 +729,11 @@ mod sqlite_only {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_refusing_or_absent_collector_drops_points_and_counts_them() {
         super::a_refusing_or_absent_collector_drops_points_and_counts_them(Backend::Sqlite).await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_services_spans_of_a_run_form_one_trace() {
+        super::the_services_spans_of_a_run_form_one_trace().await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -95,6 +95,13 @@ async fn finish(
         tx.notify_ended(&run).await?;
     }
     tx.commit().await?;
+    if let Some(finished) = frames
+        .iter()
+        .find(|f| f.run_id == run.id && f.kind == "finished")
+    {
+        let reason = finished.payload["reason"].as_str();
+        super::spans::record(store, &run, ending.status.as_str(), reason, finished.at);
+    }
     Ok(Some(frames))
 }
 

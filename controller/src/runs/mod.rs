@@ -16,6 +16,7 @@
 //!   for a step's verdict, or for the start once every share holds its lease.
 //! - [`ending`]: what a run's ending means (its findings, events, last frames) and, for
 //!   a split run's last share, its split run's settlement ([`settle`]).
+//! - `spans`: an ended run's life as spans for the operator's tracing backend.
 //! - [`cancel`] and [`confirm`]: a run cancelled (or every experiment halted) and a
 //!   production faults run confirmed by a person, refusals typed ([`cancel::CancelError`],
 //!   [`confirm::ConfirmError`]).
@@ -41,6 +42,7 @@ pub mod plan;
 pub mod read;
 pub mod relay;
 pub mod settle;
+mod spans;
 pub mod start;
 
 pub use error::{Refusal, StartError};
