@@ -20,8 +20,9 @@ use hdrhistogram::Histogram;
 use iohr_domain::FrameKind;
 use iohr_domain::histogram::{HistogramError, encode, latency_histogram};
 use iohr_domain::load::{
-    HttpVersion, LoadPlan, LoadSecond, MAX_DURATION, Model, OperationSecond, WarmupPlan,
-    abort_reason, first_crossed, operation_block_group, operation_block_histogram,
+    Exemplars, HttpVersion, LoadPlan, LoadSecond, MAX_DURATION, Model, OperationSecond,
+    SLOW_SECONDS, SlowSecond, Slowest, WarmupPlan, abort_reason, first_crossed,
+    operation_block_group, operation_block_histogram,
 };
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
@@ -75,6 +76,8 @@ pub struct Report {
     /// Per operation (in plan order), its latency in blocks of `operation_block_seconds`.
     pub operation_blocks: Vec<Vec<String>>,
     pub operation_block_seconds: u64,
+    /// The measure's slowest seconds by p99, with their exemplars.
+    pub slow_seconds: Vec<SlowSecond>,
 }
 
 /// Blocks kept per run, whatever its length: a one-hour run keeps minute blocks.
@@ -122,10 +125,12 @@ impl Shared {
     /// `kept`: a handle on the shared connection with a stream kept for this request
     /// (the open model's, [`open`]); used while that connection is still the group's,
     /// else dropped, which gives the stream back.
+    ///
+    /// `trace`: the random half of the request's trace id ([`Shared::traced`]).
     async fn exchange(
         &self,
         link: &mut Link,
-        operation: usize,
+        (operation, trace): (usize, u64),
         started: Instant,
         mut timer: Pin<&mut Sleep>,
         mut kept: Option<Connection>,
@@ -161,7 +166,7 @@ impl Shared {
                         used.as_mut().ok_or(Failure::Connect)?
                     }
                 };
-                match conn.send(op).await {
+                match conn.send(op, trace).await {
                     Err(_) if tries == 1 && conn.unprocessed() => continue,
                     outcome => return Ok((outcome?, conn.is_reusable())),
                 }
@@ -197,6 +202,18 @@ impl Shared {
             _ => {}
         }
         outcome
+    }
+}
+
+impl Shared {
+    /// The random half of a request's trace id, drawn by the worker (the stamper draws
+    /// only the span id), and what the recorder keeps of it: nothing when the operation
+    /// sends a traceparent of the spec's own.
+    fn traced(&self, operation: usize, trace: u64) -> Option<u64> {
+        self.operations
+            .get(operation)
+            .is_some_and(PreparedOp::stamps)
+            .then_some(trace)
     }
 }
 
@@ -380,17 +397,23 @@ async fn closed_worker(mut w: ClosedWorker) {
             }
         };
         let operation = w.picker.pick(seq);
+        let trace: u64 = rand::random();
         // Biased: no random branch order (and no RNG draw) per request.
         let outcome = tokio::select! {
             biased;
-            outcome = w.shared.exchange(&mut w.link, operation, now, timer.as_mut(), None) => outcome,
+            outcome = w.shared.exchange(&mut w.link, (operation, trace), now, timer.as_mut(), None) => outcome,
             () = stopped.as_mut() => return,
         };
         let took = micros(now.elapsed());
         // Sent and ended under one lock: the closed model's hot path.
-        w.shared
-            .recorder
-            .record_sent(w.id, phase, operation, outcome, took);
+        w.shared.recorder.record_sent(
+            w.id,
+            phase,
+            operation,
+            outcome,
+            took,
+            w.shared.traced(operation, trace),
+        );
     }
 }
 
@@ -426,6 +449,7 @@ impl Reporter<'_> {
         let mut finished = false;
         let mut frames_sent = 0u64;
         let mut blocks = Blocks::new(self.plan.duration, names.len())?;
+        let mut slow = Slowest::<SlowSecond, SLOW_SECONDS>::default();
         let mut frame_work = Duration::ZERO;
         while !finished {
             let tick = anchor + Duration::from_secs(second);
@@ -446,7 +470,7 @@ impl Reporter<'_> {
                 let window = self.shared.recorder.take(Phase::Warmup)?;
                 crate::metrics::requests_sent(window.schedule.sent);
                 self.frames
-                    .send(self.frame(second, Phase::Warmup, &window, &names)?)
+                    .send(self.frame(second, Phase::Warmup, &window, &names, &mut slow)?)
                     .await;
                 warm_total.add(&window);
                 if let Some(t0) = crossed {
@@ -468,7 +492,7 @@ impl Reporter<'_> {
             crate::metrics::requests_sent(window.schedule.sent);
             if window.total_counts().requests > 0 || window.schedule.intended > 0 || !finished {
                 self.frames
-                    .send(self.frame(second, Phase::Measure, &window, &names)?)
+                    .send(self.frame(second, Phase::Measure, &window, &names, &mut slow)?)
                     .await;
             }
             if let Some(meter) = self
@@ -526,6 +550,7 @@ impl Reporter<'_> {
         let (block_seconds, operation_block_seconds) = (blocks.seconds, blocks.operation_seconds());
         let (blocks, operation_blocks) = blocks.finish()?;
         Ok(Report {
+            slow_seconds: slow.iter().map(|(_, s)| s.clone()).collect(),
             blocks,
             block_seconds,
             operation_blocks,
@@ -539,14 +564,40 @@ impl Reporter<'_> {
     }
 
     /// A second's `load` frame. It is sent after, waiting for room in the agent's bound.
+    /// A measured second with exemplars is offered to `slow`, the result's slowest.
     fn frame(
         &self,
         second: u64,
         phase: Phase,
         window: &Window,
         names: &[String],
+        slow: &mut Slowest<SlowSecond, SLOW_SECONDS>,
     ) -> Result<NewFrame, HistogramError> {
         let measure = phase == Phase::Measure;
+        let total = if measure {
+            Some(window.total_latency()?)
+        } else {
+            None
+        };
+        let exemplars = match self.trace_prefix() {
+            Some(prefix) if measure => window.marks.exemplars(prefix, names),
+            _ => Exemplars::default(),
+        };
+        if let Some(total) = &total
+            && !exemplars.is_empty()
+        {
+            let p99_us = total.value_at_quantile(0.99);
+            if slow.keeps(p99_us) {
+                slow.offer(
+                    p99_us,
+                    SlowSecond {
+                        second,
+                        p99_us,
+                        exemplars: exemplars.clone(),
+                    },
+                );
+            }
+        }
         let mut operations = std::collections::BTreeMap::new();
         for (i, name) in names.iter().enumerate() {
             let counts = window.tallies[i].counts();
@@ -566,23 +617,31 @@ impl Reporter<'_> {
             late_held: window.schedule.late_held,
             late_behind: window.schedule.late_behind,
             dropped: window.schedule.dropped,
-            histogram: if measure {
-                Some(encode(&window.total_latency()?)?)
-            } else {
-                None
-            },
+            histogram: total.as_ref().map(encode).transpose()?,
             uncorrected_histogram: if measure {
                 Some(encode(&window.uncorrected)?)
             } else {
                 None
             },
             operations,
+            exemplars,
         };
         let data = serde_json::to_value(&frame).unwrap_or_default();
         Ok(NewFrame {
             kind: FrameKind::Load,
             data,
         })
+    }
+}
+
+impl Reporter<'_> {
+    /// The run's half of the trace ids its requests carry (none when every operation
+    /// sends the spec's own traceparent).
+    fn trace_prefix(&self) -> Option<u64> {
+        self.shared
+            .operations
+            .iter()
+            .find_map(PreparedOp::trace_prefix)
     }
 }
 
