@@ -725,6 +725,7 @@ async fn serve(
         enrollment,
         mode,
         mcp_origins: api.mcp_allowed_origins.clone(),
+        trace_url: api.trace_url_template.clone(),
     };
     let Some(running) = start(config, shutdown.clone()).await? else {
         tracing::info!("stopped while standing by");

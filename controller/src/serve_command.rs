@@ -67,6 +67,11 @@ pub struct ApiArgs {
     /// API's own (repeatable); a request with another Origin is refused 403.
     #[arg(long = "mcp-allowed-origin", value_name = "ORIGIN")]
     pub mcp_allowed_origins: Vec<String>,
+    /// The tracing UI the console links a second's slowest request to, `{trace_id}`
+    /// where its trace id goes (`https://grafana.example/explore?traceId={trace_id}`);
+    /// without it the console shows trace ids as text.
+    #[arg(long, value_name = "URL")]
+    pub trace_url_template: Option<iohr_controller::console::traces::TraceUrl>,
 }
 
 impl ApiArgs {

@@ -54,6 +54,8 @@ pub struct ServeConfig {
     pub mode: ServeMode,
     /// Browser origins `/mcp` allows besides the API's own (`--mcp-allowed-origin`).
     pub mcp_origins: Vec<String>,
+    /// The console's tracing UI (`--trace-url-template`).
+    pub trace_url: Option<crate::console::traces::TraceUrl>,
 }
 
 /// How a controller shares its store with others.
@@ -234,6 +236,7 @@ pub async fn start(
         ),
         shared.clone(),
         config.api.tls.is_some(),
+        config.trace_url.clone(),
     );
     router = crate::trigger::mount(router, shared.clone());
     let metrics_route =

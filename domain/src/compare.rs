@@ -112,6 +112,11 @@ pub struct Difference {
     pub measure: String,
     pub worse: bool,
     pub line: String,
+    /// A regressed tail percentile (p99, p99.9) of a load run: the trace ids of the
+    /// candidate's slowest requests in its slowest seconds (of the operation, for an
+    /// operation's), slowest first, which the line names too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trace_ids: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -309,6 +314,7 @@ fn verdict_change(
         ),
         measure,
         worse,
+        trace_ids: Vec::new(),
     });
 }
 
@@ -327,6 +333,7 @@ pub fn add_new_findings(out: &mut Comparison, before: &[RunFinding], after: &[Ru
             measure: format!("finding {}", finding.id),
             worse: true,
             line: format!("new finding: {} ({detail})", finding.title),
+            trace_ids: Vec::new(),
         });
         out.verdict = Verdict::Regressed;
     }

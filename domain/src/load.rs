@@ -2,6 +2,7 @@
 //! thresholds), the per-second `load` frame and the result. The agent's engine produces
 //! them; the controller validates specs and (for compare) reads results.
 
+mod exemplar;
 mod merge;
 mod plan;
 mod result;
@@ -9,6 +10,11 @@ mod second;
 mod share;
 mod threshold;
 
+pub use exemplar::{
+    Exemplar, Exemplars, FAILED_PER_SECOND, SLOW_SECONDS, SLOWEST_PER_SECOND, SlowSecond, Slowest,
+    bound_frame_exemplars, bounded_slow_seconds, is_trace_id, merge_slow_seconds, slowest_traces,
+    trace_id,
+};
 pub use merge::{MergeError, MergedMeasure, merge_histograms, merge_results};
 pub(crate) use merge::{counts_of, same, total, whole_histogram, with_saturation};
 pub use plan::{default_max_connections, read_thresholds, read_timeout, unique_names};

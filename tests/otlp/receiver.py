@@ -46,6 +46,10 @@ def metric(m):
             "count": p.count, "sum": p.sum,
             "bucket_counts": list(p.bucket_counts), "bounds": list(p.explicit_bounds),
             "min": p.min, "max": p.max,
+            "exemplars": [{"trace_id": e.trace_id.hex(), "span_id": e.span_id.hex(),
+                           "value": e.as_double,
+                           "attributes": attributes(e.filtered_attributes)}
+                          for e in p.exemplars],
         } for p in m.histogram.data_points]
     elif kind == "sum":
         out["temporality"] = m.sum.aggregation_temporality

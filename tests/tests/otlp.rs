@@ -2,7 +2,8 @@
 //! receiver on loopback (tests/otlp/receiver.py) decodes what the controller sends with
 //! the OpenTelemetry project's own protobuf definitions (PyPI `opentelemetry-proto`), and
 //! the figures are checked against the run's own frames: the resource names the run, and
-//! the latency histograms hold exactly the frames' HdrHistogram counts. With the receiver
+//! the latency histograms hold exactly the frames' HdrHistogram counts and carry exactly
+//! the frames' exemplars (trace id, latency), per operation too. With the receiver
 //! answering 503 for the whole run, or absent, the run is unaffected (same status, every
 //! frame) and what was dropped is counted on the account's export and on `/metrics`.
 //! `/metrics` with exemplars is read by the Prometheus project's OpenMetrics parser.
@@ -273,6 +274,43 @@ async fn a_runs_seconds_reach_the_collector_as_otlp_metrics(backend: Backend) {
             expected[BOUNDS_MS.partition_point(|b| *b < ms)] += value.count_at_value();
         }
         assert_eq!(exported, expected, "{operation:?}: exact buckets");
+        // Exemplars: each point carries its frame's (its operation's, on an operation's
+        // point), the trace id and the latency in ms.
+        let mut framed: Vec<(String, u64)> = seconds
+            .iter()
+            .filter(|s| s["phase"] == "measure")
+            .flat_map(|s| {
+                let e = &s["exemplars"];
+                let slowest = e["slowest"].as_array().cloned().unwrap_or_default();
+                slowest
+                    .into_iter()
+                    .chain(e["failed"].as_array().cloned().unwrap_or_default())
+            })
+            .filter(|e| key.is_none_or(|name| e["operation"] == name))
+            .map(|e| {
+                let id = e["trace_id"].as_str().unwrap().to_string();
+                (id, e["latency_us"].as_u64().unwrap())
+            })
+            .collect();
+        let mut sent: Vec<(String, u64)> = latency
+            .iter()
+            .flat_map(|p| p["exemplars"].as_array().unwrap().clone())
+            .map(|e| {
+                assert_eq!(e["span_id"], "", "no span id: {e}");
+                let ms = e["value"].as_f64().unwrap();
+                (
+                    e["trace_id"].as_str().unwrap().to_string(),
+                    (ms * 1000.0).round() as u64,
+                )
+            })
+            .collect();
+        framed.sort();
+        sent.sort();
+        assert!(
+            !framed.is_empty(),
+            "{operation:?}: the frames name requests"
+        );
+        assert_eq!(sent, framed, "{operation:?}: the frames' exemplars");
     }
     let resource = seen["requests"]
         .as_array()

@@ -42,6 +42,19 @@ async fn measured_a_second(fleet: &Fleet, id: &str) {
     }
 }
 
+/// A result's slow seconds' slowest requests: (second, trace id, latency).
+fn slowest_of(result: &Value) -> Vec<(u64, String, u64)> {
+    let mut out = Vec::new();
+    for second in result["slow_seconds"].as_array().expect("slow seconds") {
+        let n = second["second"].as_u64().expect("second");
+        for e in second["exemplars"]["slowest"].as_array().expect("slowest") {
+            let id = e["trace_id"].as_str().expect("trace id").to_string();
+            out.push((n, id, e["latency_us"].as_u64().expect("latency")));
+        }
+    }
+    out
+}
+
 async fn three_agents_measure_one_run_whose_histogram_is_their_sum(backend: Backend) {
     let fleet = fleet(backend, 3).await;
     let target = Target::start().await;
@@ -63,6 +76,7 @@ async fn three_agents_measure_one_run_whose_histogram_is_their_sum(backend: Back
     // The merged histogram is the three shares' added, count for count.
     let mut sum = None;
     let mut requests = 0;
+    let mut share_exemplars: Vec<(u64, String, u64)> = Vec::new();
     for (index, share) in shares.iter().enumerate() {
         assert_eq!(share["index"], index);
         assert_eq!(share["status"], "passed", "{share}");
@@ -76,6 +90,7 @@ async fn three_agents_measure_one_run_whose_histogram_is_their_sum(backend: Back
         assert_eq!(record["share_of"]["run"], id.as_str(), "{record}");
         assert_eq!(record["share_of"]["count"], 3);
         requests += record["result"]["requests"].as_u64().expect("requests");
+        share_exemplars.extend(slowest_of(&record["result"]));
         let histogram = decode(record["result"]["latency"]["histogram"].as_str().unwrap())
             .expect("share histogram");
         match &mut sum {
@@ -96,6 +111,24 @@ async fn three_agents_measure_one_run_whose_histogram_is_their_sum(backend: Back
         );
     }
     assert_eq!(result["requests"].as_u64(), Some(requests), "{result}");
+    // Exemplars: the whole keeps the shares' slowest requests: each one a share named,
+    // and in each second it keeps, the slowest any share named in that second.
+    let merged_exemplars = slowest_of(result);
+    assert!(!merged_exemplars.is_empty(), "{result}");
+    assert!(
+        merged_exemplars.iter().all(|e| share_exemplars.contains(e)),
+        "{merged_exemplars:?} of {share_exemplars:?}"
+    );
+    let slowest_in = |list: &[(u64, String, u64)], second: u64| {
+        list.iter().filter(|e| e.0 == second).map(|e| e.2).max()
+    };
+    for (second, _, _) in &merged_exemplars {
+        assert_eq!(
+            slowest_in(&merged_exemplars, *second),
+            slowest_in(&share_exemplars, *second),
+            "second {second}"
+        );
+    }
 
     // The shares interleave into the asked schedule: the whole's rate within 1%.
     let achieved = result["achieved_rate"].as_f64().expect("achieved_rate");

@@ -6,6 +6,10 @@
 //! `synthetic=true`, the sampled flag agrees with OpenTelemetry's `TraceIdRatioBased`
 //! sampler at the run's `trace_sample`, and the sampled share is within 5 sigma of it.
 //! The scenario keeps its own documented traceparent and carries the baggage.
+//!
+//! Exemplars: the target answers one POST /j in 16 (those whose trace id ends in 0) late;
+//! every trace id the load run's frames and result name is one the target saw, and the
+//! run's slowest (the result's slowest second's slowest request) is one it delayed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test crate: failing is its job
 
@@ -90,6 +94,8 @@ async fn every_kind_sends_trace_context_an_otel_sdk_reads() {
     // the agent starts once the script said where it listens.
     let mut ids: BTreeMap<String, (&'static str, Option<f64>)> = BTreeMap::new();
     let mut scenario_prefix = String::new();
+    let mut load_seconds: Vec<Value> = Vec::new();
+    let mut load_result = Value::Null;
     let mut stack: Option<OneAgent> = None;
     let seen = run_script_asking("trace/target.py", &json!({}), LIMIT * 4, async |ask| {
         let target = ask["target"].as_str().expect("target").to_string();
@@ -121,6 +127,15 @@ async fn every_kind_sends_trace_context_an_otel_sdk_reads() {
             let done = agent.api.wait_status(&id, ENDED, LIMIT).await;
             assert_ne!(done["status"], "error", "{kind}: {done}");
             assert_ne!(done["status"], "refused", "{kind}: {done}");
+            if kind == "load" {
+                load_result = done["result"].clone();
+                let events = agent.api.events(&id, None).await.collect(LIMIT).await;
+                load_seconds = events
+                    .into_iter()
+                    .filter(|e| e.event == "load")
+                    .map(|e| e.data["data"].clone())
+                    .collect();
+            }
             if kind == "scenario" {
                 scenario_prefix = done["result"]["identity"]["trace_id_prefix"]
                     .as_str()
@@ -186,5 +201,59 @@ async fn every_kind_sends_trace_context_an_otel_sdk_reads() {
     assert!(
         seen[load.as_str()]["requests"].as_u64().expect("n") >= 400,
         "{seen}"
+    );
+    exemplars_name_what_the_target_saw(&seen[load.as_str()], &load_seconds, &load_result);
+}
+
+/// The load run's exemplars, per second and in its result, against what the target saw.
+fn exemplars_name_what_the_target_saw(seen: &Value, seconds: &[Value], result: &Value) {
+    let ids = |key: &str| -> std::collections::BTreeSet<String> {
+        seen[key]
+            .as_array()
+            .expect("ids")
+            .iter()
+            .map(|v| v.as_str().expect("id").to_string())
+            .collect()
+    };
+    let (all, delayed) = (ids("trace_ids"), ids("delayed"));
+    let measured: Vec<&Value> = seconds.iter().filter(|s| s["phase"] == "measure").collect();
+    assert!(!measured.is_empty(), "{seconds:?}");
+    let mut named = 0;
+    for second in measured.iter().filter(|s| s["requests"] != 0) {
+        let slowest = second["exemplars"]["slowest"].as_array().expect("slowest");
+        assert!(
+            (1..=3).contains(&slowest.len()),
+            "a measured second keeps its 3 slowest: {second}"
+        );
+        let latencies: Vec<u64> = slowest
+            .iter()
+            .map(|e| e["latency_us"].as_u64().expect("latency"))
+            .collect();
+        assert!(latencies.windows(2).all(|w| w[0] >= w[1]), "{latencies:?}");
+        for e in slowest {
+            let id = e["trace_id"].as_str().expect("trace id");
+            assert!(all.contains(id), "an exemplar the target never saw: {e}");
+            named += 1;
+        }
+        // A second that delayed a request has it among its slowest: 150 ms against the
+        // target's few.
+        if latencies[0] >= 150_000 {
+            assert!(
+                delayed.contains(slowest[0]["trace_id"].as_str().expect("id")),
+                "{second}"
+            );
+        }
+    }
+    assert!(named > 0);
+    let slow = result["slow_seconds"].as_array().expect("slow seconds");
+    assert!((1..=5).contains(&slow.len()), "{result}");
+    let top = &slow[0]["exemplars"]["slowest"][0];
+    assert!(
+        delayed.contains(top["trace_id"].as_str().expect("id")) && top["operation"] == "POST /j",
+        "the run's slowest request is one the target delayed: {top} of {delayed:?}"
+    );
+    assert!(
+        top["latency_us"].as_u64().expect("latency") >= 150_000,
+        "{top}"
     );
 }

@@ -4,7 +4,11 @@ the target's own telemetry would see it (tests/tests/trace_context.rs).
 
 It asks {"ask": "run", "target": URL} and waits for the answer {"runs": {RUN_ID: SAMPLE
 or null}} once the test's runs ended; then prints one JSON object: per run id named in
-the baggage, what its requests carried. No body is kept."""
+the baggage, what its requests carried. No body is kept.
+
+A POST to /j whose trace id ends in 0 (one in 16) is answered 150 ms late: the slow
+requests a load run's exemplars must name. Each run's trace ids and the delayed ones are
+printed, so that the test checks the exemplars against what the target saw."""
 
 import asyncio
 import hashlib
@@ -25,7 +29,12 @@ seen = {}
 lock = threading.Lock()
 
 
-def tally(headers):
+SLOW_PATH = "/j"
+SLOW_SECONDS = 0.15
+
+
+def tally(headers, path):
+    """The request's tallies; whether it is to be answered late."""
     ctx = TRACE.extract(headers)
     span = trace.get_current_span(ctx).get_span_context()
     items = baggage.get_all(BAGGAGE.extract(headers, context=ctx))
@@ -34,12 +43,13 @@ def tally(headers):
         t = seen.setdefault(run, {
             "requests": 0, "valid": 0, "sampled": 0, "synthetic": 0,
             "prefixes": {}, "trace_ids": set(), "traces": [], "flags": [],
+            "delayed": [],
         })
         t["requests"] += 1
         if items.get("synthetic") == "true":
             t["synthetic"] += 1
         if not (span.is_valid and span.is_remote):
-            return
+            return False
         t["valid"] += 1
         if span.trace_flags.sampled:
             t["sampled"] += 1
@@ -50,6 +60,10 @@ def tally(headers):
         # Kept for the sampler's verdict once the run's rate is known.
         t["traces"].append(span.trace_id)
         t["flags"].append(bool(span.trace_flags.sampled))
+        slow = path == SLOW_PATH and trace_id.endswith("0")
+        if slow:
+            t["delayed"].append(trace_id)
+        return slow
 
 
 async def serve(reader, writer):
@@ -65,7 +79,9 @@ async def serve(reader, writer):
             length = int(headers.get("content-length", "0"))
             if length:
                 await reader.readexactly(length)
-            tally(headers)
+            path = lines[0].split(" ")[1] if " " in lines[0] else ""
+            if tally(headers, path):
+                await asyncio.sleep(SLOW_SECONDS)
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\n\r\nok")
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
@@ -109,6 +125,8 @@ def main():
                 "prefixes": t["prefixes"],
                 "run_prefix": hashlib.sha256(run.encode()).hexdigest()[:16],
                 "sampler_disagrees": disagree if rate is not None else None,
+                "trace_ids": sorted(t["trace_ids"]),
+                "delayed": t["delayed"],
             }
     print(json.dumps(out), flush=True)
 

@@ -258,12 +258,12 @@ impl Connection {
         }
     }
 
-    /// Sends one request and reads its body to the end (the body is counted, never
-    /// kept). Returns the status.
-    pub async fn send(&mut self, op: &PreparedOp) -> Result<u16, Failure> {
+    /// Sends one request, its trace id ending in `trace` when it carries the run's, and
+    /// reads its body to the end (the body is counted, never kept). Returns the status.
+    pub async fn send(&mut self, op: &PreparedOp, trace: u64) -> Result<u16, Failure> {
         match self {
-            Connection::H1(conn) => conn.send_op(op).await,
-            Connection::H2(conn) => match op.h2_stamp() {
+            Connection::H1(conn) => conn.send_op(op, trace).await,
+            Connection::H2(conn) => match op.h2_stamp(trace) {
                 Some(fields) => conn.send_stamped(op.wire(), &fields, op.body()).await,
                 None => conn.send(op.wire(), op.body()).await,
             },

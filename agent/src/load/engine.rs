@@ -16,12 +16,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
 use iohr_domain::FrameKind;
-use iohr_domain::histogram::{HistogramError, encode, latency_histogram};
+use iohr_domain::histogram::{HistogramError, encode};
 use iohr_domain::load::{
-    HttpVersion, LoadPlan, LoadSecond, MAX_DURATION, Model, OperationSecond, WarmupPlan,
-    abort_reason, first_crossed, operation_block_group, operation_block_histogram,
+    Exemplars, HttpVersion, LoadPlan, LoadSecond, MAX_DURATION, Model, OperationSecond,
+    SLOW_SECONDS, SlowSecond, Slowest, WarmupPlan, abort_reason, first_crossed,
 };
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
@@ -38,8 +37,10 @@ use super::schedule::timeline::{Picker, Timeline};
 use crate::frames::{FrameSender, NewFrame};
 use crate::stress::Meter;
 
+mod blocks;
 mod open;
 
+use blocks::Blocks;
 use open::Pool;
 
 /// A request that starts later than this after its intended time counts as late.
@@ -75,6 +76,8 @@ pub struct Report {
     /// Per operation (in plan order), its latency in blocks of `operation_block_seconds`.
     pub operation_blocks: Vec<Vec<String>>,
     pub operation_block_seconds: u64,
+    /// The measure's slowest seconds by p99, with their exemplars.
+    pub slow_seconds: Vec<SlowSecond>,
 }
 
 /// Blocks kept per run, whatever its length: a one-hour run keeps minute blocks.
@@ -122,10 +125,12 @@ impl Shared {
     /// `kept`: a handle on the shared connection with a stream kept for this request
     /// (the open model's, [`open`]); used while that connection is still the group's,
     /// else dropped, which gives the stream back.
+    ///
+    /// `trace`: the random half of the request's trace id ([`Shared::traced`]).
     async fn exchange(
         &self,
         link: &mut Link,
-        operation: usize,
+        (operation, trace): (usize, u64),
         started: Instant,
         mut timer: Pin<&mut Sleep>,
         mut kept: Option<Connection>,
@@ -161,7 +166,7 @@ impl Shared {
                         used.as_mut().ok_or(Failure::Connect)?
                     }
                 };
-                match conn.send(op).await {
+                match conn.send(op, trace).await {
                     Err(_) if tries == 1 && conn.unprocessed() => continue,
                     outcome => return Ok((outcome?, conn.is_reusable())),
                 }
@@ -197,6 +202,18 @@ impl Shared {
             _ => {}
         }
         outcome
+    }
+}
+
+impl Shared {
+    /// The random half of a request's trace id, drawn by the worker (the stamper draws
+    /// only the span id), and what the recorder keeps of it: nothing when the operation
+    /// sends a traceparent of the spec's own.
+    fn traced(&self, operation: usize, trace: u64) -> Option<u64> {
+        self.operations
+            .get(operation)
+            .is_some_and(PreparedOp::stamps)
+            .then_some(trace)
     }
 }
 
@@ -380,17 +397,23 @@ async fn closed_worker(mut w: ClosedWorker) {
             }
         };
         let operation = w.picker.pick(seq);
+        let trace: u64 = rand::random();
         // Biased: no random branch order (and no RNG draw) per request.
         let outcome = tokio::select! {
             biased;
-            outcome = w.shared.exchange(&mut w.link, operation, now, timer.as_mut(), None) => outcome,
+            outcome = w.shared.exchange(&mut w.link, (operation, trace), now, timer.as_mut(), None) => outcome,
             () = stopped.as_mut() => return,
         };
         let took = micros(now.elapsed());
         // Sent and ended under one lock: the closed model's hot path.
-        w.shared
-            .recorder
-            .record_sent(w.id, phase, operation, outcome, took);
+        w.shared.recorder.record_sent(
+            w.id,
+            phase,
+            operation,
+            outcome,
+            took,
+            w.shared.traced(operation, trace),
+        );
     }
 }
 
@@ -426,6 +449,7 @@ impl Reporter<'_> {
         let mut finished = false;
         let mut frames_sent = 0u64;
         let mut blocks = Blocks::new(self.plan.duration, names.len())?;
+        let mut slow = Slowest::<SlowSecond, SLOW_SECONDS>::default();
         let mut frame_work = Duration::ZERO;
         while !finished {
             let tick = anchor + Duration::from_secs(second);
@@ -446,7 +470,7 @@ impl Reporter<'_> {
                 let window = self.shared.recorder.take(Phase::Warmup)?;
                 crate::metrics::requests_sent(window.schedule.sent);
                 self.frames
-                    .send(self.frame(second, Phase::Warmup, &window, &names)?)
+                    .send(self.frame(second, Phase::Warmup, &window, &names, &mut slow)?)
                     .await;
                 warm_total.add(&window);
                 if let Some(t0) = crossed {
@@ -468,7 +492,7 @@ impl Reporter<'_> {
             crate::metrics::requests_sent(window.schedule.sent);
             if window.total_counts().requests > 0 || window.schedule.intended > 0 || !finished {
                 self.frames
-                    .send(self.frame(second, Phase::Measure, &window, &names)?)
+                    .send(self.frame(second, Phase::Measure, &window, &names, &mut slow)?)
                     .await;
             }
             if let Some(meter) = self
@@ -526,6 +550,7 @@ impl Reporter<'_> {
         let (block_seconds, operation_block_seconds) = (blocks.seconds, blocks.operation_seconds());
         let (blocks, operation_blocks) = blocks.finish()?;
         Ok(Report {
+            slow_seconds: slow.iter().map(|(_, s)| s.clone()).collect(),
             blocks,
             block_seconds,
             operation_blocks,
@@ -539,14 +564,40 @@ impl Reporter<'_> {
     }
 
     /// A second's `load` frame. It is sent after, waiting for room in the agent's bound.
+    /// A measured second with exemplars is offered to `slow`, the result's slowest.
     fn frame(
         &self,
         second: u64,
         phase: Phase,
         window: &Window,
         names: &[String],
+        slow: &mut Slowest<SlowSecond, SLOW_SECONDS>,
     ) -> Result<NewFrame, HistogramError> {
         let measure = phase == Phase::Measure;
+        let total = if measure {
+            Some(window.total_latency()?)
+        } else {
+            None
+        };
+        let exemplars = match self.trace_prefix() {
+            Some(prefix) if measure => window.marks.exemplars(prefix, names),
+            _ => Exemplars::default(),
+        };
+        if let Some(total) = &total
+            && !exemplars.is_empty()
+        {
+            let p99_us = total.value_at_quantile(0.99);
+            if slow.keeps(p99_us) {
+                slow.offer(
+                    p99_us,
+                    SlowSecond {
+                        second,
+                        p99_us,
+                        exemplars: exemplars.clone(),
+                    },
+                );
+            }
+        }
         let mut operations = std::collections::BTreeMap::new();
         for (i, name) in names.iter().enumerate() {
             let counts = window.tallies[i].counts();
@@ -566,17 +617,14 @@ impl Reporter<'_> {
             late_held: window.schedule.late_held,
             late_behind: window.schedule.late_behind,
             dropped: window.schedule.dropped,
-            histogram: if measure {
-                Some(encode(&window.total_latency()?)?)
-            } else {
-                None
-            },
+            histogram: total.as_ref().map(encode).transpose()?,
             uncorrected_histogram: if measure {
                 Some(encode(&window.uncorrected)?)
             } else {
                 None
             },
             operations,
+            exemplars,
         };
         let data = serde_json::to_value(&frame).unwrap_or_default();
         Ok(NewFrame {
@@ -586,114 +634,13 @@ impl Reporter<'_> {
     }
 }
 
-/// The measure's latency in consecutive blocks, kept as the seconds come: the total's
-/// (at most [`MAX_BLOCKS`]) and each operation's, whose blocks span `group` of the
-/// total's (see [`operation_block_group`]), so memory stays constant.
-struct Blocks {
-    seconds: u64,
-    group: u64,
-    total: Histogram<u64>,
-    seconds_filled: u64,
-    operations: Vec<Histogram<u64>>,
-    blocks_filled: u64,
-    encoded: Vec<String>,
-    operations_encoded: Vec<Vec<String>>,
-}
-
-impl Blocks {
-    fn new(duration: Duration, operations: usize) -> Result<Blocks, HistogramError> {
-        let seconds = duration.as_secs().div_ceil(MAX_BLOCKS).max(1);
-        let group = operation_block_group(duration.as_secs().div_ceil(seconds), operations);
-        Ok(Blocks {
-            seconds,
-            group,
-            total: latency_histogram()?,
-            seconds_filled: 0,
-            operations: (0..operations)
-                .map(|_| operation_block_histogram())
-                .collect::<Result<_, _>>()?,
-            blocks_filled: 0,
-            encoded: Vec::new(),
-            operations_encoded: vec![Vec::new(); operations],
-        })
-    }
-
-    fn operation_seconds(&self) -> u64 {
-        self.seconds * self.group
-    }
-
-    fn add_second(&mut self, window: &Window) -> Result<(), HistogramError> {
-        let _ = self.total.add(window.total_latency()?);
-        for (block, latency) in self.operations.iter_mut().zip(&window.latency) {
-            // Both bounded by the same largest latency, so this cannot fail.
-            let _ = block.add(latency);
-        }
-        self.seconds_filled += 1;
-        if self.seconds_filled == self.seconds {
-            self.close_total()?;
-        }
-        Ok(())
-    }
-
-    fn close_total(&mut self) -> Result<(), HistogramError> {
-        self.encoded.push(encode(&self.total)?);
-        self.total.reset();
-        self.seconds_filled = 0;
-        self.blocks_filled += 1;
-        if self.blocks_filled == self.group {
-            self.close_operations()?;
-        }
-        Ok(())
-    }
-
-    fn close_operations(&mut self) -> Result<(), HistogramError> {
-        for (kept, block) in self.operations_encoded.iter_mut().zip(&mut self.operations) {
-            kept.push(encode(block)?);
-            block.reset();
-        }
-        self.blocks_filled = 0;
-        Ok(())
-    }
-
-    /// The encoded blocks, with the last partial ones (a block of no latency is not kept).
-    fn finish(mut self) -> Result<(Vec<String>, Vec<Vec<String>>), HistogramError> {
-        if !self.total.is_empty() {
-            self.close_total()?;
-        }
-        if self.blocks_filled > 0 {
-            self.close_operations()?;
-        }
-        Ok((self.encoded, self.operations_encoded))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn operation_blocks_span_whole_total_blocks_and_keep_the_last_partial_one() {
-        use iohr_domain::histogram::decode;
-        // 21 operations of a minute: one-second total blocks, two-second operation blocks
-        // (21 x 60 is past the result's budget of operation blocks).
-        let mut blocks = Blocks::new(Duration::from_secs(60), 21).expect("blocks");
-        assert_eq!((blocks.seconds, blocks.operation_seconds()), (1, 2));
-        // The run stops after 59 seconds; operation 0 answers in `second` ms.
-        for second in 1..=59u64 {
-            let mut window = Window::new(21, Phase::Measure).expect("window");
-            window.latency[0].record(second * 1000).expect("record");
-            window.latency[20].record(7).expect("record");
-            blocks.add_second(&window).expect("second");
-        }
-        let (total, operations) = blocks.finish().expect("finish");
-        assert_eq!(total.len(), 59);
-        assert_eq!(operations.len(), 21);
-        assert!(operations.iter().all(|o| o.len() == 30));
-        let first = decode(&operations[0][0]).expect("decode");
-        assert_eq!((first.len(), first.min(), first.max() / 1000), (2, 1000, 2));
-        let last = decode(&operations[0][29]).expect("decode");
-        assert_eq!((last.len(), last.max() / 1000), (1, 59));
-        assert_eq!(decode(&operations[20][29]).expect("decode").len(), 1);
-        assert_eq!(decode(&total[58]).expect("decode").len(), 2);
+impl Reporter<'_> {
+    /// The run's half of the trace ids its requests carry (none when every operation
+    /// sends the spec's own traceparent).
+    fn trace_prefix(&self) -> Option<u64> {
+        self.shared
+            .operations
+            .iter()
+            .find_map(PreparedOp::trace_prefix)
     }
 }

@@ -173,13 +173,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> H1Conn<S> {
         self.keep_alive && !self.busy
     }
 
-    /// Sends `op` with its own traceparent ([`PreparedOp::stamped`]).
-    pub async fn send_op(&mut self, op: &PreparedOp) -> Result<u16, Failure> {
+    /// Sends `op` with its own traceparent, its trace id ending in `trace`
+    /// ([`PreparedOp::stamped`]).
+    pub async fn send_op(&mut self, op: &PreparedOp, trace: u64) -> Result<u16, Failure> {
         if !op.stamps() {
             return self.send(op.wire(), op.method()).await;
         }
         let mut request = std::mem::take(&mut self.stamped);
-        op.stamped(&mut request);
+        op.stamped(&mut request, trace);
         let sent = self.send(&request, op.method()).await;
         self.stamped = request;
         sent

@@ -181,6 +181,7 @@ fn result(
         blocks: report.blocks.clone(),
         block_seconds: report.block_seconds,
         operation_block_seconds: report.operation_block_seconds,
+        slow_seconds: report.slow_seconds.clone(),
         counts,
     };
     result.notes = result.standard_notes();

@@ -7,7 +7,9 @@ use std::sync::Mutex;
 
 use hdrhistogram::Histogram;
 use iohr_domain::histogram::{HistogramError, MAX_MICROS, latency_histogram};
-use iohr_domain::load::Counts;
+use iohr_domain::load::{
+    Counts, Exemplar, Exemplars, FAILED_PER_SECOND, SLOWEST_PER_SECOND, Slowest, status_class,
+};
 
 use super::client::Failure;
 
@@ -78,6 +80,82 @@ impl ScheduleTally {
     }
 }
 
+/// A request an exemplar names: the random half of its trace id, its operation and how
+/// it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    pub trace: u64,
+    pub operation: usize,
+    pub outcome: Result<u16, Failure>,
+}
+
+/// A window's exemplars ([`iohr_domain::load::Exemplars`]): fixed arrays, so recording
+/// allocates nothing and a request that is not among the slowest costs one comparison.
+#[derive(Debug, Clone, Default)]
+pub struct Marks {
+    pub slowest: Slowest<Mark, SLOWEST_PER_SECOND>,
+    /// The first failed requests, by corrected latency.
+    pub failed: [Option<(u64, Mark)>; FAILED_PER_SECOND],
+}
+
+impl Marks {
+    #[inline]
+    fn record(&mut self, latency_us: u64, mark: Mark) {
+        self.slowest.offer(latency_us, mark);
+        let failed = match mark.outcome {
+            Ok(status) => status >= 400,
+            Err(_) => true,
+        };
+        if failed && self.failed[FAILED_PER_SECOND - 1].is_none() {
+            self.keep_failed(latency_us, mark);
+        }
+    }
+
+    fn keep_failed(&mut self, latency_us: u64, mark: Mark) {
+        if let Some(slot) = self.failed.iter_mut().find(|s| s.is_none()) {
+            *slot = Some((latency_us, mark));
+        }
+    }
+
+    fn add(&mut self, other: &Marks) {
+        self.slowest.merge(&other.slowest);
+        for (latency_us, mark) in other.failed.iter().flatten() {
+            self.keep_failed(*latency_us, *mark);
+        }
+    }
+
+    fn clear(&mut self) {
+        *self = Marks::default();
+    }
+
+    /// As a frame carries them: trace ids under the run's `prefix`, operations by name.
+    pub fn exemplars(&self, prefix: u64, names: &[String]) -> Exemplars {
+        let exemplar = |latency_us: u64, mark: &Mark| Exemplar {
+            trace_id: iohr_domain::load::trace_id(prefix, mark.trace),
+            latency_us,
+            operation: names.get(mark.operation).cloned().unwrap_or_default(),
+            outcome: match mark.outcome {
+                Ok(status) if status >= 400 => Some(status_class(status).to_string()),
+                Ok(_) => None,
+                Err(failure) => Some(failure.as_str().to_string()),
+            },
+        };
+        Exemplars {
+            slowest: self
+                .slowest
+                .iter()
+                .map(|(latency, mark)| exemplar(latency, mark))
+                .collect(),
+            failed: self
+                .failed
+                .iter()
+                .flatten()
+                .map(|(latency, mark)| exemplar(*latency, mark))
+                .collect(),
+        }
+    }
+}
+
 /// What happened in one phase over some stretch of time. Warm-up windows keep counts
 /// only: their latencies are discarded.
 #[derive(Debug, Clone)]
@@ -88,6 +166,9 @@ pub struct Window {
     /// Uncorrected latency of all operations (measure only).
     pub uncorrected: Histogram<u64>,
     pub schedule: ScheduleTally,
+    /// The slowest and first failed requests sent with the run's trace context (measure
+    /// only).
+    pub marks: Marks,
 }
 
 impl Window {
@@ -104,6 +185,7 @@ impl Window {
             latency,
             uncorrected: latency_histogram()?,
             schedule: ScheduleTally::default(),
+            marks: Marks::default(),
         })
     }
 
@@ -118,6 +200,7 @@ impl Window {
         }
         let _ = self.uncorrected.add(&other.uncorrected);
         self.schedule.add(&other.schedule);
+        self.marks.add(&other.marks);
     }
 
     fn reset(&mut self) {
@@ -125,6 +208,7 @@ impl Window {
         self.latency.iter_mut().for_each(Histogram::reset);
         self.uncorrected.reset();
         self.schedule = ScheduleTally::default();
+        self.marks.clear();
     }
 
     /// All operations' corrected latency in one histogram.
@@ -178,7 +262,9 @@ impl Recorder {
         }
     }
 
-    /// A request's end: its status or failure, and its latencies in microseconds.
+    /// A request's end: its status or failure, its latencies in microseconds, and the
+    /// random half of its trace id when it carried the run's.
+    #[allow(clippy::too_many_arguments)]
     pub fn record(
         &self,
         shard: usize,
@@ -187,43 +273,49 @@ impl Recorder {
         outcome: Result<u16, Failure>,
         corrected_us: u64,
         uncorrected_us: u64,
+        trace: Option<u64>,
     ) {
         self.record_with(
             shard,
             phase,
-            operation,
-            outcome,
-            corrected_us,
-            uncorrected_us,
+            Mark {
+                trace: trace.unwrap_or(0),
+                operation,
+                outcome,
+            },
+            (corrected_us, uncorrected_us),
+            trace.is_some(),
             |_| {},
         );
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn record_with(
         &self,
         shard: usize,
         phase: Phase,
-        operation: usize,
-        outcome: Result<u16, Failure>,
-        corrected_us: u64,
-        uncorrected_us: u64,
+        mark: Mark,
+        (corrected_us, uncorrected_us): (u64, u64),
+        traced: bool,
         schedule: impl FnOnce(&mut ScheduleTally),
     ) {
         self.with(shard, phase, |w| {
             schedule(&mut w.schedule);
-            let tally = &mut w.tallies[operation];
-            match outcome {
+            let tally = &mut w.tallies[mark.operation];
+            match mark.outcome {
                 Ok(status) => {
                     let class = usize::from(status / 100).clamp(1, 5) - 1;
                     tally.statuses[class] += 1;
                 }
                 Err(failure) => tally.errors[failure.index()] += 1,
             }
-            if let Some(h) = w.latency.get_mut(operation) {
-                h.saturating_record(corrected_us.clamp(1, MAX_MICROS));
+            if let Some(h) = w.latency.get_mut(mark.operation) {
+                let corrected = corrected_us.clamp(1, MAX_MICROS);
+                h.saturating_record(corrected);
                 w.uncorrected
                     .saturating_record(uncorrected_us.clamp(1, MAX_MICROS));
+                if traced {
+                    w.marks.record(corrected, mark);
+                }
             }
         });
     }
@@ -237,14 +329,18 @@ impl Recorder {
         operation: usize,
         outcome: Result<u16, Failure>,
         latency_us: u64,
+        trace: Option<u64>,
     ) {
         self.record_with(
             shard,
             phase,
-            operation,
-            outcome,
-            latency_us,
-            latency_us,
+            Mark {
+                trace: trace.unwrap_or(0),
+                operation,
+                outcome,
+            },
+            (latency_us, latency_us),
+            trace.is_some(),
             |s| {
                 s.intended += 1;
                 s.sent += 1;
@@ -295,10 +391,11 @@ mod tests {
                 outcome,
                 1000 + i,
                 500,
+                Some(i),
             );
             recorder.schedule(shard, Phase::Measure, |s| s.sent += 1);
         }
-        recorder.record(0, Phase::Warmup, 0, Ok(200), 5, 5);
+        recorder.record(0, Phase::Warmup, 0, Ok(200), 5, 5, Some(999));
         let window = recorder.take(Phase::Measure).expect("take");
         let counts = window.total_counts();
         assert_eq!(counts.requests, 300);
@@ -308,12 +405,29 @@ mod tests {
         assert_eq!(window.schedule.sent, 300);
         assert_eq!(window.total_latency().expect("total").len(), 300);
         assert_eq!(window.uncorrected.len(), 300);
+        // Over the shards, the three slowest (the last three sent) and three failures.
+        let names = ["a".to_string(), "b".to_string()];
+        let exemplars = window.marks.exemplars(0x1234, &names);
+        let slowest: Vec<(u64, &str)> = exemplars
+            .slowest
+            .iter()
+            .map(|e| (e.latency_us, e.operation.as_str()))
+            .collect();
+        assert_eq!(slowest, [(1299, "b"), (1298, "a"), (1297, "b")]);
+        assert_eq!(
+            exemplars.slowest[0].trace_id,
+            "0000000000001234000000000000012b"
+        );
+        assert_eq!(exemplars.failed.len(), 3);
+        assert!(exemplars.failed.iter().all(|e| e.outcome.is_some()));
 
         let warm = recorder.take(Phase::Warmup).expect("take");
         assert_eq!(warm.total_counts().requests, 1, "warm-up counted apart");
         assert!(warm.latency.is_empty(), "warm-up latencies are discarded");
+        assert!(warm.marks.slowest.is_empty(), "and so are its exemplars");
         let again = recorder.take(Phase::Measure).expect("take");
         assert_eq!(again.total_counts().requests, 0);
         assert_eq!(again.total_latency().expect("total").len(), 0);
+        assert!(again.marks.slowest.is_empty() && again.marks.failed[0].is_none());
     }
 }

@@ -140,9 +140,16 @@ impl PreparedOp {
         self.built.stamper.is_some()
     }
 
-    /// HTTP/1.1: [`PreparedOp::wire`] with a new traceparent, written into `out` (a
-    /// buffer the connection keeps, so that a request allocates nothing).
-    pub fn stamped(&self, out: &mut Vec<u8>) {
+    /// The run's half of the trace ids this operation's requests are sent with; `None`
+    /// when they carry none of the run's (the spec sends its own traceparent).
+    pub fn trace_prefix(&self) -> Option<u64> {
+        self.built.stamper.map(|s| s.prefix())
+    }
+
+    /// HTTP/1.1: [`PreparedOp::wire`] with a new traceparent whose trace id ends in
+    /// `trace`, written into `out` (a buffer the connection keeps, so that a request
+    /// allocates nothing).
+    pub fn stamped(&self, out: &mut Vec<u8>, trace: u64) {
         out.clear();
         let Some(stamper) = self.built.stamper else {
             out.extend_from_slice(&self.wire);
@@ -151,18 +158,18 @@ impl PreparedOp {
         let (head, tail) = self.wire.split_at(self.stamp_at);
         out.extend_from_slice(head);
         out.extend_from_slice(b"traceparent: ");
-        out.extend_from_slice(&stamper.next());
+        out.extend_from_slice(&stamper.with_low(trace));
         out.extend_from_slice(b"\r\n");
         out.extend_from_slice(tail);
     }
 
     /// HTTP/2: this request's traceparent as an HPACK field to follow the header block
     /// (on the stack: a shared connection's handle is made per request).
-    pub fn h2_stamp(&self) -> Option<[u8; H2_STAMP_LEN]> {
+    pub fn h2_stamp(&self, trace: u64) -> Option<[u8; H2_STAMP_LEN]> {
         let stamper = self.built.stamper?;
         let mut field = [0u8; H2_STAMP_LEN];
         field[..H2_STAMP_NAME.len()].copy_from_slice(H2_STAMP_NAME);
-        field[H2_STAMP_NAME.len()..].copy_from_slice(&stamper.next());
+        field[H2_STAMP_NAME.len()..].copy_from_slice(&stamper.with_low(trace));
         Some(field)
     }
 
@@ -361,8 +368,8 @@ mod tests {
         );
         let prefix = iohr_domain::trace::run_prefix_hex("run-7");
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        op.stamped(&mut a);
-        op.stamped(&mut b);
+        op.stamped(&mut a, rand::random());
+        op.stamped(&mut b, rand::random());
         let text = String::from_utf8(a.clone()).expect("utf-8");
         let (head, body) = text.split_once("\r\n\r\n").expect("head");
         assert_eq!(body, "xy");
@@ -386,7 +393,7 @@ mod tests {
     #[test]
     fn an_http2_request_is_stamped_after_its_header_block() {
         let op = traced(serde_json::json!({"path": "/"}), HttpVersion::Http2);
-        let stamp = op.h2_stamp().expect("stamped");
+        let stamp = op.h2_stamp(7).expect("stamped");
         let mut field = Vec::new();
         super::super::h2::hpack::field(&mut field, "traceparent", &stamp[H2_STAMP_NAME.len()..]);
         assert_eq!(field, stamp);

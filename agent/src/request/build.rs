@@ -52,7 +52,18 @@ pub struct Stamper(RunTrace);
 
 impl Stamper {
     pub fn next(&self) -> [u8; TRACEPARENT_LEN] {
-        self.0.traceparent(rand::random(), rand::random())
+        self.with_low(rand::random())
+    }
+
+    /// A traceparent whose trace id ends in `low` (the caller's random draw, which it
+    /// keeps: the load engine's exemplars name the request by it).
+    pub fn with_low(&self, low: u64) -> [u8; TRACEPARENT_LEN] {
+        self.0.traceparent(low, rand::random())
+    }
+
+    /// The run's half of every trace id it stamps.
+    pub fn prefix(&self) -> u64 {
+        self.0.prefix()
     }
 
     pub fn next_value(&self) -> HeaderValue {

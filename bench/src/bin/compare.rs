@@ -108,6 +108,7 @@ fn synthetic_result(seed: u64) -> anyhow::Result<Value> {
         blocks,
         block_seconds: 60,
         operation_block_seconds: 60,
+        slow_seconds: Vec::new(),
     };
     Ok(serde_json::to_value(result)?)
 }

@@ -18,7 +18,10 @@ use serde::Deserialize;
 
 use super::layout::PageError;
 use super::op_plots::Operations;
-use super::plot::{Axis, Band, Level, Mark, Plot, Points, Scale, Series, legend, percentile_x};
+use super::plot::{
+    Axis, Band, Level, Mark, Plot, Points, Scale, Series, TracePoint, legend, percentile_x,
+};
+use super::traces::TraceUrl;
 use crate::Shared;
 use crate::runs::frames::frame_stream;
 
@@ -38,6 +41,8 @@ pub struct Second {
     pub rate: Option<f64>,
     pub p50: Option<f64>,
     pub p99: Option<f64>,
+    /// The second's slowest request, from its exemplars: trace id and latency in ms.
+    pub slowest: Option<(String, f64)>,
 }
 
 /// A run's seconds and its warm-up's length in seconds.
@@ -102,6 +107,7 @@ pub fn align(summaries: &[SecondSummary]) -> Seconds {
                 rate: s.sent.map(|n| n as f64),
                 p50: s.p50_ms,
                 p99: s.p99_ms,
+                slowest: s.slowest.clone(),
             }
         })
         .collect();
@@ -128,6 +134,11 @@ pub(super) fn bucketed(seconds: &[Second]) -> Vec<Second> {
                 rate: (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64),
                 p50: chunk.iter().fold(None, |m, s| max(m, s.p50)),
                 p99: chunk.iter().fold(None, |m, s| max(m, s.p99)),
+                // The bucket's slowest request, as its p99 is its worst second's.
+                slowest: chunk
+                    .iter()
+                    .filter_map(|s| s.slowest.clone())
+                    .max_by(|a, b| a.1.total_cmp(&b.1)),
             }
         })
         .collect()
@@ -182,8 +193,14 @@ fn threshold_levels(expressions: Vec<&str>) -> Vec<Level> {
 
 /// Both runs' rate, p50 and p99 per second on one plot (ms left, requests/s right), each
 /// warm-up shaded, the thresholds drawn; `id` is the plot's.
-pub fn seconds_plot(id: String, runs: &[(&'static str, &Seconds)], levels: Vec<Level>) -> Plot {
+pub fn seconds_plot(
+    id: String,
+    runs: &[(&'static str, &Seconds)],
+    levels: Vec<Level>,
+    trace_url: Option<&TraceUrl>,
+) -> Plot {
     let mut series = Vec::new();
+    let mut traces = Vec::new();
     let mut bands = Vec::new();
     for (run, seconds) in runs {
         let drawn = bucketed(&seconds.seconds);
@@ -200,6 +217,16 @@ pub fn seconds_plot(id: String, runs: &[(&'static str, &Seconds)], levels: Vec<L
         series.push(line("requests/s", 0, true, &|s| s.rate));
         series.push(line("p50 ms", 1, false, &|s| s.p50));
         series.push(line("p99 ms", 2, false, &|s| s.p99));
+        traces.extend(drawn.iter().filter_map(|s| {
+            let (id, ms) = s.slowest.clone()?;
+            Some(TracePoint {
+                run,
+                x: s.x,
+                y: ms,
+                href: trace_url.map(|u| u.link(&id)),
+                trace_id: id,
+            })
+        }));
         if seconds.warmup > 0 {
             bands.push(Band {
                 run,
@@ -217,6 +244,7 @@ pub fn seconds_plot(id: String, runs: &[(&'static str, &Seconds)], levels: Vec<L
         levels,
         bands,
         marks: Vec::new(),
+        traces,
     }
 }
 
@@ -263,6 +291,7 @@ pub fn latency_plot(runs: &[(&'static str, Points)], levels: Vec<Level>) -> Plot
         levels,
         bands: Vec::new(),
         marks: Vec::new(),
+        traces: Vec::new(),
     }
 }
 
@@ -320,6 +349,7 @@ pub fn trend_plot(runs: &[RunRecord]) -> Plot {
         levels: Vec::new(),
         bands: Vec::new(),
         marks,
+        traces: Vec::new(),
     }
 }
 
@@ -378,6 +408,7 @@ pub fn sweep_plot(runs: &[(&'static str, &CapacityResult)]) -> Plot {
         levels,
         bands: Vec::new(),
         marks,
+        traces: Vec::new(),
     }
 }
 
@@ -402,6 +433,7 @@ pub async fn plots(
     shared: &Shared,
     account_id: &str,
     runs: &[(&'static str, &RunRecord)],
+    trace_url: Option<&TraceUrl>,
 ) -> Result<Markup, PageError> {
     let Some((_, first)) = runs.first() else {
         return Ok(html! {});
@@ -424,7 +456,7 @@ pub async fn plots(
                 .collect();
             Ok(html! {
                 h2 { "Each second" }
-                (seconds_plot("seconds-plot".into(), &borrowed, levels.clone()).render())
+                (seconds_plot("seconds-plot".into(), &borrowed, levels.clone(), trace_url).render())
                 (legend(&[("requests/s (right)", 0), ("p50", 1), ("p99", 2), ("threshold", 4)], compared))
                 h2 { "Latency distribution" }
                 (latency_plot(&curves, levels.clone()).render())
@@ -497,6 +529,7 @@ mod tests {
                 ("after", &align(&[second("measure", 1)])),
             ],
             vec![],
+            None,
         );
         assert_eq!(
             plot.bands.len(),
@@ -515,6 +548,7 @@ mod tests {
                 rate: Some(100.0),
                 p50: Some(1.0),
                 p99: Some(2.0),
+                slowest: None,
             })
             .collect();
         long[901].p99 = Some(500.0);

@@ -100,6 +100,7 @@ pub async fn show(
                 &state.shared,
                 caller.account_id(),
                 &[("before", &b), ("after", &a)],
+                state.trace_url.as_ref(),
             )
             .await?
         }

@@ -29,6 +29,7 @@ mod scenarios;
 mod schedules;
 mod session;
 mod start;
+pub mod traces;
 mod value;
 
 use axum::Router;
@@ -44,10 +45,17 @@ use crate::Shared;
 pub struct ConsoleState {
     pub shared: Shared,
     pub secure: bool,
+    /// The operator's tracing UI (`--trace-url-template`): trace ids become its links.
+    pub trace_url: Option<traces::TraceUrl>,
 }
 
 /// The API's router with the console's pages beside it.
-pub fn mount(api: Router, shared: Shared, secure: bool) -> Router {
+pub fn mount(
+    api: Router,
+    shared: Shared,
+    secure: bool,
+    trace_url: Option<traces::TraceUrl>,
+) -> Router {
     let console = Router::new()
         .route("/", get(session::home))
         .route(
@@ -77,7 +85,11 @@ pub fn mount(api: Router, shared: Shared, secure: bool) -> Router {
         .layer(axum::middleware::map_response(headers))
         // A page counts in its account's share of the requests in flight, as the API's.
         .layer(axum::middleware::from_fn(crate::in_flight::hold))
-        .with_state(ConsoleState { shared, secure });
+        .with_state(ConsoleState {
+            shared,
+            secure,
+            trace_url,
+        });
     api.merge(console)
 }
 

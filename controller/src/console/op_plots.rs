@@ -97,6 +97,7 @@ fn op_seconds(requests: &[RequestRecord], op: usize, start: f64) -> Seconds {
         rate: Some(0.0),
         p50: None,
         p99: None,
+        slowest: None,
     };
     for (x, sent) in &by_second {
         if let Some(last) = seconds.last().map(|s| s.x as i64) {
@@ -118,6 +119,7 @@ fn op_seconds(requests: &[RequestRecord], op: usize, start: f64) -> Seconds {
             rate: Some(sent.len() as f64),
             p50: nearest_rank(&timed, 0.5),
             p99: nearest_rank(&timed, 0.99),
+            slowest: None,
         });
     }
     let first = by_second.keys().next().copied().unwrap_or(1);
@@ -164,7 +166,8 @@ pub fn render(
                         .map(|(_, s)| (*run, s))
                 })
                 .collect();
-            let mut plot = seconds_plot(format!("op-plot-{}", i + 1), &drawn, levels.to_vec());
+            let mut plot =
+                seconds_plot(format!("op-plot-{}", i + 1), &drawn, levels.to_vec(), None);
             plot.y = Axis::linear(y);
             Some((name, plot.render()))
         })

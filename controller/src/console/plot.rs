@@ -86,6 +86,17 @@ pub struct Mark {
     pub verdict: Option<&'static str>,
 }
 
+/// A second's slowest request, at its latency: a link to its trace in the operator's
+/// tracing UI (`href`), or its id as the point's title without one.
+#[derive(Debug, Clone)]
+pub struct TracePoint {
+    pub run: &'static str,
+    pub x: f64,
+    pub y: f64,
+    pub trace_id: String,
+    pub href: Option<String>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Plot {
     /// The `svg` element's id, unique on its page.
@@ -97,6 +108,8 @@ pub struct Plot {
     pub levels: Vec<Level>,
     pub bands: Vec<Band>,
     pub marks: Vec<Mark>,
+    /// Seconds' slowest requests, by trace id (the seconds plot's).
+    pub traces: Vec<TracePoint>,
 }
 
 /// A value range with room above its top, from 0 unless a value is negative.
@@ -314,6 +327,24 @@ impl Plot {
                         (level.label) @if above { " (above the plot)" }
                     }
                 }
+                @for t in &self.traces {
+                    @let (cx, cy) = (f1(px(t.x)), f1(py(t.y, false)));
+                    @let label = format!("second {}: slowest request {:.1} ms, trace {}", t.x, t.y, t.trace_id);
+                    @match &t.href {
+                        Some(href) => {
+                            a href=(href) target="_blank" rel="noopener noreferrer" data-trace-link=(t.trace_id) {
+                                circle data-trace=(t.trace_id) data-run=(t.run) cx=(cx) cy=(cy) r="3" fill=(COLOURS[2]) {
+                                    title { (label) }
+                                }
+                            }
+                        }
+                        None => {
+                            circle data-trace=(t.trace_id) data-run=(t.run) cx=(cx) cy=(cy) r="3" fill=(COLOURS[2]) {
+                                title { (label) }
+                            }
+                        }
+                    }
+                }
                 @for mark in &self.marks {
                     @let (cx, cy) = (f1(px(mark.x)), f1(py(mark.y, false)));
                     @let opacity = if mark.run == "before" { "0.45" } else { "1" };
@@ -429,6 +460,7 @@ mod tests {
                 y: 4.0,
                 verdict: None,
             }],
+            traces: Vec::new(),
         }
     }
 

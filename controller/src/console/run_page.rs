@@ -32,7 +32,13 @@ pub async fn show(
     // A finished run's plots are drawn here from its stored seconds and result; a live
     // run's grow in console.js from its feed.
     let plots = if finished {
-        super::charts::plots(&state.shared, caller.account_id(), &[("run", &run)]).await?
+        super::charts::plots(
+            &state.shared,
+            caller.account_id(),
+            &[("run", &run)],
+            state.trace_url.as_ref(),
+        )
+        .await?
     } else {
         html! {}
     };

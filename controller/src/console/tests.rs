@@ -112,7 +112,7 @@ async fn send(
 async fn console(secure: bool) -> (Router, Shared, String) {
     let (shared, run_id) = crate::runs::frames::tests::shared_with_a_live_run().await;
     // The console's pages alone: they call the layers, not the API's routes.
-    let router = super::mount(Router::new(), shared.clone(), secure);
+    let router = super::mount(Router::new(), shared.clone(), secure, None);
     (router, shared, run_id)
 }
 
@@ -649,4 +649,54 @@ async fn count_runs(shared: &Shared) -> usize {
         .expect("list")
         .0
         .len()
+}
+
+/// A second's slowest request, named by its frame's exemplars, is a point on the seconds
+/// plot at its latency: a link to the operator's tracing UI with the template, its trace
+/// id as the point's text without one.
+#[test]
+fn a_slow_second_links_to_its_trace_in_the_tracing_ui() {
+    use super::charts::{align, seconds_plot};
+    use iohr_domain::load::SecondSummary;
+    let id = iohr_domain::load::trace_id(0xba78_16bf_8f01_cfea, 0x2a);
+    let frame = |second: u64, slow: bool| {
+        let mut data = serde_json::json!({"second": second, "phase": "measure", "sent": 10});
+        if slow {
+            data["exemplars"] = serde_json::json!({"slowest": [
+                {"trace_id": id, "latency_us": 812_345, "operation": "GET /"},
+                {"trace_id": "not a trace id", "latency_us": 999_999_999}]});
+        }
+        SecondSummary::of(&data)
+    };
+    let seconds = align(&[frame(1, false), frame(2, true)]);
+    let url: super::traces::TraceUrl = "https://grafana.example/explore?traceId={trace_id}"
+        .parse()
+        .expect("template");
+    let linked = seconds_plot(
+        "seconds-plot".into(),
+        &[("run", &seconds)],
+        vec![],
+        Some(&url),
+    )
+    .render()
+    .into_string();
+    assert!(
+        linked.contains(&format!(
+            "<a href=\"https://grafana.example/explore?traceId={id}\" target=\"_blank\" rel=\"noopener noreferrer\" data-trace-link=\"{id}\">"
+        )),
+        "{linked}"
+    );
+    assert!(linked.contains(&format!("second 2: slowest request 812.3 ms, trace {id}")));
+    assert_eq!(
+        linked.matches("data-trace=").count(),
+        1,
+        "one second has exemplars"
+    );
+    let plain = seconds_plot("seconds-plot".into(), &[("run", &seconds)], vec![], None)
+        .render()
+        .into_string();
+    assert!(!plain.contains("<a "), "{plain}");
+    assert!(
+        plain.contains(&format!("data-trace=\"{id}\"")) && plain.contains(&format!("trace {id}"))
+    );
 }

@@ -256,6 +256,7 @@ mod tests {
                 measure: "p50".into(),
                 worse: verdict == Verdict::Regressed,
                 line: "p50 total: 10.0 ms -> 13.0 ms".into(),
+                trace_ids: Vec::new(),
             }],
             unchanged: Vec::new(),
             notes: Vec::new(),

@@ -266,7 +266,11 @@ impl Session {
                 .is_some_and(|k| k != iohr_domain::FrameKind::Finished);
             let payload = serde_json::from_str(&frame.payload_json);
             match (known, payload) {
-                (true, Ok(payload)) => frames.push((frame.number, frame.kind, payload)),
+                (true, Ok(mut payload)) => {
+                    // Exemplars past their bound are truncated (docs/load.md).
+                    iohr_domain::load::bound_frame_exemplars(&mut payload);
+                    frames.push((frame.number, frame.kind, payload))
+                }
                 _ => {
                     tracing::warn!(agent = %self.identity.name, run = %batch.run_id, number = frame.number, kind = %frame.kind, "malformed frame stored as a phase note");
                     frames.push((

@@ -10,16 +10,19 @@
 //! - `iohr.run.rate`: a gauge of requests completed per second.
 //!
 //! Every point carries `iohr.phase` (`warmup` or `measure`); warm-up seconds have no
-//! histogram, as their frames carry none.
+//! histogram, as their frames carry none. A latency point carries the frame's exemplars
+//! (its slowest and first failed requests, those of the point's operation on an
+//! operation's point): the trace id and the latency in ms, a failed one's outcome as
+//! `iohr.outcome`; no span id, which the agent does not keep.
 
 use std::collections::BTreeMap;
 
-use iohr_domain::load::{Counts, LoadSecond};
+use iohr_domain::load::{Counts, Exemplars, LoadSecond};
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
 use opentelemetry_proto::tonic::metrics::v1::{
-    AggregationTemporality, Gauge, Histogram, HistogramDataPoint, Metric, NumberDataPoint,
-    ResourceMetrics, ScopeMetrics, Sum, metric, number_data_point,
+    AggregationTemporality, Exemplar, Gauge, Histogram, HistogramDataPoint, Metric,
+    NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum, exemplar, metric, number_data_point,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 
@@ -96,13 +99,37 @@ fn nanos(ms: i64) -> u64 {
     u64::try_from(ms).unwrap_or(0).saturating_mul(1_000_000)
 }
 
+/// A frame's exemplars as OTLP's, those of `operation` only when named. Trace ids that
+/// are not 16 bytes of hex were refused when the frame was read: none is sent here.
+fn exemplars(of: &Exemplars, operation: Option<&str>, at: u64) -> Vec<Exemplar> {
+    of.slowest
+        .iter()
+        .chain(&of.failed)
+        .filter(|e| operation.is_none_or(|name| e.operation == name))
+        .filter_map(|e| {
+            let trace_id = u128::from_str_radix(&e.trace_id, 16).ok()?;
+            Some(Exemplar {
+                filtered_attributes: e
+                    .outcome
+                    .iter()
+                    .map(|o| attribute("iohr.outcome", o))
+                    .collect(),
+                time_unix_nano: at,
+                trace_id: trace_id.to_be_bytes().to_vec(),
+                value: Some(exemplar::Value::AsDouble(e.latency_us as f64 / 1000.0)),
+                ..Default::default()
+            })
+        })
+        .collect()
+}
+
 /// A histogram point from a frame's encoded HdrHistogram (microseconds); `None` when it
 /// does not decode (the frame's other figures are still sent).
 fn latency_point(
     encoded: &str,
     attributes: Vec<KeyValue>,
-    start: u64,
-    end: u64,
+    (start, end): (u64, u64),
+    exemplars: Vec<Exemplar>,
 ) -> Option<HistogramDataPoint> {
     let histogram = match iohr_domain::histogram::decode(encoded) {
         Ok(histogram) => histogram,
@@ -130,6 +157,7 @@ fn latency_point(
         explicit_bounds: BOUNDS_MS.to_vec(),
         min: (!empty).then(|| histogram.min() as f64 / 1000.0),
         max: (!empty).then(|| histogram.max() as f64 / 1000.0),
+        exemplars,
         ..Default::default()
     })
 }
@@ -174,13 +202,19 @@ impl Points {
             counts(&operation.counts, with_operation(name));
         }
         if let Some(encoded) = &load.histogram {
+            let kept = exemplars(&load.exemplars, None, end);
             self.latency
-                .extend(latency_point(encoded, phase(), start, end));
+                .extend(latency_point(encoded, phase(), (start, end), kept));
         }
         for (name, operation) in &load.operations {
             if let Some(encoded) = &operation.histogram {
-                self.latency
-                    .extend(latency_point(encoded, with_operation(name), start, end));
+                let kept = exemplars(&load.exemplars, Some(name), end);
+                self.latency.extend(latency_point(
+                    encoded,
+                    with_operation(name),
+                    (start, end),
+                    kept,
+                ));
             }
         }
     }
@@ -319,6 +353,20 @@ mod tests {
                         histogram: Some(encoded),
                     },
                 )]),
+                exemplars: Exemplars {
+                    slowest: vec![iohr_domain::load::Exemplar {
+                        trace_id: iohr_domain::load::trace_id(0xabc, at_ms as u64),
+                        latency_us: micros.iter().copied().max().unwrap_or(1),
+                        operation: "get /".into(),
+                        outcome: None,
+                    }],
+                    failed: vec![iohr_domain::load::Exemplar {
+                        trace_id: iohr_domain::load::trace_id(0xabc, 1),
+                        latency_us: 5,
+                        operation: "get /".into(),
+                        outcome: Some("5xx".into()),
+                    }],
+                },
             },
         }
     }
@@ -374,6 +422,22 @@ mod tests {
             (1_000_000_000, 2_000_000_000)
         );
         assert!((first.max.unwrap() - 80.0).abs() < 0.1);
+        // The second's slowest request and its failed one, on the whole and on their
+        // operation's point.
+        for point in &h.data_points[..2] {
+            let ids: Vec<&[u8]> = point.exemplars.iter().map(|e| &e.trace_id[..]).collect();
+            assert_eq!(ids.len(), 2, "{point:?}");
+            assert_eq!(ids[0][..8], 0xabcu64.to_be_bytes());
+            assert_eq!(ids[0][8..], 2_000u64.to_be_bytes());
+            assert_eq!(
+                point.exemplars[0].value,
+                Some(exemplar::Value::AsDouble(80.0))
+            );
+            assert_eq!(
+                point.exemplars[1].filtered_attributes[0].key,
+                "iohr.outcome"
+            );
+        }
         let errors = metrics
             .iter()
             .find(|m| m.name == "iohr.run.errors")

@@ -137,6 +137,7 @@ fn compare_knees(before: &CapacityResult, after: &CapacityResult, out: &mut Comp
                 rate_text(ah),
                 change * 100.0
             ),
+            trace_ids: Vec::new(),
         });
     } else {
         out.unchanged.push(format!("knee over {span}"));

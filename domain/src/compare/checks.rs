@@ -49,6 +49,7 @@ pub(crate) fn compare_checks(before: &ChecksResult, after: &ChecksResult, out: &
                     measure: format!("invariant {}", inv.name),
                     worse,
                     line: format!("invariant {}: {word}", inv.name),
+                    trace_ids: Vec::new(),
                 });
             }
         }

@@ -101,6 +101,7 @@ pub(super) fn error_rate_difference(
                 after.failed(),
                 after.requests,
             ),
+            trace_ids: Vec::new(),
         });
     } else {
         out.unchanged.push(measure.to_string());

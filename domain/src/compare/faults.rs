@@ -49,6 +49,7 @@ pub(crate) fn compare_faults(before: &Journal, after: &Journal, out: &mut Compar
             line: format!(
                 "rollbacks failed or faults left applied: {failed_before} -> {failed_after}"
             ),
+            trace_ids: Vec::new(),
         });
     } else {
         out.unchanged.push("rollbacks".to_string());

@@ -91,6 +91,7 @@ pub(super) fn latency_difference(
                     .map(|e| format!("; over twice {e}"))
                     .unwrap_or_default()
             ),
+            trace_ids: Vec::new(),
         });
     } else {
         out.unchanged.push(measure.to_string());

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::load::LoadResult;
+use crate::load::{LoadResult, SlowSecond, slowest_traces};
 
 use super::bootstrap::{MIN_BLOCKS, REPLICATES, block_intervals};
 use super::errors::error_rate_difference;
@@ -104,6 +104,41 @@ impl IntervalsUsed {
     }
 }
 
+/// Trace ids a regressed tail names: the line stays readable with three.
+pub const TRACES_NAMED: usize = 3;
+
+/// A tail percentile found worse (the difference at `found`, when one was added) names
+/// the candidate's slowest requests of its slowest seconds: where to look first.
+fn name_traces(
+    out: &mut Comparison,
+    found: usize,
+    seconds: &[SlowSecond],
+    operation: Option<&str>,
+) {
+    let Some(difference) = out.differences.get_mut(found).filter(|d| d.worse) else {
+        return;
+    };
+    let traces = slowest_traces(seconds, operation, TRACES_NAMED);
+    if traces.is_empty() {
+        return;
+    }
+    let named: Vec<String> = traces
+        .iter()
+        .map(|(second, e)| {
+            format!(
+                "{} (second {}, {})",
+                e.trace_id,
+                second.second,
+                ms(e.latency_us)
+            )
+        })
+        .collect();
+    difference
+        .line
+        .push_str(&format!("; slowest traces: {}", named.join(", ")));
+    difference.trace_ids = traces.iter().map(|(_, e)| e.trace_id.clone()).collect();
+}
+
 pub(crate) fn compare_load(before: &LoadResult, after: &LoadResult, out: &mut Comparison) {
     out.samples = Some((before.latency.samples, after.latency.samples));
     let mut pairs = vec![LoadPair {
@@ -163,7 +198,12 @@ pub(crate) fn compare_load(before: &LoadResult, after: &LoadResult, out: &mut Co
         };
         for (at, (label, q)) in compared.iter().enumerate() {
             let widen = widen.as_ref().map(|(bw, aw)| (bw[at], aw[at]));
+            let found = out.differences.len();
             latency_difference(out, &format!("{label} {}", pair.name), &b, &a, *q, widen);
+            if *q >= 0.99 {
+                let operation = (index > 0).then_some(pair.name);
+                name_traces(out, found, &after.slow_seconds, operation);
+            }
         }
         if index == 0 && !b.is_empty() && !a.is_empty() {
             // One request's latency: no interval bounds it, so it informs and never decides.

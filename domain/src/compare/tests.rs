@@ -241,6 +241,7 @@ fn load_result(operations: &[(&str, Vec<Histogram<u64>>)], operation_blocks: boo
             .collect(),
         block_seconds: 1,
         operation_block_seconds: u64::from(operation_blocks),
+        slow_seconds: Vec::new(),
     };
     serde_json::to_value(result).expect("json")
 }
@@ -288,6 +289,32 @@ fn one_slow_block_of_an_operation_is_judged_with_its_block_bootstrap() {
             .map(|d| d.measure.as_str())
             .collect::<Vec<_>>(),
         vec!["p99 GET /a"]
+    );
+    // The regressed operation's p99 names the candidate's slowest requests of that
+    // operation, from its slowest seconds.
+    let id = |n: u64| crate::load::trace_id(0xfeed, n);
+    let mut traced = a.clone();
+    traced["slow_seconds"] = serde_json::json!([
+        {"second": 31, "p99_us": 50_000, "exemplars": {"slowest": [
+            {"trace_id": id(1), "latency_us": 61_000, "operation": "GET /a"},
+            {"trace_id": id(2), "latency_us": 60_000, "operation": "GET /b"},
+            {"trace_id": id(3), "latency_us": 59_000, "operation": "GET /a"}]}},
+        {"second": 7, "p99_us": 12_000, "exemplars": {"slowest": [
+            {"trace_id": id(4), "latency_us": 13_000, "operation": "GET /a"}]}}
+    ]);
+    let named =
+        compare(&load_side("r1", &b), &load_side("r2", &traced), NOISE_FLOOR).expect("comparable");
+    let p99 = &named.differences[0];
+    assert_eq!(p99.trace_ids, [id(1), id(3), id(4)]);
+    assert!(
+        p99.line.ends_with(&format!(
+            "; slowest traces: {} (second 31, 61.00 ms), {} (second 31, 59.00 ms), {} (second 7, 13.00 ms)",
+            id(1),
+            id(3),
+            id(4)
+        )),
+        "{}",
+        p99.line
     );
     assert!(
         old.notes.iter().any(|n| n.starts_with("total intervals: ")
@@ -703,6 +730,10 @@ fn one_stalled_second_in_ten_regresses_on_throughput_and_the_tail() {
     assert!(
         tail.contains("; over twice before's slowest request (10"),
         "{tail}"
+    );
+    assert!(
+        out.differences[1].trace_ids.is_empty(),
+        "a result without slow seconds names no trace"
     );
     // The other way round: the steady run improves on the stalled one, by the same reading.
     let out = compare(

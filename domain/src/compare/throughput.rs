@@ -162,6 +162,7 @@ pub(super) fn compare_throughput(
                 change * 100.0,
                 excursion.map(|e| format!("; {e}")).unwrap_or_default()
             ),
+            trace_ids: Vec::new(),
         });
     } else {
         out.unchanged.push("throughput".to_string());

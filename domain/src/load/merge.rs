@@ -133,6 +133,7 @@ impl LoadSecond {
                 parts.iter().map(|p| p.uncorrected_histogram.as_ref()),
             )?,
             operations,
+            exemplars: Exemplars::merge(parts.iter().map(|p| &p.exemplars)),
         })
     }
 }
@@ -262,6 +263,7 @@ impl LoadResult {
             blocks: merge_blocks(parts.iter().map(|p| p.blocks.as_slice()))?,
             block_seconds: first.block_seconds,
             operation_block_seconds: first.operation_block_seconds,
+            slow_seconds: merge_slow_seconds(parts.iter().flat_map(|p| &p.slow_seconds)),
             counts,
         };
         merged.notes = merged.standard_notes();

@@ -107,6 +107,10 @@ pub struct LoadSecond {
     pub uncorrected_histogram: Option<String>,
     /// Per operation: counts and the corrected histogram.
     pub operations: BTreeMap<String, OperationSecond>,
+    /// The trace ids of the second's slowest and first failed requests (measured
+    /// seconds only, and only requests sent with the run's own trace context).
+    #[serde(default, skip_serializing_if = "Exemplars::is_empty")]
+    pub exemplars: Exemplars,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -217,6 +221,14 @@ pub struct LoadResult {
     /// [`operation_block_group`]. Absent from results without operation blocks.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub operation_block_seconds: u64,
+    /// The measure's slowest seconds by their p99 (at most [`SLOW_SECONDS`], slowest
+    /// first), with their exemplars: the trace ids behind the tail.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "bounded_slow_seconds"
+    )]
+    pub slow_seconds: Vec<SlowSecond>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -24,6 +24,8 @@ pub struct SecondSummary {
     /// Corrected latency percentiles, in ms; none in warm-up seconds.
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
+    /// The second's slowest request named by its exemplars: trace id and latency in ms.
+    pub slowest: Option<(String, f64)>,
 }
 
 impl SecondSummary {
@@ -51,6 +53,11 @@ impl SecondSummary {
             dropped: count("dropped").unwrap_or(0),
             p50_ms: ms(0.5),
             p99_ms: ms(0.99),
+            slowest: data
+                .get("exemplars")
+                .and_then(|e| super::Exemplars::deserialize(e).ok())
+                .and_then(|e| e.slowest.into_iter().next())
+                .map(|e| (e.trace_id, e.latency_us as f64 / 1000.0)),
         }
     }
 

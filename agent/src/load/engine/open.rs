@@ -268,10 +268,11 @@ async fn worker(pool: Arc<Pool>, id: usize, mut link: Link) {
             s.late_held += u64::from(held);
             s.late_behind += u64::from(behind);
         });
+        let trace: u64 = rand::random();
         // Biased: no random branch order (and no RNG draw) per request.
         let outcome = tokio::select! {
             biased;
-            outcome = shared.exchange(&mut link, operation, started, timer.as_mut(), kept.take()) => outcome,
+            outcome = shared.exchange(&mut link, (operation, trace), started, timer.as_mut(), kept.take()) => outcome,
             () = stopped.as_mut() => return,
         };
         let ended = Instant::now();
@@ -283,6 +284,7 @@ async fn worker(pool: Arc<Pool>, id: usize, mut link: Link) {
             outcome,
             micros(ended - intended),
             micros(ended - started),
+            shared.traced(operation, trace),
         );
     }
 }

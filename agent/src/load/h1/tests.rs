@@ -199,10 +199,10 @@ async fn connection_close_is_not_reused_and_the_next_request_reconnects() {
     })
     .expect("operation");
     let mut conn = endpoint.connect().await.expect("connect");
-    assert_eq!(conn.send(&op).await, Ok(200));
+    assert_eq!(conn.send(&op, 1).await, Ok(200));
     assert!(!conn.is_reusable());
     let mut conn = endpoint.connect().await.expect("connect");
-    assert_eq!(conn.send(&op).await, Ok(200));
+    assert_eq!(conn.send(&op, 2).await, Ok(200));
     assert!(!conn.is_reusable());
     assert_eq!(accepted.load(Ordering::SeqCst), 3);
 }

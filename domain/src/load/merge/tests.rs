@@ -59,7 +59,33 @@ fn second_of(part: &Part) -> LoadSecond {
         histogram: Some(encoded.clone()),
         uncorrected_histogram: Some(encoded),
         operations,
+        exemplars: exemplars_of(part),
     }
+}
+
+/// A share's second's exemplars: its three slowest samples.
+fn exemplars_of(part: &Part) -> Exemplars {
+    let mut slowest: Slowest<(), SLOWEST_PER_SECOND> = Slowest::default();
+    part.samples.iter().for_each(|s| slowest.offer(*s, ()));
+    Exemplars {
+        slowest: slowest
+            .iter()
+            .map(|(latency_us, _)| Exemplar {
+                trace_id: trace_id(1, latency_us),
+                latency_us,
+                operation: "GET /".into(),
+                outcome: None,
+            })
+            .collect(),
+        failed: Vec::new(),
+    }
+}
+
+/// The three largest of `samples`, largest first.
+fn top3(mut samples: Vec<u64>) -> Vec<u64> {
+    samples.sort_unstable_by(|a, b| b.cmp(a));
+    samples.truncate(3);
+    samples
 }
 
 fn result_of(part: &Part, thresholds: &[&str]) -> LoadResult {
@@ -105,6 +131,11 @@ fn result_of(part: &Part, thresholds: &[&str]) -> LoadResult {
         blocks: vec![block],
         block_seconds: 2,
         operation_block_seconds: 1,
+        slow_seconds: vec![SlowSecond {
+            second: 4,
+            p99_us: latency.value_at_quantile(0.99),
+            exemplars: exemplars_of(part),
+        }],
         counts,
     };
     result.notes = result.standard_notes();
@@ -148,6 +179,9 @@ proptest! {
         prop_assert_eq!(merged.late_held, parts.iter().map(|p| p.late / 2).sum::<u64>());
         prop_assert_eq!(merged.dropped, parts.len() as u64);
         prop_assert_eq!(merged.sent, requests);
+        // The whole second's exemplars are its slowest requests, whichever share sent them.
+        let kept: Vec<u64> = merged.exemplars.slowest.iter().map(|e| e.latency_us).collect();
+        prop_assert_eq!(kept, top3(all));
     }
 
     #[test]
@@ -158,6 +192,9 @@ proptest! {
         let merged = LoadResult::merge(&results).expect("merge");
         prop_assert_eq!(&decode(&merged.latency.histogram).expect("decode"), &together);
         prop_assert_eq!(&merged.latency, &summarise_latency(&together).expect("summary"));
+        let slow: Vec<u64> = merged.slow_seconds.iter().flat_map(|s| &s.exemplars.slowest).map(|e| e.latency_us).collect();
+        prop_assert_eq!(slow, top3(all.clone()));
+        prop_assert!(merged.slow_seconds.len() <= 1, "one second of every share is one second");
         let requests: u64 = parts.iter().map(|p| p.samples.len() as u64 + p.failed).sum();
         prop_assert_eq!(merged.counts.requests, requests);
         prop_assert_eq!(merged.operations[0].counts.requests, requests);
