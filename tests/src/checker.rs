@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::history::{History, SHARED, Stream, TERMINAL};
+use crate::history::{History, Stream, TERMINAL};
 
 /// The promises, as docs/guarantees.md numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -54,15 +54,11 @@ pub fn check(history: &History) -> Vec<Violation> {
 
 type Report<'a> = dyn FnMut(Promise, String) + 'a;
 
-/// `[first, last]` request time per (run, agent), exclusive runs only, of requests the
-/// target can tell the agent of.
+/// `[first, last]` request time per (run, agent), exclusive runs only.
 fn spans(history: &History) -> BTreeMap<(String, String), (u64, u64)> {
     let mut spans: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
     for request in &history.requests {
         let Some(run) = &request.run else { continue };
-        if request.agent == SHARED {
-            continue;
-        }
         if !history.run(run).is_some_and(|r| r.exclusive) {
             continue;
         }

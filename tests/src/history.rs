@@ -35,11 +35,6 @@ pub fn now_ms() -> u64 {
 /// Longer than any test: a stream reader's own limit, never reached.
 const LONG: Duration = Duration::from_secs(3600);
 
-/// A request's agent when several agents send from its address (agents on the host's
-/// loopback, not each in a namespace): the target cannot tell which of them sent it, so
-/// the checker holds such requests to the run's ending but not to a given agent's bounds.
-pub const SHARED: &str = "(one of several agents)";
-
 /// The statuses a run ends in.
 pub const TERMINAL: &[&str] = &["passed", "failed", "error", "cancelled", "refused"];
 
@@ -279,11 +274,6 @@ impl Recorder {
     /// The controller's link to its store loses packets: see [`History::store_lossy`].
     pub fn store_lossy(&self) {
         self.with(|h| h.store_lossy = true);
-    }
-
-    /// Requests from `address` come from one of several agents ([`SHARED`]).
-    pub fn shared_address(&self, address: impl ToString) {
-        self.with(|h| h.agents.insert(address.to_string(), SHARED.to_string()));
     }
 
     /// Creates a run through `api` (expecting 201), its requests tagged `tag`, and starts

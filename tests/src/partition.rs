@@ -283,24 +283,26 @@ impl Drop for Netns {
 }
 
 /// A controller replica (`serve --replica`) named `name` and an API client of it with
-/// the installation's full token: on the host on free ports (or `agent_port`, for a
-/// restart), or inside `netns` ([`crate::Controller::start_in`]).
+/// the installation's full token: on the host, its agent link on `link` (a namespace's
+/// host address, which agents inside it reach too; port 0 for a free one, or a restart's)
+/// or on loopback when `None`, or inside `netns` on free ports
+/// ([`crate::Controller::start_in`]).
 pub async fn replica(
     install: &crate::Installation,
     name: &str,
     heartbeat_ms: u64,
-    agent_port: Option<u16>,
+    link: Option<std::net::SocketAddr>,
     netns: Option<&Netns>,
 ) -> (crate::Controller, crate::Api) {
-    let controller = match netns {
-        Some(netns) => {
-            assert!(
-                agent_port.is_none(),
-                "a replica in a namespace takes free ports"
-            );
+    let controller = match (netns, link) {
+        (Some(netns), None) => {
             crate::Controller::start_in(install, name, heartbeat_ms, netns, &["--replica"]).await
         }
-        None => crate::Controller::replica(install, name, heartbeat_ms, agent_port).await,
+        (Some(_), Some(_)) => panic!("a replica in a namespace takes free ports"),
+        (None, Some(link)) => {
+            crate::Controller::replica_linked_at(install, name, heartbeat_ms, link).await
+        }
+        (None, None) => crate::Controller::replica(install, name, heartbeat_ms, None).await,
     };
     let api = crate::Api::new(&controller.api_url(), &install.full_token());
     (controller, api)

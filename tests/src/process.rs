@@ -145,6 +145,28 @@ impl Controller {
         .await
     }
 
+    /// `serve --replica --agent-addr LINK` on the host: agents reach its link on `link`
+    /// (such as a namespace's host address, which agents inside that namespace reach;
+    /// port 0 for a free one), its API on loopback.
+    pub async fn replica_linked_at(
+        install: &Installation,
+        name: &str,
+        heartbeat_ms: u64,
+        link: SocketAddr,
+    ) -> Controller {
+        let link = link.to_string();
+        Standby::spawn(
+            install,
+            name,
+            heartbeat_ms,
+            None,
+            &["--replica", "--agent-addr", &link],
+            true,
+        )
+        .serving()
+        .await
+    }
+
     /// `serve EXTRA` (such as `--replica`) inside `netns`, its API and agent link on the
     /// namespace's address (the installation's certificate must name it), logging to
     /// `LOGS/NAME.log`: a controller the partition tests (issue 34) cut from PostgreSQL,

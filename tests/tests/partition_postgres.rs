@@ -18,9 +18,14 @@
 //! lost with its agent; the restarted replicas serve again. Each test writes a history
 //! (tests/src/history.rs) that the checker (tests/src/checker.rs) holds to every promise:
 //! each run ends exactly once and the target gets none of its requests after that, its
-//! frames gapless on both replicas, it still exists; no exclusive run held by two agents
-//! and no agent holding two, by the controller's leases (both agents are on the host's
-//! loopback here, so the target's log cannot tell them apart).
+//! frames gapless on both replicas, it still exists; no exclusive run executed by two
+//! agents and no agent executing two, by the target's own log and by the controller's
+//! leases.
+//!
+//! Agent edge-1 runs inside the test's namespace and edge-2 on the host; the target and
+//! the host's replicas listen on the namespace's host address, which both reach. So the
+//! target's log tells them apart by address: edge-1's requests come from the namespace's
+//! address, edge-2's from the host's.
 //!
 //! H = 1 s here (TTL 3 s).
 
@@ -28,11 +33,11 @@
 
 mod partition_support;
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use iohr_tests::checker::{Promise, check};
-use iohr_tests::history::{History, Leases, Recorder, Request, SHARED};
+use iohr_tests::history::{History, Leases, Recorder, Request};
 use iohr_tests::partition::{Cut, Netns, replica};
 use iohr_tests::pg_cluster::PgCluster;
 use iohr_tests::process::AgentOptions;
@@ -48,32 +53,52 @@ const ENDED: &[&str] = &["passed", "failed", "error", "cancelled"];
 /// store's bound on waiting for a connection (5 s) plus slack for a loaded machine.
 const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
-/// Agent edge-1 linked to replica A and edge-2 to B (one job each: each exclusive run
-/// goes to an agent of its own), each given the other replica as its next `--controller`.
+/// Agent edge-1 (inside `netns`) linked to replica A and edge-2 (on the host) to B (one
+/// job each: each exclusive run goes to an agent of its own), each given the other
+/// replica as its next `--controller`.
 async fn two_agents(
     install: &Installation,
+    netns: &Netns,
     (a, api_a): (&Controller, &Api),
     (b, api_b): (&Controller, &Api),
 ) -> [Agent; 2] {
     let (link_a, link_b) = (a.link_url(), b.link_url());
-    let options = || AgentOptions {
+    let allowed = ["10.232.0.0/14"];
+    let options = |netns| AgentOptions {
         max_jobs: 1,
+        allow_targets: &allowed,
+        netns,
         ..AgentOptions::default()
     };
     let both = format!("{link_a},{link_b}");
-    let edge_1 = Agent::enrol(install, api_a, "edge-1", &both, options()).await;
+    let edge_1 = Agent::enrol(install, api_a, "edge-1", &both, options(Some(netns))).await;
     let both = format!("{link_b},{link_a}");
-    let edge_2 = Agent::enrol(install, api_b, "edge-2", &both, options()).await;
+    let edge_2 = Agent::enrol(install, api_b, "edge-2", &both, options(None)).await;
     [edge_1, edge_2]
 }
 
-/// A target on loopback logging every request, its log, and a recorder of the test's
-/// history: both agents send from loopback, so the log names neither.
-async fn recorded(install: &Installation, test: &str) -> (Target, std::path::PathBuf, Recorder) {
+/// Where the host's replicas listen for agents: the namespace's host address, which
+/// edge-1 inside reaches over the veth pair and edge-2 on the host directly.
+fn link_on(netns: &Netns, port: u16) -> Option<SocketAddr> {
+    Some(SocketAddr::new(IpAddr::V4(netns.host_ip), port))
+}
+
+/// A target on the namespace's host address logging every request, its log, and a
+/// recorder of the test's history that knows each agent by the address it sends from.
+async fn recorded(
+    install: &Installation,
+    netns: &Netns,
+    test: &str,
+) -> (Target, std::path::PathBuf, Recorder) {
     let log = install.root.join("target-requests.jsonl");
-    let target = Target::start_with(&["--request-log", &log.display().to_string()]).await;
+    let target = Target::start_at(
+        &format!("{}:0", netns.host_ip),
+        &["--request-log", &log.display().to_string()],
+    )
+    .await;
     let recorder = Recorder::new(test, BOUNDS);
-    recorder.shared_address("127.0.0.1");
+    recorder.agent("edge-1", netns.ns_ip);
+    recorder.agent("edge-2", netns.host_ip);
     (target, log, recorder)
 }
 
@@ -171,12 +196,23 @@ async fn assert_runs_end(rec: Recorder, target_log: &std::path::Path, runs: &[St
         );
     }
     let history = rec.finish(target_log, LIMIT).await;
+    // Each request known by its agent's address: exclusivity is judged on the target's
+    // log, not only on the controller's leases.
+    let senders: std::collections::BTreeSet<&str> =
+        history.requests.iter().map(|r| r.agent.as_str()).collect();
+    assert_eq!(
+        senders,
+        ["edge-1", "edge-2"].into(),
+        "the target's log names both agents"
+    );
     history.verify();
-    the_checker_catches_this_history_doctored(&history, &runs[0]);
+    // The last run: its agent runs nothing after it, which a late request would overlap.
+    the_checker_catches_this_history_doctored(&history, runs.last().expect("a run"));
 }
 
-/// The real history, broken by hand where the controller's leases and the shared address
-/// are its only witnesses: the checker names exactly the promise broken.
+/// The real history, broken by hand where only this scenario's history can witness it
+/// (the controller's leases; a request after the ending while the store was away): the
+/// checker names exactly the promise broken.
 fn the_checker_catches_this_history_doctored(history: &History, run: &str) {
     let plant = |what: &str, promise: Promise, doctor: &dyn Fn(&mut History)| {
         let mut doctored = history.clone();
@@ -190,6 +226,13 @@ fn the_checker_catches_this_history_doctored(history: &History, run: &str) {
         .and_then(|r| r.statuses.last())
         .unwrap()
         .at_ms;
+    // The agent the target saw sending the run.
+    let agent = history
+        .requests
+        .iter()
+        .find(|r| r.run.as_deref() == Some(run))
+        .map(|r| r.agent.clone())
+        .expect("the target saw the run");
     plant(
         "the run leased to both agents at once",
         Promise::Exclusive,
@@ -208,7 +251,7 @@ fn the_checker_catches_this_history_doctored(history: &History, run: &str) {
         &|h| {
             h.requests.push(Request {
                 at_ms: ended + 1_000,
-                agent: SHARED.to_string(),
+                agent: agent.clone(),
                 run: Some(run.to_string()),
             });
         },
@@ -221,11 +264,19 @@ async fn a_replica_cut_from_postgres_stops_and_loses_nothing() {
     // The cluster listens on the namespace's host address: replica A inside reaches it over
     // the veth pair (which the cut drops); everything on the host reaches it directly.
     let cluster = PgCluster::start(&[IpAddr::V4(netns.host_ip)]);
-    let install = cluster.installation(&[&netns.ns_ip.to_string()]).await;
+    let names = [netns.ns_ip.to_string(), netns.host_ip.to_string()];
+    let install = cluster.installation(&[&names[0], &names[1]]).await;
     let (a, api_a) = replica(&install, "replica-a", HEARTBEAT_MS, None, Some(&netns)).await;
-    let (b, api_b) = replica(&install, "replica-b", HEARTBEAT_MS, None, None).await;
-    let _agents = two_agents(&install, (&a, &api_a), (&b, &api_b)).await;
-    let (target, target_log, mut rec) = recorded(&install, "partition-postgres-cut").await;
+    let (b, api_b) = replica(
+        &install,
+        "replica-b",
+        HEARTBEAT_MS,
+        link_on(&netns, 0),
+        None,
+    )
+    .await;
+    let _agents = two_agents(&install, &netns, (&a, &api_a), (&b, &api_b)).await;
+    let (target, target_log, mut rec) = recorded(&install, &netns, "partition-postgres-cut").await;
     rec.leases(&api_b);
 
     // One 12 s load run on each agent (one job each: the second goes to the other agent).
@@ -285,12 +336,29 @@ async fn a_replica_cut_from_postgres_stops_and_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_restarted_mid_run_loses_nothing() {
+    // A namespace only to give edge-1 an address of its own; nothing is cut.
+    let netns = Netns::create();
     let cluster = PgCluster::start(&[IpAddr::from([127, 0, 0, 1])]);
-    let install = cluster.installation(&[]).await;
-    let (a, api_a) = replica(&install, "replica-a", HEARTBEAT_MS, None, None).await;
-    let (b, api_b) = replica(&install, "replica-b", HEARTBEAT_MS, None, None).await;
-    let _agents = two_agents(&install, (&a, &api_a), (&b, &api_b)).await;
-    let (target, target_log, mut rec) = recorded(&install, "partition-postgres-restart").await;
+    let install = cluster.installation(&[&netns.host_ip.to_string()]).await;
+    let (a, api_a) = replica(
+        &install,
+        "replica-a",
+        HEARTBEAT_MS,
+        link_on(&netns, 0),
+        None,
+    )
+    .await;
+    let (b, api_b) = replica(
+        &install,
+        "replica-b",
+        HEARTBEAT_MS,
+        link_on(&netns, 0),
+        None,
+    )
+    .await;
+    let _agents = two_agents(&install, &netns, (&a, &api_a), (&b, &api_b)).await;
+    let (target, target_log, mut rec) =
+        recorded(&install, &netns, "partition-postgres-restart").await;
 
     // Recorded once the replicas are back: the recorder reads through the API, which the
     // restart takes down.
@@ -323,7 +391,7 @@ async fn postgres_restarted_mid_run_loses_nothing() {
         &install,
         "replica-a-again",
         HEARTBEAT_MS,
-        Some(port_a),
+        link_on(&netns, port_a),
         None,
     )
     .await;
@@ -331,7 +399,7 @@ async fn postgres_restarted_mid_run_loses_nothing() {
         &install,
         "replica-b-again",
         HEARTBEAT_MS,
-        Some(port_b),
+        link_on(&netns, port_b),
         None,
     )
     .await;

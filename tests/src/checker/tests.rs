@@ -2,7 +2,7 @@
 //! keeps them all (hand-made; partition.rs feeds it doctored real histories too).
 
 use super::*;
-use crate::history::{Bounds, CutSpan, Fault, Leases, Request, Run, SHARED, Seen, Stream};
+use crate::history::{Bounds, CutSpan, Fault, Leases, Request, Run, Seen, Stream};
 
 const BOUNDS: Bounds = Bounds {
     stop_ms: 4_000,
@@ -167,21 +167,6 @@ fn leases_of_one_run_on_two_agents_or_two_runs_on_one_are_caught() {
     // Not when one of them is not exclusive.
     h.runs[0].exclusive = false;
     assert_eq!(broken(&h), vec![]);
-}
-
-#[test]
-fn requests_from_a_shared_address_count_for_the_ending_not_for_an_agent() {
-    // Two runs at once from an address several agents share: no agent is known to run
-    // both.
-    let mut h = good();
-    for r in &mut h.requests {
-        r.agent = SHARED.to_string();
-    }
-    h.requests.push(request(5_000, SHARED, "r2"));
-    assert_eq!(broken(&h), vec![]);
-    // Still none after the run's ending.
-    h.requests.push(request(32_600, SHARED, "r2"));
-    assert_eq!(broken(&h), vec![Promise::OneEnding]);
 }
 
 #[test]
