@@ -171,6 +171,7 @@ pub(super) async fn put_audited_bounded<T>(
     };
     let now = now_ms();
     let mut tx = store.write_tx().await?;
+    store.lock_account(&mut tx, account_id).await?;
     let mut update = sqlx::query(AssertSqlSafe(format!(
         "UPDATE {table} SET {}, updated_by = ${}, updated_at = ${} WHERE account_id = ${}{}",
         set.join(", "),

@@ -219,6 +219,27 @@ impl Store {
         })
     }
 
+    /// Orders the bounded writes of one account inside a [`Store::write_tx`], taken
+    /// first: under PostgreSQL's read committed, two puts of one new key would both find
+    /// no row and both insert (the second failing on the key), and two racing for the
+    /// account's last place would both count under its bound. The account's row, locked,
+    /// orders them; `NO KEY UPDATE` leaves its children's foreign keys free (run
+    /// admission takes the same lock as it reads the plan). SQLite's `BEGIN IMMEDIATE`
+    /// already does.
+    pub(crate) async fn lock_account(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        account_id: &str,
+    ) -> Result<()> {
+        if self.backend == Backend::Postgres {
+            sqlx::query("SELECT id FROM accounts WHERE id = $1 FOR NO KEY UPDATE")
+                .bind(account_id)
+                .fetch_optional(&mut **tx)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// The row-locking clause for a read inside [`Store::write_tx`] (`OF r` names the
     /// table when the query joins others).
     pub(crate) fn for_update(&self, of: Option<&str>) -> String {

@@ -161,6 +161,7 @@ impl Store {
     pub async fn insert_schedule(&self, new: &NewSchedule, now: i64) -> Result<ScheduleRow> {
         let id = new_id();
         let mut tx = self.write_tx().await?;
+        self.lock_account(&mut tx, &new.account_id).await?;
         let count: i64 = sqlx::query("SELECT COUNT(*) AS n FROM schedules WHERE account_id = $1")
             .bind(&new.account_id)
             .fetch_one(&mut *tx)

@@ -138,6 +138,7 @@ impl Store {
         let id = new_id();
         let sealed = key.seal(&sealed_as(&id), &new.secret)?;
         let mut tx = self.write_tx().await?;
+        self.lock_account(&mut tx, &new.account_id).await?;
         let count: i64 = sqlx::query("SELECT COUNT(*) AS n FROM triggers WHERE account_id = $1")
             .bind(&new.account_id)
             .fetch_one(&mut *tx)

@@ -191,6 +191,7 @@ impl Store {
         actor: &str,
     ) -> Result<WebhookRow> {
         let mut tx = self.write_tx().await?;
+        self.lock_account(&mut tx, account_id).await?;
         let count: i64 = sqlx::query("SELECT COUNT(*) AS n FROM webhooks WHERE account_id = $1")
             .bind(account_id)
             .fetch_one(&mut *tx)

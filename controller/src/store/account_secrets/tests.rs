@@ -191,3 +191,63 @@ async fn an_account_holds_a_bounded_number_and_they_go_with_it() {
         assert_eq!(left, 0);
     }
 }
+
+/// Puts at once (two replicas, two clients): of one new name, one creates it and the
+/// others replace it, none failing; racing for the account's last place, one gets it and
+/// the others are refused, never past the bound.
+#[tokio::test]
+async fn puts_at_once_create_one_row_and_keep_the_bound() {
+    for store in both().await {
+        let store = store.with_secret_key(key());
+        let (account, _) = seed(&store).await;
+        let at_once = |names: Vec<String>| {
+            let mut puts = tokio::task::JoinSet::new();
+            for (i, name) in names.into_iter().enumerate() {
+                let (store, account) = (store.clone(), account.id.clone());
+                puts.spawn(async move {
+                    store
+                        .put_account_secret(&account, &name, &format!("v{i}"), "t")
+                        .await
+                });
+            }
+            puts.join_all()
+        };
+        let same = at_once(vec!["SAME".to_string(); 8]).await;
+        let created = same
+            .iter()
+            .filter(|put| matches!(put, Ok(SecretPut::Created(_))))
+            .count();
+        assert!(
+            same.iter()
+                .all(|put| matches!(put, Ok(SecretPut::Created(_) | SecretPut::Updated(_)))),
+            "{same:?}"
+        );
+        assert_eq!(created, 1, "{same:?}");
+
+        for i in 0..MAX_SECRETS_PER_ACCOUNT - 2 {
+            store
+                .put_account_secret(&account.id, &format!("S{i}"), "v", "t")
+                .await
+                .expect("put");
+        }
+        let last = at_once((0..8).map(|i| format!("LAST{i}")).collect()).await;
+        let created = last
+            .iter()
+            .filter(|put| matches!(put, Ok(SecretPut::Created(_))))
+            .count();
+        assert_eq!(created, 1, "{last:?}");
+        assert!(
+            last.iter()
+                .all(|put| matches!(put, Ok(SecretPut::Created(_) | SecretPut::TooMany))),
+            "{last:?}"
+        );
+        assert_eq!(
+            store
+                .account_secrets(&account.id)
+                .await
+                .expect("list")
+                .len(),
+            MAX_SECRETS_PER_ACCOUNT as usize
+        );
+    }
+}

@@ -388,12 +388,31 @@ async fn webhooks_fan_out_new_events_and_keep_a_delivery_log() {
 async fn subscriptions_are_bounded_per_account() {
     for store in both().await {
         let (account, _) = seed(&store).await;
-        for _ in 0..MAX_WEBHOOKS_PER_ACCOUNT {
+        for _ in 0..MAX_WEBHOOKS_PER_ACCOUNT - 1 {
             store
                 .create_webhook(&account.id, &hook(&[RUN_FINISHED]), "token:t1")
                 .await
                 .expect("create");
         }
+        // Eight racing for the last place (two replicas, two clients): one gets it.
+        let mut racing = tokio::task::JoinSet::new();
+        for _ in 0..8 {
+            let (store, account) = (store.clone(), account.id.clone());
+            racing.spawn(async move {
+                store
+                    .create_webhook(&account, &hook(&[RUN_FINISHED]), "token:t1")
+                    .await
+            });
+        }
+        let raced = racing.join_all().await;
+        let created = raced.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(created, 1, "{raced:?}");
+        assert!(
+            raced
+                .iter()
+                .all(|r| matches!(r, Ok(_) | Err(StoreError::Conflict(_)))),
+            "{raced:?}"
+        );
         let refused = store
             .create_webhook(&account.id, &hook(&[RUN_FINISHED]), "token:t1")
             .await;
