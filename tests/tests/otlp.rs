@@ -544,13 +544,15 @@ async fn bad_exports_are_refused_precisely(backend: Backend) {
 /// decoded by tests/otlp/trace_receiver.py: a run is one trace, derived from its id, with
 /// both services' spans in it; the controller's phases in order under the root `run`
 /// span, the agent's lease under the same root. With the receiver gone, the next run
-/// passes all the same and the controller counts the spans it dropped.
+/// passes all the same and each service counts the spans it dropped on its /metrics.
 async fn the_services_spans_of_a_run_form_one_trace() {
     let install = Installation::new(Backend::Sqlite).await;
     let target = Target::start().await;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let metrics_addr = listener.local_addr().unwrap().to_string();
-    drop(listener);
+    let free_port = || {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let (metrics_addr, agent_metrics_addr) = (free_port(), free_port());
     let mut stack: Option<(Controller, Api, Agent)> = None;
     let mut ran: Option<String> = None;
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -579,6 +581,7 @@ async fn the_services_spans_of_a_run_form_one_trace() {
                             ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", &traces),
                             ("OTEL_SERVICE_NAME", "edge-agent"),
                         ],
+                        extra: &["--metrics-addr", &agent_metrics_addr],
                         ..AgentOptions::default()
                     },
                 )
@@ -720,20 +723,35 @@ async fn the_services_spans_of_a_run_form_one_trace() {
         "no span outside the run's trace: {spans:?}"
     );
 
+    // Each service counts its spans on its own /metrics: the controller's 5, the agent's 3.
     let metrics = format!("http://{metrics_addr}/metrics");
-    let counted = |scraped: &Value, name: &str| {
+    let agent_metrics = format!("http://{agent_metrics_addr}/metrics");
+    let counted = |scraped: &Value, at: &str, name: &str| {
         sample(
-            &scraped[&metrics]["families"][name],
+            &scraped[at]["families"][name],
             &format!("{name}_total"),
             &json!({}),
         )
     };
-    let scraped = scrape(std::slice::from_ref(&metrics)).await;
+    let both = [metrics.clone(), agent_metrics.clone()];
+    let scraped = scrape(&both).await;
     assert!(
-        counted(&scraped, "iohr_otlp_spans_exported").is_some_and(|n| n >= 5.0),
+        counted(&scraped, &metrics, "iohr_otlp_spans_exported").is_some_and(|n| n >= 5.0),
         "{scraped}"
     );
-    assert_eq!(counted(&scraped, "iohr_otlp_spans_dropped"), Some(0.0));
+    assert_eq!(
+        counted(&scraped, &metrics, "iohr_otlp_spans_dropped"),
+        Some(0.0)
+    );
+    assert!(
+        counted(&scraped, &agent_metrics, "iohr_agent_otlp_spans_exported")
+            .is_some_and(|n| n >= 3.0),
+        "{scraped}"
+    );
+    assert_eq!(
+        counted(&scraped, &agent_metrics, "iohr_agent_otlp_spans_dropped"),
+        Some(0.0)
+    );
 
     // The receiver is gone: the next run passes as any, its spans are counted dropped.
     let run = api.create_run(&short_load(&target)).await;
@@ -741,10 +759,10 @@ async fn the_services_spans_of_a_run_form_one_trace() {
     let done = api.wait_status(&second, &["passed"], LIMIT).await;
     assert_eq!(done["status"], "passed");
     iohr_tests::wait_for("the second run's spans counted dropped", LIMIT, || async {
-        let scraped = scrape(std::slice::from_ref(&metrics)).await;
-        counted(&scraped, "iohr_otlp_spans_dropped")
-            .filter(|n| *n >= 5.0)
-            .map(|_| ())
+        let scraped = scrape(&both).await;
+        let controller = counted(&scraped, &metrics, "iohr_otlp_spans_dropped");
+        let agent = counted(&scraped, &agent_metrics, "iohr_agent_otlp_spans_dropped");
+        (controller >= Some(5.0) && agent >= Some(3.0)).then_some(())
     })
     .await;
     drop(controller);

@@ -14,6 +14,7 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
@@ -194,6 +195,22 @@ pub fn render(leases: &Leases) -> Result<String, std::fmt::Error> {
         "When the agent's certificate stops working, in Unix time",
         Unit::Seconds,
         EVENTS.certificate_expiry.clone(),
+    );
+
+    // The agent's own spans (`iohr_telemetry`), counted by the exporter itself.
+    let spans_exported = Counter::<u64>::default();
+    spans_exported.inc_by(iohr_telemetry::exported());
+    registry.register(
+        "otlp_spans_exported",
+        "The agent's own spans accepted by the operator's OTLP collector",
+        spans_exported,
+    );
+    let spans_dropped = Counter::<u64>::default();
+    spans_dropped.inc_by(iohr_telemetry::dropped());
+    registry.register(
+        "otlp_spans_dropped",
+        "The agent's own spans dropped: the export queue was full or the collector failed",
+        spans_dropped,
     );
 
     let mut text = String::new();
