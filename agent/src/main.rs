@@ -65,7 +65,12 @@ async fn agent_main(cli: Cli) -> anyhow::Result<()> {
         tracing::info!(endpoint = %spans.endpoint, service = %spans.service_name, "exporting spans over OTLP/HTTP");
     }
     match cli.command {
-        Command::Run(args) => commands::run::run(args).await,
+        Command::Run(args) => {
+            let ran = commands::run::run(args).await;
+            // The last leases' spans go before the process does (bounded).
+            iohr_telemetry::flush(std::time::Duration::from_secs(2)).await;
+            ran
+        }
         Command::Exec(args) => commands::exec::exec(args).await,
         Command::Enroll(args) => commands::enroll::enroll(args).await,
         Command::Hog(hog) => commands::faults::hog(hog),

@@ -392,7 +392,9 @@ async fn main() -> anyhow::Result<()> {
                     .error(clap::error::ErrorKind::ArgumentConflict, refusal)
                     .exit();
             }
-            serve(
+            // The last runs' spans go before the process does (bounded: an absent
+            // collector does not hold the exit).
+            let served = serve(
                 store,
                 api,
                 (
@@ -409,7 +411,9 @@ async fn main() -> anyhow::Result<()> {
                     _ => ServeMode::Alone,
                 },
             )
-            .await
+            .await;
+            iohr_telemetry::flush(Duration::from_secs(2)).await;
+            served
         }
         Command::Token {
             command:

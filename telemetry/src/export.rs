@@ -20,7 +20,7 @@ use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_sc
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanProcessor};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Config;
 
@@ -34,6 +34,8 @@ pub const LINGER: Duration = Duration::from_millis(500);
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 static QUEUE: OnceLock<mpsc::Sender<SpanData>> = OnceLock::new();
+/// Asks of the sender to send what is queued now; each answered once it has.
+static FLUSHES: OnceLock<mpsc::Sender<oneshot::Sender<()>>> = OnceLock::new();
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 static EXPORTED: AtomicU64 = AtomicU64::new(0);
 
@@ -58,6 +60,19 @@ pub fn offer(span: SpanData) {
         && queue.try_send(span).is_err()
     {
         DROPPED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Sends what is queued now, waiting at most `within`: a process about to exit would
+/// otherwise lose its last runs' spans, which wait up to [`LINGER`] for company. Without
+/// export, returns at once.
+pub async fn flush(within: Duration) {
+    let Some(flushes) = FLUSHES.get() else {
+        return;
+    };
+    let (done, flushed) = oneshot::channel();
+    if flushes.try_send(done).is_ok() {
+        let _ = tokio::time::timeout(within, flushed).await;
     }
 }
 
@@ -102,12 +117,14 @@ pub(crate) fn start(config: &Config, resource: &Resource) -> Result<(), StartErr
     let client: HttpsClient = Client::builder(TokioExecutor::new()).build(connector);
     let (tx, rx) = mpsc::channel(QUEUE_SPANS);
     QUEUE.set(tx).map_err(|_| StartError::Twice)?;
+    let (ask, flushes) = mpsc::channel(4);
+    FLUSHES.set(ask).map_err(|_| StartError::Twice)?;
     let sender = Sender {
         config: config.clone(),
         resource: ResourceAttributesWithSchema::from(resource),
         client,
     };
-    tokio::spawn(sender.run(rx));
+    tokio::spawn(sender.run(rx, flushes));
     Ok(())
 }
 
@@ -118,29 +135,71 @@ struct Sender {
 }
 
 impl Sender {
-    async fn run(self, mut rx: mpsc::Receiver<SpanData>) {
-        while let Some(first) = rx.recv().await {
-            let mut batch = vec![first];
-            let linger = tokio::time::sleep(LINGER);
-            tokio::pin!(linger);
-            while batch.len() < BATCH_SPANS {
-                tokio::select! {
-                    next = rx.recv() => match next {
-                        Some(span) => batch.push(span),
-                        None => break,
-                    },
-                    _ = &mut linger => break,
+    async fn run(
+        self,
+        mut rx: mpsc::Receiver<SpanData>,
+        mut flushes: mpsc::Receiver<oneshot::Sender<()>>,
+    ) {
+        loop {
+            // A span, or a flush asked of an empty-handed sender.
+            let (mut batch, mut flush) = tokio::select! {
+                span = rx.recv() => match span {
+                    Some(span) => (vec![span], None),
+                    None => return,
+                },
+                Some(done) = flushes.recv() => (Vec::new(), Some(done)),
+            };
+            if flush.is_none() {
+                let linger = tokio::time::sleep(LINGER);
+                tokio::pin!(linger);
+                while batch.len() < BATCH_SPANS {
+                    tokio::select! {
+                        next = rx.recv() => match next {
+                            Some(span) => batch.push(span),
+                            None => break,
+                        },
+                        Some(done) = flushes.recv() => {
+                            flush = Some(done);
+                            break;
+                        }
+                        _ = &mut linger => break,
+                    }
                 }
             }
-            let spans = batch.len() as u64;
-            match self.send(batch).await {
-                Ok(()) => {
-                    EXPORTED.fetch_add(spans, Ordering::Relaxed);
+            self.deliver(batch).await;
+            if let Some(done) = flush {
+                // Everything queued when the flush was asked, in batches.
+                loop {
+                    let mut batch = Vec::new();
+                    while batch.len() < BATCH_SPANS {
+                        match rx.try_recv() {
+                            Ok(span) => batch.push(span),
+                            Err(_) => break,
+                        }
+                    }
+                    if batch.is_empty() {
+                        break;
+                    }
+                    self.deliver(batch).await;
                 }
-                Err(why) => {
-                    let total = DROPPED.fetch_add(spans, Ordering::Relaxed) + spans;
-                    tracing::info!(endpoint = %self.config.endpoint, spans, dropped_total = total, %why, "exporting spans failed: they are dropped");
-                }
+                let _ = done.send(());
+            }
+        }
+    }
+
+    /// Sends `batch` once, counting it exported or dropped.
+    async fn deliver(&self, batch: Vec<SpanData>) {
+        if batch.is_empty() {
+            return;
+        }
+        let spans = batch.len() as u64;
+        match self.send(batch).await {
+            Ok(()) => {
+                EXPORTED.fetch_add(spans, Ordering::Relaxed);
+            }
+            Err(why) => {
+                let total = DROPPED.fetch_add(spans, Ordering::Relaxed) + spans;
+                tracing::info!(endpoint = %self.config.endpoint, spans, dropped_total = total, %why, "exporting spans failed: they are dropped");
             }
         }
     }
@@ -181,4 +240,96 @@ fn chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, BufReader, Read, Write};
+
+    use super::*;
+    use crate::run::{RunLife, spans};
+
+    /// A collector on loopback answering 200 to every request, each counted.
+    fn collector() -> (String, std::sync::Arc<AtomicU64>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let requests = std::sync::Arc::new(AtomicU64::new(0));
+        let counted = requests.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let mut reader = BufReader::new(stream);
+                'connection: loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            break 'connection;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        break 'connection;
+                    }
+                    counted.fetch_add(1, Ordering::Relaxed);
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                    if reader.get_mut().write_all(answer).is_err() {
+                        break 'connection;
+                    }
+                }
+            }
+        });
+        (format!("http://{addr}/v1/traces"), requests)
+    }
+
+    /// Spans offered just before a process exits would wait [`LINGER`] for company: a
+    /// flush sends them and returns only once the collector has them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_flush_returns_once_the_queued_spans_are_sent() {
+        let (endpoint, requests) = collector();
+        let config = Config {
+            endpoint,
+            headers: Vec::new(),
+            service_name: "flush-test".to_string(),
+        };
+        start(&config, &Resource::builder_empty().build()).expect("start");
+        let life = RunLife {
+            run_id: "r1",
+            kind: "load",
+            account_id: "a1",
+            agent_id: Some("g1"),
+            status: "passed",
+            reason: None,
+            created_ms: 1_000,
+            started_ms: Some(2_000),
+            first_frame_ms: Some(3_000),
+            last_frame_ms: Some(8_000),
+            frames: 5,
+            ended_ms: 9_000,
+        };
+        let made = spans(&life);
+        let count = made.len() as u64;
+        for span in made {
+            offer(span);
+        }
+        flush(Duration::from_secs(30)).await;
+        assert_eq!(
+            exported(),
+            count,
+            "every queued span sent by the flush's return"
+        );
+        assert_eq!(dropped(), 0);
+        assert_eq!(requests.load(Ordering::Relaxed), 1, "in one request");
+        // A flush with nothing queued returns as soon as the sender answers.
+        flush(Duration::from_secs(30)).await;
+        assert_eq!(exported(), count);
+    }
 }

@@ -32,7 +32,7 @@ use tracing_subscriber::filter::Targets;
 use tracing_subscriber::registry::LookupSpan;
 
 pub use config::{Config, ConfigError};
-pub use export::{dropped, enabled, exported};
+pub use export::{dropped, enabled, exported, flush};
 
 /// The `tracing` target of the spans that are exported; no other span or event is.
 pub const TARGET: &str = "iohr_span";
