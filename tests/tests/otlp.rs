@@ -543,7 +543,8 @@ async fn bad_exports_are_refused_precisely(backend: Backend) {
 /// The services' own spans (`OTEL_EXPORTER_OTLP_*` set for the controller and the agent),
 /// decoded by tests/otlp/trace_receiver.py: a run is one trace, derived from its id, with
 /// both services' spans in it; the controller's phases in order under the root `run`
-/// span, the agent's lease under the same root. With the receiver gone, the next run
+/// span, the agent's lease under the same root; a split run's parent has its own. With
+/// the receiver gone, the next run
 /// passes all the same and each service counts the spans it dropped on its /metrics.
 async fn the_services_spans_of_a_run_form_one_trace() {
     let install = Installation::new(Backend::Sqlite).await;
@@ -553,8 +554,9 @@ async fn the_services_spans_of_a_run_form_one_trace() {
         listener.local_addr().unwrap().to_string()
     };
     let (metrics_addr, agent_metrics_addr) = (free_port(), free_port());
-    let mut stack: Option<(Controller, Api, Agent)> = None;
+    let mut stack: Option<(Controller, Api, Agent, Agent)> = None;
     let mut ran: Option<String> = None;
+    let mut split: Option<String> = None;
     let deadline = Instant::now() + Duration::from_secs(60);
     let seen = run_script_asking(
         "otlp/trace_receiver.py",
@@ -590,13 +592,36 @@ async fn the_services_spans_of_a_run_form_one_trace() {
                 let id = run["id"].as_str().unwrap().to_string();
                 api.wait_status(&id, &["passed"], LIMIT).await;
                 ran = Some(id);
-                stack = Some((controller, api, agent));
+                // Then a run split over two agents: its parent ends when its shares
+                // have, and has its own trace.
+                let second = Agent::enrol(
+                    &install,
+                    &api,
+                    "edge-2",
+                    &controller.link_url(),
+                    AgentOptions {
+                        env: &[
+                            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", &traces),
+                            ("OTEL_SERVICE_NAME", "edge-agent"),
+                        ],
+                        ..AgentOptions::default()
+                    },
+                )
+                .await;
+                let mut body = short_load(&target);
+                body["agents"] = json!(2);
+                let parent = api.create_run(&body).await;
+                let parent = parent["id"].as_str().unwrap().to_string();
+                api.wait_status(&parent, &["passed"], LIMIT).await;
+                split = Some(parent);
+                stack = Some((controller, api, agent, second));
                 return json!({"more": true});
             }
-            // Both services' `ended` spans of the run arrived, or ask again (bounded).
+            // Both services' `ended` spans of the run arrived, and the controller's of
+            // the split run, or ask again (bounded).
             let id = ran.as_deref().unwrap();
             let spans = ask["spans"].as_array().unwrap();
-            let ended = |service: &str| {
+            let ended = |service: &str, id: &str| {
                 spans.iter().any(|s| {
                     s["service"] == service
                         && s["name"] == "ended"
@@ -606,7 +631,11 @@ async fn the_services_spans_of_a_run_form_one_trace() {
                             .starts_with(&iohr_domain::trace::run_prefix_hex(id))
                 })
             };
-            if ended("iohr-controller") && ended("edge-agent") {
+            let parent = split.as_deref().unwrap();
+            if ended("iohr-controller", id)
+                && ended("edge-agent", id)
+                && ended("iohr-controller", parent)
+            {
                 return json!({"stop": true});
             }
             assert!(
@@ -619,7 +648,8 @@ async fn the_services_spans_of_a_run_form_one_trace() {
     )
     .await;
     let id = ran.expect("the receiver asked");
-    let (controller, api, _agent) = stack.unwrap();
+    let parent = split.unwrap();
+    let (controller, api, _agent, _second) = stack.unwrap();
 
     for request in seen["requests"].as_array().unwrap() {
         assert_eq!(request["path"], "/v1/traces");
@@ -717,10 +747,49 @@ async fn the_services_spans_of_a_run_form_one_trace() {
         assert_eq!(child["parent_span_id"], lease["span_id"], "{child}");
     }
     assert_eq!(agent_spans[2]["attributes"]["iohr.run.status"], "passed");
+    // The split run: the controller's phases under its own root, ended as it did.
+    let parent_trace = iohr_domain::trace::run_prefix_hex(&parent);
+    let mut of_parent: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["service"] == "iohr-controller")
+        .filter(|s| s["trace_id"].as_str().unwrap().starts_with(&parent_trace))
+        .collect();
+    of_parent.sort_by_key(|s| s["start"].as_u64().unwrap());
+    let parent_names = names(&of_parent);
     assert_eq!(
-        spans.iter().filter(|s| s["trace_id"] != trace).count(),
-        0,
-        "no span outside the run's trace: {spans:?}"
+        (parent_names.first(), parent_names.last()),
+        (Some(&"run".to_string()), Some(&"ended".to_string())),
+        "{of_parent:?}"
+    );
+    assert!(
+        of_parent
+            .iter()
+            .all(|s| s["attributes"]["iohr.run_id"] == parent.as_str()),
+        "{of_parent:?}"
+    );
+    assert_eq!(
+        of_parent.last().unwrap()["attributes"]["iohr.run.status"],
+        "passed"
+    );
+    // No span outside the runs' traces: the first run's, the split run's, its shares'.
+    let (_, record) = api.get(&format!("/v1/reliability/runs/{parent}")).await;
+    let mut runs = vec![id.clone(), parent.clone()];
+    runs.extend(
+        record["shares"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["run"].as_str().unwrap().to_string()),
+    );
+    let prefixes: Vec<String> = runs
+        .iter()
+        .map(|r| iohr_domain::trace::run_prefix_hex(r))
+        .collect();
+    assert!(
+        spans.iter().all(|s| prefixes
+            .iter()
+            .any(|p| s["trace_id"].as_str().unwrap().starts_with(p.as_str()))),
+        "no span outside the runs' traces: {spans:?}"
     );
 
     // Each service counts its spans on its own /metrics: the controller's 5, the agent's 3.

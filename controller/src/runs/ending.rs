@@ -102,6 +102,14 @@ async fn finish(
         let reason = finished.payload["reason"].as_str();
         super::spans::record(store, &run, ending.status.as_str(), reason, finished.at);
     }
+    if let Some((parent, _)) = &run.share_of
+        && let Some(settled) = frames
+            .iter()
+            .find(|f| f.run_id == *parent && f.kind == "finished")
+    {
+        let reason = settled.payload["reason"].as_str();
+        super::spans::record_parent(store, parent, reason, settled.at);
+    }
     Ok(Some(frames))
 }
 
