@@ -306,8 +306,11 @@ async fn a_runs_seconds_reach_the_collector_as_otlp_metrics(backend: Backend) {
             .collect();
         framed.sort();
         sent.sort();
+        // The run's slowest requests may all be of one operation (the frames keep the 3
+        // slowest of each second, whichever operation sent them): an operation's point
+        // may carry none, the whole run's always some.
         assert!(
-            !framed.is_empty(),
+            key.is_some() || !framed.is_empty(),
             "{operation:?}: the frames name requests"
         );
         assert_eq!(sent, framed, "{operation:?}: the frames' exemplars");
