@@ -39,6 +39,8 @@ pub enum LinkError {
     Status(#[from] tonic::Status),
     #[error("the controller sent no welcome")]
     NoWelcome,
+    #[error("no link to the controller within {0:?}")]
+    NotOpened(Duration),
     #[error("no message from the controller for {0:?}")]
     Silent(Duration),
 }
@@ -76,6 +78,10 @@ fn tls(config: &AgentConfig) -> Result<ClientTlsConfig, LinkError> {
         .ca_certificate(Certificate::from_pem(ca))
         .identity(Identity::from_pem(cert, key)))
 }
+
+/// How long a dial (TCP, TLS) and then the session's opening (its response headers) may
+/// each take before the agent gives up on it and dials again.
+const OPEN_WITHIN: Duration = Duration::from_secs(10);
 
 /// A controller's address with the identity files as they are now.
 fn endpoint(config: &AgentConfig, controller: &str) -> Result<Endpoint, LinkError> {
@@ -142,8 +148,12 @@ pub async fn run(
             .then_some(config.return_after)
             .flatten()
             .map(|every| (endpoints[0].clone(), every));
-        let outcome = match endpoints[at].connect().await {
-            Ok(channel) => {
+        // Bounded whole: a controller that takes the connection but neither answers nor
+        // closes it (seen once mid-handshake) must not hold the agent from its next dial.
+        let connected = tokio::time::timeout(OPEN_WITHIN, endpoints[at].connect()).await;
+        let outcome = match connected {
+            Err(_) => Err(LinkError::NotOpened(OPEN_WITHIN)),
+            Ok(Ok(channel)) => {
                 let session = Session {
                     config: &config,
                     controller,
@@ -156,7 +166,7 @@ pub async fn run(
                 };
                 session.serve(channel, home, &shutdown, &mut backoff).await
             }
-            Err(error) => Err(LinkError::Transport(error)),
+            Ok(Err(error)) => Err(LinkError::Transport(error)),
         };
         if shutdown.is_cancelled() {
             break;
@@ -328,7 +338,11 @@ impl Session<'_> {
                 .unwrap_or_default(),
         };
         send(&tx, agent_message::Body::Hello(hello)).await;
-        let mut inbound = client.session(ReceiverStream::new(rx)).await?.into_inner();
+        let mut inbound =
+            tokio::time::timeout(OPEN_WITHIN, client.session(ReceiverStream::new(rx)))
+                .await
+                .map_err(|_| LinkError::NotOpened(OPEN_WITHIN))??
+                .into_inner();
         let first = tokio::time::timeout(Duration::from_secs(30), inbound.message())
             .await
             .map_err(|_| LinkError::NoWelcome)??;
