@@ -142,7 +142,9 @@ impl Sender {
     ) {
         loop {
             // A span, or a flush asked of an empty-handed sender.
+            // Biased to the spans: those queued before a flush was asked go in its batch.
             let (mut batch, mut flush) = tokio::select! {
+                biased;
                 span = rx.recv() => match span {
                     Some(span) => (vec![span], None),
                     None => return,
@@ -154,6 +156,7 @@ impl Sender {
                 tokio::pin!(linger);
                 while batch.len() < BATCH_SPANS {
                     tokio::select! {
+                        biased;
                         next = rx.recv() => match next {
                             Some(span) => batch.push(span),
                             None => break,
@@ -247,7 +250,8 @@ mod tests {
     use std::io::{BufRead, BufReader, Read, Write};
 
     use super::*;
-    use crate::run::{RunLife, spans};
+    use crate::run::spans;
+    use crate::run::tests::life;
 
     /// A collector on loopback answering 200 to every request, each counted.
     fn collector() -> (String, std::sync::Arc<AtomicU64>) {
@@ -301,20 +305,7 @@ mod tests {
             service_name: "flush-test".to_string(),
         };
         start(&config, &Resource::builder_empty().build()).expect("start");
-        let life = RunLife {
-            run_id: "r1",
-            kind: "load",
-            account_id: "a1",
-            agent_id: Some("g1"),
-            status: "passed",
-            reason: None,
-            created_ms: 1_000,
-            started_ms: Some(2_000),
-            first_frame_ms: Some(3_000),
-            last_frame_ms: Some(8_000),
-            frames: 5,
-            ended_ms: 9_000,
-        };
+        let life = life(Some(2_000), Some((3_000, 8_000)));
         let made = spans(&life);
         let count = made.len() as u64;
         for span in made {

@@ -146,10 +146,12 @@ fn at(ms: i64) -> SystemTime {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn life(started: Option<i64>, frames: Option<(i64, i64)>) -> RunLife<'static> {
+    /// A load run's life (created 1 s, ended 9 s, 5 frames), leased at `started` and
+    /// framed from the first to the second of `frames`; the exporter's tests use it too.
+    pub(crate) fn life(started: Option<i64>, frames: Option<(i64, i64)>) -> RunLife<'static> {
         RunLife {
             run_id: "r1",
             kind: "load",
