@@ -8,27 +8,20 @@ temporality, points with their attributes, counts, sums, bucket counts and bound
 import json
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
 )
 
+from otlp_common import attributes, listen, respond
+
 config = json.loads(sys.argv[1])
 STATUS = config.get("status", 200)
 HEADERS = config.get("headers", [])
 received = []
 lock = threading.Lock()
-
-
-def value(any_value):
-    kind = any_value.WhichOneof("value")
-    return getattr(any_value, kind) if kind else None
-
-
-def attributes(pairs):
-    return {kv.key: value(kv.value) for kv in pairs}
 
 
 def number(point):
@@ -81,20 +74,13 @@ class Handler(BaseHTTPRequestHandler):
         }
         with lock:
             received.append(seen)
-        answer = ExportMetricsServiceResponse().SerializeToString() if STATUS == 200 else b""
-        self.send_response(STATUS)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
+        respond(self, STATUS, ExportMetricsServiceResponse())
 
     def log_message(self, *args):
         pass
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-print(json.dumps({"ask": "act", "port": server.server_address[1]}), flush=True)
+server = listen(Handler)
 sys.stdin.readline()
 server.shutdown()
 with lock:

@@ -8,27 +8,20 @@ trace, span and parent ids (hex), start and end (ns) and attributes."""
 import json
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
 
+from otlp_common import attributes, listen, respond
+
 config = json.loads(sys.argv[1])
 STATUS = config.get("status", 200)
 spans = []
 requests = []
 lock = threading.Lock()
-
-
-def value(any_value):
-    kind = any_value.WhichOneof("value")
-    return getattr(any_value, kind) if kind else None
-
-
-def attributes(pairs):
-    return {kv.key: value(kv.value) for kv in pairs}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -55,20 +48,13 @@ class Handler(BaseHTTPRequestHandler):
             requests.append({"path": self.path,
                              "content_type": self.headers.get("Content-Type")})
             spans.extend(seen)
-        answer = ExportTraceServiceResponse().SerializeToString() if STATUS == 200 else b""
-        self.send_response(STATUS)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
+        respond(self, STATUS, ExportTraceServiceResponse())
 
     def log_message(self, *args):
         pass
 
 
-server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-print(json.dumps({"ask": "act", "port": server.server_address[1]}), flush=True)
+server = listen(Handler)
 while True:
     answer = json.loads(sys.stdin.readline() or '{"stop": true}')
     if answer.get("stop"):
